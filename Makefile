@@ -1,0 +1,20 @@
+# One command to install and run a broker, one to install everything and test.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: serve test install bench
+
+$(PY):
+	python3 -m venv $(VENV)
+
+install: $(PY)
+	$(PY) -m pip install -q -e '.[test]'
+
+serve: install
+	$(VENV)/bin/odradek serve --data-dir ./data
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: install
+	$(PY) bench/run.py

@@ -1,0 +1,1 @@
+"""Odradek cli layer (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""Odradek client layer (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""Odradek coordinator layer (see docs/ARCHITECTURE.md)."""

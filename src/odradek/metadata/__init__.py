@@ -1,0 +1,1 @@
+"""Odradek metadata layer (see docs/ARCHITECTURE.md)."""

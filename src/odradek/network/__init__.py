@@ -1,0 +1,1 @@
+"""Odradek network layer (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""Odradek protocol layer (see docs/ARCHITECTURE.md)."""

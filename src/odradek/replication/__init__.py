@@ -1,0 +1,1 @@
+"""Odradek replication layer (see docs/ARCHITECTURE.md)."""

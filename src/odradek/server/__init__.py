@@ -1,0 +1,1 @@
+"""Odradek server layer (see docs/ARCHITECTURE.md)."""

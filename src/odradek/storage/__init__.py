@@ -1,0 +1,1 @@
+"""Odradek storage layer (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""Odradek testing layer (see docs/ARCHITECTURE.md)."""
