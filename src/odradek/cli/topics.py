@@ -1,0 +1,165 @@
+"""``odradek topics create|list|describe|alter|delete``: kafka-topics.sh for any Kafka-compatible broker."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import Future
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from odradek.cli.client_options import add_connection_args, client_config, parse_key_value
+
+TIMEOUT_S = 30.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("topics", help="create, list, describe, alter and delete topics")
+    actions = parser.add_subparsers(dest="topics_action", required=True)
+
+    create = actions.add_parser("create", help="create a topic")
+    add_connection_args(create)
+    create.add_argument("--topic", required=True)
+    create.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
+    create.add_argument(
+        "--replication-factor", type=int, default=-1, help="default: the broker's default.replication.factor"
+    )
+    create.add_argument("--config", action="append", type=parse_key_value, default=[], metavar="KEY=VALUE")
+    create.add_argument("--if-not-exists", action="store_true")
+    create.add_argument("--validate-only", action="store_true", help="check the request, create nothing")
+    create.set_defaults(func=_create)
+
+    listing = actions.add_parser("list", help="list topic names")
+    add_connection_args(listing)
+    listing.add_argument("--exclude-internal", action="store_true")
+    listing.set_defaults(func=_list)
+
+    describe = actions.add_parser("describe", help="partitions, leaders, replicas and overridden configs")
+    add_connection_args(describe)
+    describe.add_argument("--topic", action="append", default=[], help="repeatable; default: all topics")
+    describe.add_argument("--exclude-internal", action="store_true")
+    describe.set_defaults(func=_describe)
+
+    alter = actions.add_parser("alter", help="increase a topic's partition count")
+    add_connection_args(alter)
+    alter.add_argument("--topic", required=True)
+    alter.add_argument("--partitions", type=int, required=True, help="the new total partition count")
+    alter.set_defaults(func=_alter)
+
+    delete = actions.add_parser("delete", help="delete topics")
+    add_connection_args(delete)
+    delete.add_argument("--topic", action="append", required=True, help="repeatable")
+    delete.add_argument("--if-exists", action="store_true")
+    delete.set_defaults(func=_delete)
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    return AdminClient(client_config(args))
+
+
+def _wait(futures: dict[str, Future], ignore: frozenset[str] = frozenset()) -> int:
+    """Print one line per result; return 1 if any failed with an error not in ``ignore``."""
+    status = 0
+    for name, future in futures.items():
+        try:
+            future.result(timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.name() in ignore:
+                continue
+            print(f"Error for {name}: {error.name()}: {error.str()}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def _create(args: argparse.Namespace) -> int:
+    topic = NewTopic(
+        args.topic,
+        num_partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        config=dict(args.config),
+    )
+    futures = _admin(args).create_topics(
+        [topic], validate_only=args.validate_only, operation_timeout=TIMEOUT_S
+    )
+    ignore = frozenset({"TOPIC_ALREADY_EXISTS"}) if args.if_not_exists else frozenset()
+    status = _wait(futures, ignore)
+    if status == 0:
+        verb = "Validated" if args.validate_only else "Created"
+        print(f"{verb} topic {args.topic}.")
+    return status
+
+
+def _topic_names(admin: AdminClient, exclude_internal: bool) -> list[str]:
+    metadata = admin.list_topics(timeout=TIMEOUT_S)
+    names = sorted(metadata.topics)
+    if exclude_internal:
+        names = [n for n in names if not n.startswith("__")]
+    return names
+
+
+def _list(args: argparse.Namespace) -> int:
+    for name in _topic_names(_admin(args), args.exclude_internal):
+        print(name)
+    return 0
+
+
+def _describe(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    metadata = admin.list_topics(timeout=TIMEOUT_S)
+    names = args.topic or _topic_names(admin, args.exclude_internal)
+    missing = [n for n in names if n not in metadata.topics or metadata.topics[n].error is not None]
+    if missing:
+        print(f"Error: topic(s) {', '.join(missing)} do not exist", file=sys.stderr)
+        return 1
+    resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
+    configs = admin.describe_configs(resources) if resources else {}
+    overrides = {
+        resource.name: future.result(timeout=TIMEOUT_S) for resource, future in configs.items()
+    }
+    for name in names:
+        topic = metadata.topics[name]
+        partitions = [topic.partitions[p] for p in sorted(topic.partitions)]
+        replication = len(partitions[0].replicas) if partitions else 0
+        dynamic = ",".join(
+            f"{entry.name}={entry.value}"
+            for entry in sorted(overrides[name].values(), key=lambda e: e.name)
+            if ConfigSource(entry.source) is ConfigSource.DYNAMIC_TOPIC_CONFIG
+        )
+        print(
+            f"Topic: {name}\tPartitionCount: {len(partitions)}\t"
+            f"ReplicationFactor: {replication}\tConfigs: {dynamic}"
+        )
+        for p in partitions:
+            print(
+                f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
+                f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isrs))}"
+            )
+    return 0
+
+
+def _alter(args: argparse.Namespace) -> int:
+    futures = _admin(args).create_partitions(
+        [NewPartitions(args.topic, args.partitions)], operation_timeout=TIMEOUT_S
+    )
+    status = _wait(futures)
+    if status == 0:
+        print(f"Topic {args.topic} now has {args.partitions} partitions.")
+    return status
+
+
+def _delete(args: argparse.Namespace) -> int:
+    futures = _admin(args).delete_topics(args.topic, operation_timeout=TIMEOUT_S)
+    ignore = frozenset({"UNKNOWN_TOPIC_OR_PART"}) if args.if_exists else frozenset()
+    status = _wait(futures, ignore)
+    if status == 0:
+        print(f"Deleted topic(s) {', '.join(args.topic)}.")
+    return status
