@@ -8,7 +8,7 @@ $(PY):
 	python3 -m venv $(VENV)
 
 install: $(PY)
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 
 serve: install
 	$(VENV)/bin/odradek serve --data-dir ./data

@@ -1,0 +1,265 @@
+"""librdkafka (confluent-kafka) on the driver and on executors.
+
+The driver asks the cluster which partitions a query covers and where they
+begin and end; executors read offset ranges. Both use a plain Consumer with
+assign/seek and no consumer group membership: Spark, not the broker, owns the
+offsets, which live in the query's checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from odradek.spark.offsets import OffsetRange, PartitionOffsets
+from odradek.spark.options import (
+    EARLIEST,
+    LATEST,
+    Assign,
+    OffsetSpec,
+    SourceOptions,
+    Strategy,
+    Subscribe,
+    SubscribePattern,
+)
+from odradek.spark.schema import records_to_batch
+
+METADATA_TIMEOUT_S = 30.0
+# Records per Arrow batch handed to Spark: large enough to amortise the Arrow
+# and JVM hand-off, small enough to bound executor memory.
+BATCH_RECORDS = 20_000
+
+
+class DataLossError(RuntimeError):
+    """Records the query should have read are gone (retention, deletion, truncation)."""
+
+
+def data_loss_message(detail: str) -> str:
+    return (
+        f"{detail} Some data may have been lost because they are not available in Kafka any more; "
+        "either the data was aged out by Kafka or the topic may have been deleted before all the "
+        "data in the topic was processed. If you don't want your streaming query to fail on such "
+        "cases, set the source option \"failOnDataLoss\" to \"false\"."
+    )
+
+
+def consumer_config(options: SourceOptions, group_prefix: str = "spark-odradek-source") -> dict[str, object]:
+    """librdkafka settings: the user's kafka.* options over Spark-like defaults.
+
+    isolation.level stays librdkafka's default, read_committed, so aborted
+    transactions never reach a DataFrame; kafka.isolation.level overrides it.
+    """
+    config: dict[str, object] = {
+        "group.id": f"{group_prefix}-{uuid.uuid4()}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+    }
+    config.update(options.consumer_config_dict())
+    return config
+
+
+class OffsetReader:
+    """Driver-side questions about partitions and offsets, over one lazily opened consumer."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._consumer: Consumer | None = None
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(consumer_config(self.options, "spark-odradek-driver"))
+        return self._consumer
+
+    def __getstate__(self) -> dict:
+        # Readers are pickled to executors and planner processes; a connection is not.
+        return {**self.__dict__, "_consumer": None}
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def partitions(self, strategy: Strategy | None = None) -> list[tuple[str, int]]:
+        strategy = strategy or self.options.strategy
+        if isinstance(strategy, Assign):
+            return list(strategy.partitions)
+        metadata = self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+        result = []
+        for name, topic in metadata.topics.items():
+            if topic.error is not None:
+                continue
+            if isinstance(strategy, Subscribe):
+                wanted = name in strategy.topics
+            else:
+                wanted = not name.startswith("__") and strategy.matches(name)
+            if wanted:
+                result.extend((name, p) for p in topic.partitions)
+        return sorted(result)
+
+    def watermarks(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start offset, end offset) per partition; the end is the LSO under read_committed."""
+        return {
+            (t, p): self.consumer.get_watermark_offsets(
+                TopicPartition(t, p), timeout=METADATA_TIMEOUT_S, cached=False
+            )
+            for t, p in tps
+        }
+
+    def latest(self, tps: Iterable[tuple[str, int]]) -> PartitionOffsets:
+        return {tp: high for tp, (_, high) in self.watermarks(tps).items()}
+
+    def offsets_for_timestamps(self, wanted: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """First offset with timestamp >= T per partition, -1 where there is none."""
+        if not wanted:
+            return {}
+        found = self.consumer.offsets_for_times(
+            [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()], timeout=METADATA_TIMEOUT_S
+        )
+        for tp in found:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+    def resolve(
+        self, spec: OffsetSpec, tps: list[tuple[str, int]], *, starting: bool
+    ) -> PartitionOffsets:
+        """Concrete offsets for an OffsetSpec over the given partitions."""
+        marks = self.watermarks(tps)
+        if spec.kind == "earliest":
+            return {tp: low for tp, (low, _) in marks.items()}
+        if spec.kind == "latest":
+            return {tp: high for tp, (_, high) in marks.items()}
+        if spec.kind == "offsets":
+            given = {(t, p): o for t, p, o in spec.per_partition}
+            if set(given) != set(tps):
+                option = "startingOffsets" if starting else "endingOffsets"
+                raise ValueError(
+                    f"{option} must specify all TopicPartitions of the query: expected "
+                    f"{sorted(tps)}, got {sorted(given)}. Use -1 for latest, -2 for earliest."
+                )
+            resolved = {}
+            for tp, offset in given.items():
+                low, high = marks[tp]
+                resolved[tp] = low if offset == EARLIEST else high if offset == LATEST else offset
+            return resolved
+        if spec.kind == "timestamp":
+            wanted = {tp: spec.timestamp for tp in tps}
+        else:
+            wanted = {(t, p): ts for t, p, ts in spec.per_partition}
+            if set(wanted) != set(tps):
+                raise ValueError(
+                    f"offsets by timestamp must specify all TopicPartitions of the query: expected "
+                    f"{sorted(tps)}, got {sorted(wanted)}"
+                )
+        resolved = {}
+        for tp, offset in self.offsets_for_timestamps(wanted).items():
+            if offset >= 0:
+                resolved[tp] = offset
+            elif starting and self.options.timestamp_strategy == "error":
+                raise ValueError(
+                    f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and timestamp "
+                    f"{wanted[tp]}. Set startingOffsetsByTimestampStrategy to 'latest' to start "
+                    "from the latest offset in that case."
+                )
+            else:
+                resolved[tp] = marks[tp][1]
+        return resolved
+
+
+_consumers: dict[tuple, Consumer] = {}
+_consumers_lock = threading.Lock()
+
+
+def _cached_consumer(config: dict[str, object]) -> Consumer:
+    """One consumer per configuration per Python worker, reused by every task it runs.
+
+    Spark pickles readers to executors; the connection is opened here, on first
+    use, and Python worker reuse keeps it across tasks and micro-batches.
+    """
+    key = (os.getpid(), tuple(sorted((k, str(v)) for k, v in config.items() if k != "group.id")))
+    with _consumers_lock:
+        consumer = _consumers.get(key)
+        if consumer is None:
+            consumer = _consumers[key] = Consumer(config)
+        return consumer
+
+
+def read_range(
+    offset_range: OffsetRange, options: SourceOptions, config: dict[str, object]
+) -> Iterator[pa.RecordBatch]:
+    """The records of one offset range as Arrow batches.
+
+    Offsets may have holes (control records, aborted transactions, compaction);
+    the range ends when a record at or past its end arrives or the partition's
+    end reaches it. Records deleted before they were read are a data loss:
+    an error, or skipped when failOnDataLoss is false.
+    """
+    consumer = _cached_consumer(config)
+    topic, partition = offset_range.topic, offset_range.partition
+    until = offset_range.until_offset
+    position = offset_range.from_offset
+    consumer.assign([TopicPartition(topic, partition, position)])
+    deadline_s = options.poll_timeout_ms / 1000.0
+    try:
+        while position < until:
+            messages = consumer.consume(num_messages=min(BATCH_RECORDS, until - position), timeout=deadline_s)
+            if not messages:
+                raise TimeoutError(
+                    f"Cannot fetch records in [{position}, {until}) of {topic}-{partition} within "
+                    f"{options.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
+                )
+            records = []
+            next_position = None
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    if message.offset() >= until:
+                        next_position = until
+                        break
+                    records.append(message)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    if message.offset() >= until:
+                        next_position = until
+                        break
+                elif error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                    next_position = _after_data_loss(consumer, offset_range, position, options)
+                    consumer.assign([TopicPartition(topic, partition, next_position)])
+                    break
+                else:
+                    raise KafkaException(error)
+            if records:
+                if records[0].offset() > position:
+                    _check_gap(consumer, offset_range, position, options)
+                position = records[-1].offset() + 1
+                yield records_to_batch(topic, partition, records, options.include_headers)
+            if next_position is not None:
+                position = max(position, next_position)
+    finally:
+        consumer.unassign()
+
+
+def _after_data_loss(consumer: Consumer, r: OffsetRange, position: int, options: SourceOptions) -> int:
+    low, _ = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False)
+    message = data_loss_message(
+        f"Cannot fetch offset {position} of {r.topic}-{r.partition} (earliest available is {low})."
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(message)
+    return max(low, position)
+
+
+def _check_gap(consumer: Consumer, r: OffsetRange, position: int, options: SourceOptions) -> None:
+    """A hole before the first record is loss only if the log start moved past where we were."""
+    low, _ = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False)
+    if low > position and options.fail_on_data_loss:
+        raise DataLossError(
+            data_loss_message(f"Offsets [{position}, {low}) of {r.topic}-{r.partition} were deleted.")
+        )
