@@ -1,1 +1,1 @@
-"""Odradek network layer (see docs/ARCHITECTURE.md)."""
+"""Listeners and connections: framing, in-order responses, limits (see docs/ARCHITECTURE.md)."""

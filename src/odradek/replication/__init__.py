@@ -1,1 +1,1 @@
-"""Odradek replication layer (see docs/ARCHITECTURE.md)."""
+"""Partitions and the ReplicaManager (see docs/ARCHITECTURE.md)."""

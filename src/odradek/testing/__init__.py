@@ -1,1 +1,1 @@
-"""Odradek testing layer (see docs/ARCHITECTURE.md)."""
+"""Test helpers for users of Odradek: the pytest plugin with the ``odradek_broker`` fixture."""

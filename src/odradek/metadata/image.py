@@ -1,0 +1,39 @@
+"""The cluster image: immutable snapshots of brokers and topics as the MetadataStore holds them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerImage:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    """One partition's assignment; on a single node every replica list is [node id]."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionImage, ...]
+    #: Topic-level config overrides only (Kafka names); defaults come from the broker.
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0

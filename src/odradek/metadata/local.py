@@ -1,0 +1,169 @@
+"""LocalMetadataStore: the cluster image of a single node, kept in a JSON file in the data dir.
+
+Every change is written atomically (temp file, fsync, rename, fsync of the
+directory) before listeners hear of it, so a topic the broker acknowledged
+survives a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import replace
+from collections.abc import Mapping
+from pathlib import Path
+
+from odradek.metadata.image import BrokerImage, PartitionImage, TopicImage
+from odradek.metadata.store import (
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    MetadataStore,
+    TopicExists,
+    UnknownTopic,
+)
+
+FILE_NAME = "__cluster_metadata.json"
+
+
+class LocalMetadataStore(MetadataStore):
+    """A cluster of one: this node is every partition's only replica, leader and controller."""
+
+    def __init__(self, data_dir: str | Path, node_id: int, cluster_id: str, broker: BrokerImage) -> None:
+        super().__init__()
+        self._path = Path(data_dir) / FILE_NAME
+        self._node_id = node_id
+        self._cluster_id = cluster_id
+        self._broker = broker
+        self._topics: dict[str, TopicImage] = {}
+        self._broker_configs: dict[str, str] = {}
+        if self._path.exists():
+            self._load()
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        return self._node_id
+
+    def brokers(self) -> list[BrokerImage]:
+        return [self._broker]
+
+    def topics(self) -> dict[str, TopicImage]:
+        return dict(self._topics)
+
+    def create_topic(self, name, partitions, replication_factor, configs=None, internal=False) -> TopicImage:
+        if name in self._topics:
+            raise TopicExists(f"Topic '{name}' already exists.")
+        if partitions < 1:
+            raise InvalidPartitions("Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            raise InvalidReplicationFactor("Replication factor must be larger than 0.")
+        if replication_factor > len(self.brokers()):
+            raise InvalidReplicationFactor(
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"The target replication factor of {replication_factor} cannot be reached "
+                f"because only {len(self.brokers())} broker(s) are registered."
+            )
+        topic = TopicImage(
+            name=name,
+            topic_id=uuid.uuid4(),
+            partitions=tuple(self._new_partition(p) for p in range(partitions)),
+            configs=dict(configs or {}),
+            internal=internal,
+        )
+        return self._commit(None, topic)
+
+    def delete_topic(self, name: str) -> TopicImage:
+        before = self._require(name)
+        self._commit(before, None)
+        return before
+
+    def create_partitions(self, name: str, total: int) -> TopicImage:
+        before = self._require(name)
+        current = len(before.partitions)
+        if total <= current:
+            raise InvalidPartitions(
+                f"Topic currently has {current} partitions, which is higher than or "
+                f"equal to the requested {total}."
+            )
+        added = tuple(self._new_partition(p) for p in range(current, total))
+        return self._commit(before, replace(before, partitions=before.partitions + added))
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
+        before = self._require(name)
+        return self._commit(before, replace(before, configs=dict(configs)))
+
+    def broker_configs(self) -> dict[str, str]:
+        return dict(self._broker_configs)
+
+    def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        self._broker_configs = dict(configs)
+        self._save()
+
+    def _new_partition(self, partition: int) -> PartitionImage:
+        node = (self._node_id,)
+        return PartitionImage(partition=partition, leader=self._node_id, leader_epoch=0, replicas=node, isr=node)
+
+    def _require(self, name: str) -> TopicImage:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopic(f"This server does not host this topic-partition: {name}")
+        return topic
+
+    def _commit(self, before: TopicImage | None, after: TopicImage | None) -> TopicImage | None:
+        name = (after or before).name  # type: ignore[union-attr]
+        if after is None:
+            del self._topics[name]
+        else:
+            self._topics[name] = after
+        self._save()
+        self._publish(before, after)
+        return after
+
+    def _load(self) -> None:
+        state = json.loads(self._path.read_text())
+        self._broker_configs = state.get("broker_configs", {})
+        for t in state.get("topics", []):
+            self._topics[t["name"]] = TopicImage(
+                name=t["name"],
+                topic_id=uuid.UUID(t["topic_id"]),
+                partitions=tuple(
+                    PartitionImage(p["partition"], p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]))
+                    for p in t["partitions"]
+                ),
+                configs=t.get("configs", {}),
+                internal=t.get("internal", False),
+            )
+
+    def _save(self) -> None:
+        state = {
+            "broker_configs": self._broker_configs,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "partitions": [
+                        {"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                         "replicas": list(p.replicas), "isr": list(p.isr)}
+                        for p in t.partitions
+                    ],
+                    "configs": t.configs,
+                    "internal": t.internal,
+                }
+                for t in self._topics.values()
+            ],
+        }
+        tmp = self._path.with_name(self._path.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+        fd = os.open(self._path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

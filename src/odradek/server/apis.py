@@ -1,0 +1,43 @@
+"""The table of implemented APIs: api key -> (min version, max version, handler).
+
+This table is the single source of truth for what the broker speaks: the
+dispatcher routes by it and ApiVersions advertises exactly its entries, so an API
+is advertised if and only if a handler for it is registered here. Handlers are
+named as "module:function" and imported when the broker starts, which keeps this
+file free of import cycles and lets each room own its handler module.
+
+A handler is ``async def handle(ctx: RequestContext, request) -> response | None``
+taking the decoded request (a kio object unless ``decoder`` names a hand-written
+codec) and returning a kio response object, an ``EncodedResponse``, or None when
+the protocol says no response is sent (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.protocol.api_keys import ApiKey
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    #: "package.module:function" of the async handler.
+    handler: str
+    #: "package.module:function(api_version, body: memoryview)" replacing kio's decoder.
+    decoder: str | None = None
+
+
+_H = "odradek.server.handlers."
+
+API_SPECS: list[ApiSpec] = [
+    ApiSpec(ApiKey.PRODUCE, 3, 11, _H + "produce:handle", "odradek.protocol.produce:decode_produce_request"),
+    ApiSpec(ApiKey.FETCH, 4, 12, _H + "fetch:handle"),
+    ApiSpec(ApiKey.LIST_OFFSETS, 1, 8, _H + "list_offsets:handle"),
+    ApiSpec(ApiKey.METADATA, 0, 12, _H + "metadata:handle"),
+    ApiSpec(ApiKey.API_VERSIONS, 0, 4, _H + "api_versions:handle"),
+]
+
+API_TABLE: dict[int, ApiSpec] = {spec.api_key: spec for spec in API_SPECS}

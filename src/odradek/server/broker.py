@@ -1,0 +1,120 @@
+"""Broker: owns the parts of one node and starts and stops them in order.
+
+Start: bind the listener socket (fail fast on a port in use), logs (lock and
+recover the data dirs), metadata, replicas, components (coordinators), then
+accept connections. Stop is the reverse: stop accepting and let in-flight
+requests finish (long polls are woken), stop components, then shut the logs
+down (flush, checkpoints, clean-shutdown marker, unlock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from typing import Any
+
+from odradek.metadata.image import BrokerImage
+from odradek.metadata.local import LocalMetadataStore
+from odradek.network.listener import Listener, ListenerConfig
+from odradek.replication.replica_manager import ReplicaManager
+from odradek.server.components import COMPONENTS
+from odradek.server.config import BrokerConfig
+from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.purgatory import FetchPurgatory
+from odradek.server.request_channel import RequestChannel
+from odradek.storage import LogConfig, LogManager
+
+log = logging.getLogger(__name__)
+
+#: Node id of a fresh data dir when node.id is not configured.
+DEFAULT_NODE_ID = 1
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        name, host, port = config.listener()
+        self.listener = Listener(
+            ListenerConfig(
+                host=host,
+                port=port,
+                listener_name=name,
+                socket_request_max_bytes=config["socket.request.max.bytes"],
+                connections_max_idle_ms=config["connections.max.idle.ms"],
+                max_connections_per_ip=config["max.connections.per.ip"],
+            ),
+            self._dispatch,
+        )
+        self.default_log_config = LogConfig.from_properties(config.log_config_properties())
+        self.fetch_purgatory = FetchPurgatory()
+        self.fetch_sessions = FetchSessionCache()
+        self.components: dict[str, Any] = {}
+        self.node_id: int = -1
+        self.cluster_id: str = ""
+        self.port: int = port
+        self.log_manager: LogManager
+        self.metadata: LocalMetadataStore
+        self.replica_manager: ReplicaManager
+        self._request_channel: RequestChannel
+        self._background: asyncio.Task | None = None
+        self._started: list[str] = []
+
+    async def _dispatch(self, connection, frame):
+        return await self._request_channel.dispatch(connection, frame)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return self.config.advertised_listener(self.port)
+
+    async def start(self) -> None:
+        """Start every part; on failure, stop what was started and re-raise."""
+        try:
+            self._request_channel = RequestChannel(self)
+            self.port = self.listener.bind()
+            self.log_manager = LogManager(self.config.log_dirs, self.default_log_config)
+            self.log_manager.startup()
+            self._started.append("logs")
+            node_id = self.config.node_id
+            self.node_id, self.cluster_id = self.log_manager.ensure_meta_properties(
+                node_id if node_id is not None else None, self.config.get("cluster.id")
+            )
+            host, port = self.advertised
+            self.metadata = LocalMetadataStore(
+                self.config.log_dirs[0], self.node_id, self.cluster_id, BrokerImage(self.node_id, host, port)
+            )
+            self.replica_manager = ReplicaManager(
+                self.log_manager, self.metadata, self.node_id, self.default_log_config
+            )
+            self.replica_manager.append_listeners.append(self.fetch_purgatory.notify)
+            self.replica_manager.startup()
+            self._background = asyncio.create_task(self.log_manager.run_background())
+            for name, path in COMPONENTS.items():
+                module, _, factory = path.partition(":")
+                component = getattr(importlib.import_module(module), factory)(self)
+                await component.start()
+                self.components[name] = component
+            await self.listener.start()
+            self._started.append("listener")
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests, stop components, shut the logs down."""
+        self.fetch_purgatory.shutdown()
+        await self.listener.stop()
+        for name in reversed(list(self.components)):
+            try:
+                await self.components.pop(name).stop()
+            except Exception:
+                log.exception("stopping component %s failed", name)
+        if self._background is not None:
+            self._background.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._background
+            self._background = None
+        if "logs" in self._started:
+            self.log_manager.shutdown()
+        self._started.clear()

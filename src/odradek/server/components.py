@@ -1,0 +1,11 @@
+"""Broker components started after the replicas and before the listeners (coordinators...).
+
+Each entry is "name": "module:factory"; ``factory(broker)`` returns an object
+with ``async start()`` and ``async stop()``. The broker starts them in this
+order, stops them in reverse, and exposes them as ``broker.components[name]``,
+so a room adds its coordinator with one line here and no change to Broker.
+"""
+
+from __future__ import annotations
+
+COMPONENTS: dict[str, str] = {}

@@ -1,0 +1,215 @@
+"""Broker configuration: Kafka's broker config names, types and defaults.
+
+Read from a server.properties file plus ``-o key=value`` overrides. A known key
+with a bad value stops start-up with a message naming the key; an unknown key is
+kept (plugins and later rooms read their own keys) and logged, as Kafka does.
+The log.* keys are the broker-wide defaults of the topic-level configs and are
+translated to a storage LogConfig by ``log_config_properties``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A broker config value is invalid; the message names the key."""
+
+
+def _bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return v == "true"
+
+
+def _list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    parse: Callable[[str], Any]
+    default: str | None
+    doc: str
+    #: Lowest accepted value for numeric configs.
+    at_least: int | None = None
+
+
+_DEFS = [
+    ConfigDef("listeners", _list, "PLAINTEXT://127.0.0.1:9092", "Comma-separated listener URIs."),
+    ConfigDef("advertised.listeners", _list, None, "Listeners published to clients; defaults to listeners."),
+    ConfigDef("log.dirs", _list, None, "Directories holding the log data; log.dir when unset."),
+    ConfigDef("log.dir", _list, "/tmp/kafka-logs", "The directory holding log data when log.dirs is unset."),
+    ConfigDef("node.id", int, "-1", "This broker's id; -1 takes it from meta.properties (or 1).", at_least=-1),
+    ConfigDef("broker.id", int, "-1", "Legacy name of node.id.", at_least=-1),
+    ConfigDef("cluster.id", str, None, "Cluster id for a new data dir; generated when unset."),
+    ConfigDef("num.partitions", int, "1", "Default partition count of auto-created topics.", at_least=1),
+    ConfigDef("default.replication.factor", int, "1", "Default replication factor of auto-created topics.", at_least=1),
+    ConfigDef("auto.create.topics.enable", _bool, "true", "Create a topic when a client asks for its metadata."),
+    ConfigDef("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
+    ConfigDef("message.max.bytes", int, "1048588", "Largest record batch the broker accepts.", at_least=0),
+    ConfigDef("socket.request.max.bytes", int, "104857600", "Largest request frame.", at_least=1),
+    ConfigDef("connections.max.idle.ms", int, "600000", "Idle connections are closed after this.", at_least=1),
+    ConfigDef("max.connections.per.ip", int, str(INT_MAX), "Connections allowed from one address.", at_least=0),
+    ConfigDef("num.network.threads", int, "3", "Accepted for compatibility; one event loop does the network I/O.", at_least=1),
+    ConfigDef("num.io.threads", int, "8", "Accepted for compatibility; blocking work uses a thread pool.", at_least=1),
+    ConfigDef("log.segment.bytes", int, "1073741824", "segment.bytes default.", at_least=14),
+    ConfigDef("log.roll.ms", int, None, "segment.ms default; log.roll.hours when unset.", at_least=1),
+    ConfigDef("log.roll.hours", int, "168", "segment.ms default in hours.", at_least=1),
+    ConfigDef("log.roll.jitter.ms", int, None, "segment.jitter.ms default.", at_least=0),
+    ConfigDef("log.roll.jitter.hours", int, "0", "segment.jitter.ms default in hours.", at_least=0),
+    ConfigDef("log.retention.ms", int, None, "retention.ms default; -1 keeps forever.", at_least=-1),
+    ConfigDef("log.retention.minutes", int, None, "retention.ms default in minutes.", at_least=-1),
+    ConfigDef("log.retention.hours", int, "168", "retention.ms default in hours.", at_least=-1),
+    ConfigDef("log.retention.bytes", int, "-1", "retention.bytes default.", at_least=-1),
+    ConfigDef("log.retention.check.interval.ms", int, "300000", "How often retention runs.", at_least=1),
+    ConfigDef("log.flush.interval.messages", int, str(LONG_MAX), "flush.messages default.", at_least=1),
+    ConfigDef("log.flush.interval.ms", int, None, "flush.ms default.", at_least=0),
+    ConfigDef("log.flush.scheduler.interval.ms", int, str(LONG_MAX), "How often the flusher checks.", at_least=0),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", int, "60000", "Recovery point checkpoint interval.", at_least=0),
+    ConfigDef("log.index.size.max.bytes", int, "10485760", "segment.index.bytes default.", at_least=4),
+    ConfigDef("log.index.interval.bytes", int, "4096", "index.interval.bytes default.", at_least=0),
+    ConfigDef("log.cleanup.policy", _list, "delete", "cleanup.policy default."),
+    ConfigDef("log.message.timestamp.type", str, "CreateTime", "message.timestamp.type default."),
+    ConfigDef("log.cleaner.enable", _bool, "true", "Run the log cleaner for compacted topics."),
+    ConfigDef("min.insync.replicas", int, "1", "min.insync.replicas default.", at_least=1),
+    ConfigDef("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets.", at_least=1),
+    ConfigDef("offsets.topic.replication.factor", int, "3", "Replication factor of __consumer_offsets (capped at live brokers).", at_least=1),
+    ConfigDef("offsets.topic.segment.bytes", int, "104857600", "segment.bytes of __consumer_offsets.", at_least=1),
+    ConfigDef("offsets.retention.minutes", int, "10080", "How long committed offsets of empty groups are kept.", at_least=1),
+    ConfigDef("transaction.state.log.num.partitions", int, "50", "Partitions of __transaction_state.", at_least=1),
+    ConfigDef("transaction.state.log.replication.factor", int, "3", "Replication factor of __transaction_state.", at_least=1),
+    ConfigDef("transactional.id.expiration.ms", int, "604800000", "Transactional id expiry.", at_least=1),
+    ConfigDef("producer.id.expiration.ms", int, "86400000", "Idle producer ids are forgotten after this.", at_least=1),
+    ConfigDef("group.initial.rebalance.delay.ms", int, "3000", "Delay before the first rebalance of a new group.", at_least=0),
+    ConfigDef("group.min.session.timeout.ms", int, "6000", "Smallest session timeout a member may ask for.", at_least=0),
+    ConfigDef("group.max.session.timeout.ms", int, "1800000", "Largest session timeout a member may ask for.", at_least=0),
+]
+
+CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+#: Broker config -> topic config it is the default of (ms values are derived below).
+_LOG_CONFIG_SYNONYMS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.retention.bytes": "retention.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+}
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """A Java-style .properties file (key=value or key: value, # and ! comments)."""
+    props: dict[str, str] = {}
+    for raw in Path(path).read_text().splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}: line {raw!r} is not key=value")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props
+
+
+class BrokerConfig:
+    """Validated broker configs; ``config["num.partitions"]`` gives the parsed value."""
+
+    def __init__(self, props: Mapping[str, str]) -> None:
+        self.originals = dict(props)
+        self._values: dict[str, Any] = {}
+        for name, definition in CONFIG_DEFS.items():
+            raw = props.get(name, definition.default)
+            self._values[name] = None if raw is None else self._parse(definition, raw)
+        for name in props:
+            if name not in CONFIG_DEFS:
+                log.info("config %s=%s is not a known broker config; kept as given", name, props[name])
+
+    @staticmethod
+    def _parse(definition: ConfigDef, raw: str) -> Any:
+        try:
+            value = definition.parse(raw)
+        except ValueError as e:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {definition.name}: {e}") from None
+        if definition.at_least is not None and value < definition.at_least:
+            raise ConfigError(
+                f"Invalid value {raw!r} for configuration {definition.name}: "
+                f"value must be at least {definition.at_least}"
+            )
+        return value
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        return self.originals[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    @property
+    def node_id(self) -> int | None:
+        node_id = self["node.id"] if self["node.id"] >= 0 else self["broker.id"]
+        return node_id if node_id >= 0 else None
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self["log.dirs"] or self["log.dir"]
+
+    def listener(self) -> tuple[str, str, int]:
+        """(name, host, port) of the first listener; only one listener is served for now."""
+        return parse_listener(self["listeners"][0])
+
+    def advertised_listener(self, bound_port: int) -> tuple[str, int]:
+        """(host, port) clients should connect to; port 0 listeners advertise the bound port."""
+        name, host, port = parse_listener((self["advertised.listeners"] or self["listeners"])[0])
+        if not host or host == "0.0.0.0":
+            host = "127.0.0.1" if host == "0.0.0.0" or not host else host
+        return host, port or bound_port
+
+    def log_config_properties(self) -> dict[str, str]:
+        """The topic-level config defaults these broker configs set (Kafka's synonyms)."""
+        props = {topic: str(self.originals.get(b, CONFIG_DEFS[b].default))
+                 for b, topic in _LOG_CONFIG_SYNONYMS.items()
+                 if self.originals.get(b, CONFIG_DEFS[b].default) is not None}
+        props["cleanup.policy"] = ",".join(self["log.cleanup.policy"])
+        props["retention.ms"] = str(self._ms("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+        props["segment.ms"] = str(self._ms("log.roll.ms", None, "log.roll.hours"))
+        props["segment.jitter.ms"] = str(self._ms("log.roll.jitter.ms", None, "log.roll.jitter.hours"))
+        return props
+
+    def _ms(self, ms: str, minutes: str | None, hours: str) -> int:
+        if self[ms] is not None:
+            return self[ms]
+        if minutes is not None and self[minutes] is not None:
+            return self[minutes] * 60_000 if self[minutes] >= 0 else -1
+        return self[hours] * 3_600_000 if self[hours] >= 0 else -1
+
+
+def parse_listener(uri: str) -> tuple[str, str, int]:
+    """"PLAINTEXT://host:port" -> (name, host, port)."""
+    name, sep, rest = uri.partition("://")
+    if not sep:
+        raise ConfigError(f"Invalid value {uri!r} for configuration listeners: expected NAME://host:port")
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"Invalid value {uri!r} for configuration listeners: bad port")
+    return name, host.strip("[]"), int(port)

@@ -1,0 +1,1 @@
+"""API handlers, one module per API family; registered in odradek.server.apis."""

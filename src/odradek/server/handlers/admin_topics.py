@@ -1,0 +1,232 @@
+"""CreateTopics, DeleteTopics and CreatePartitions.
+
+Checks follow Kafka's order: duplicates in the request, name rules, existence and
+'.'/'_' collisions, partitions and replication factor against the live brokers,
+then configs through LogConfig. The MetadataStore makes the change durable and
+the ReplicaManager, subscribed to it, creates or deletes the logs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+
+from odradek.metadata.image import TopicImage
+from odradek.metadata.store import InvalidPartitions, InvalidReplicationFactor, TopicExists, UnknownTopic
+from odradek.metadata.topic_names import colliding_topic, validate_topic_name
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.context import RequestContext
+from odradek.server.handlers.configs import describe_topic, validated_topic_config
+
+
+class InvalidRequest(KafkaError):
+    error_code = ErrorCode.invalid_request
+
+
+class InvalidTopic(KafkaError):
+    error_code = ErrorCode.invalid_topic_exception
+
+
+class InvalidReplicaAssignment(KafkaError):
+    error_code = ErrorCode.invalid_replica_assignment
+
+
+class TopicDeletionDisabled(KafkaError):
+    error_code = ErrorCode.topic_deletion_disabled
+
+
+class UnknownTopicId(KafkaError):
+    error_code = ErrorCode.unknown_topic_id
+
+
+def _duplicates(names: Sequence[str]) -> set[str]:
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+# -- CreateTopics --------------------------------------------------------------------------
+
+
+def _check_assignments(ctx: RequestContext, assignments: Sequence, first_partition: int = 0) -> int:
+    """Validate a manual assignment; returns its replication factor."""
+    live = {b.node_id for b in ctx.broker.metadata.brokers()}
+    sizes = set()
+    for expected, assignment in enumerate(assignments, start=first_partition):
+        partition = getattr(assignment, "partition_index", expected)
+        if partition != expected:
+            raise InvalidReplicaAssignment("Partitions should be a consecutive 0-based integer sequence")
+        replicas = list(assignment.broker_ids)
+        if not replicas:
+            raise InvalidReplicaAssignment(f"Empty replica list for partition {partition}")
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(f"Duplicate brokers not allowed in replica assignment: {replicas}")
+        unknown = sorted(set(replicas) - live)
+        if unknown:
+            raise InvalidReplicaAssignment(f"Unknown broker(s) {unknown} in replica assignment")
+        sizes.add(len(replicas))
+    if len(sizes) > 1:
+        raise InvalidReplicaAssignment("All partitions should have the same number of replicas")
+    return sizes.pop() if sizes else 0
+
+
+def _plan_topic(ctx: RequestContext, topic) -> tuple[int, int, dict[str, str]]:
+    """(partitions, replication factor, config overrides) a CreatableTopic asks for, validated."""
+    metadata = ctx.broker.metadata
+    validate_topic_name(topic.name)
+    existing = metadata.topics()
+    if topic.name in existing:
+        raise TopicExists(f"Topic '{topic.name}' already exists.")
+    collision = colliding_topic(topic.name, existing)
+    if collision is not None:
+        raise InvalidTopic(f"Topic '{topic.name}' collides with existing topic: {collision}")
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise InvalidRequest(
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
+            )
+        partitions = len(topic.assignments)
+        replication = _check_assignments(ctx, topic.assignments)
+    else:
+        partitions = topic.num_partitions
+        if partitions == -1:
+            partitions = ctx.broker.config["num.partitions"]
+        elif partitions <= 0:
+            raise InvalidPartitions("Number of partitions was set to an invalid non-positive value.")
+        replication = topic.replication_factor
+        if replication == -1:
+            replication = ctx.broker.config["default.replication.factor"]
+        elif replication <= 0:
+            raise InvalidReplicationFactor("Replication factor must be larger than 0, or -1 to use the default value.")
+    live = len(metadata.brokers())
+    if replication > live:
+        raise InvalidReplicationFactor(
+            f"Unable to replicate the partition {replication} time(s): The target replication factor "
+            f"of {replication} cannot be reached because only {live} broker(s) are registered."
+        )
+    names = [c.name for c in topic.configs]
+    if _duplicates(names):
+        raise InvalidRequest(f"Duplicate config names in request: {sorted(_duplicates(names))}")
+    configs = {c.name: c.value for c in topic.configs}
+    validated_topic_config(ctx, configs)
+    return partitions, replication, configs
+
+
+async def handle_create_topics(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.CREATE_TOPICS, ctx.api_version)
+    duplicates = _duplicates([t.name for t in request.topics])
+    results = []
+    for topic in request.topics:
+        fields: dict = {"name": topic.name, "topic_id": None, "error_message": None, "configs": None}
+        try:
+            if topic.name in duplicates:
+                raise InvalidRequest(f"Create topics request from client contains multiple entries for topic {topic.name}")
+            partitions, replication, configs = _plan_topic(ctx, topic)
+            if request.validate_only:
+                image = None
+            else:
+                image = ctx.broker.metadata.create_topic(topic.name, partitions, replication, configs)
+                fields["topic_id"] = image.topic_id
+            fields.update(error_code=ErrorCode.none, num_partitions=partitions, replication_factor=replication)
+            fields["configs"] = _created_configs(ctx, module, image or _draft_image(topic.name, configs))
+        except KafkaError as exc:
+            fields.update(error_code=exc.error_code, error_message=str(exc))
+        results.append(schemas.build(module.CreatableTopicResult, **fields))
+    return schemas.build(module.CreateTopicsResponse, throttle_time=0, topics=tuple(results))
+
+
+def _draft_image(name: str, configs: dict[str, str]) -> TopicImage:
+    """A stand-in image so validate_only can describe the configs a topic would get."""
+    return TopicImage(name=name, topic_id=uuid.UUID(int=0), partitions=(), configs=configs)
+
+
+def _created_configs(ctx: RequestContext, module, image: TopicImage) -> tuple:
+    """CreateTopics v5+ returns the new topic's effective configs (KIP-525)."""
+    if not hasattr(module, "CreatableTopicConfigs"):
+        return ()
+    return tuple(
+        module.CreatableTopicConfigs(
+            name=c.name, value=c.value, read_only=c.read_only, config_source=int(c.source), is_sensitive=c.is_sensitive
+        )
+        for c in describe_topic(ctx, image)
+    )
+
+
+# -- DeleteTopics --------------------------------------------------------------------------
+
+
+def _resolve_delete(ctx: RequestContext, name: str | None, topic_id) -> TopicImage:
+    metadata = ctx.broker.metadata
+    if name is not None and topic_id is not None and topic_id.int != 0:
+        raise InvalidRequest("Topic name and topic id cannot both be set")
+    if topic_id is not None and topic_id.int != 0:
+        topic = metadata.topic_by_id(topic_id)
+        if topic is None:
+            raise UnknownTopicId(f"Topic id {topic_id} does not exist")
+        return topic
+    topic = metadata.topic(name) if name is not None else None
+    if topic is None:
+        raise UnknownTopic("This server does not host this topic-partition.")
+    return topic
+
+
+async def handle_delete_topics(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.DELETE_TOPICS, ctx.api_version)
+    if hasattr(request, "topic_names"):
+        wanted = [(name, None) for name in request.topic_names]
+    else:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    responses = []
+    for name, topic_id in wanted:
+        fields: dict = {"name": name, "topic_id": topic_id, "error_message": None}
+        try:
+            if not ctx.broker.config["delete.topic.enable"]:
+                raise TopicDeletionDisabled("Topic deletion is disabled.")
+            topic = _resolve_delete(ctx, name, topic_id)
+            fields.update(name=topic.name, topic_id=topic.topic_id)
+            ctx.broker.metadata.delete_topic(topic.name)
+            fields["error_code"] = ErrorCode.none
+        except KafkaError as exc:
+            fields.update(error_code=exc.error_code, error_message=str(exc))
+        responses.append(schemas.build(module.DeletableTopicResult, **fields))
+    return schemas.build(module.DeleteTopicsResponse, throttle_time=0, responses=tuple(responses))
+
+
+# -- CreatePartitions ----------------------------------------------------------------------
+
+
+async def handle_create_partitions(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.CREATE_PARTITIONS, ctx.api_version)
+    duplicates = _duplicates([t.name for t in request.topics])
+    results = []
+    for topic in request.topics:
+        error, message = ErrorCode.none, None
+        try:
+            if topic.name in duplicates:
+                raise InvalidRequest("Duplicate topic in request.")
+            current = ctx.broker.metadata.topic(topic.name)
+            if current is None:
+                raise UnknownTopic(f"The topic '{topic.name}' does not exist.")
+            existing = len(current.partitions)
+            if topic.count <= existing:
+                raise InvalidPartitions(
+                    f"Topic currently has {existing} partitions, which is higher than or equal to the requested {topic.count}."
+                    if topic.count < existing
+                    else f"Topic already has {existing} partitions."
+                )
+            if topic.assignments is not None:
+                if len(topic.assignments) != topic.count - existing:
+                    raise InvalidReplicaAssignment(
+                        f"Attempted to add {topic.count - existing} additional partition(s), "
+                        f"but only {len(topic.assignments)} assignment(s) were specified."
+                    )
+                _check_assignments(ctx, topic.assignments, existing)
+            if not request.validate_only:
+                ctx.broker.metadata.create_partitions(topic.name, topic.count)
+        except KafkaError as exc:
+            error, message = exc.error_code, str(exc)
+        results.append(
+            schemas.build(module.CreatePartitionsTopicResult, name=topic.name, error_code=error, error_message=message)
+        )
+    return schemas.build(module.CreatePartitionsResponse, throttle_time=0, results=tuple(results))

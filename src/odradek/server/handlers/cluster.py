@@ -1,0 +1,46 @@
+"""DescribeCluster: the cluster id, the controller and the live brokers (KIP-700)."""
+
+from __future__ import annotations
+
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext
+
+#: Kafka's "authorized operations not requested" marker.
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+BROKERS_ENDPOINT = 1
+
+
+async def handle_describe_cluster(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.DESCRIBE_CLUSTER, ctx.api_version)
+    metadata = ctx.broker.metadata
+    endpoint_type = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
+    if endpoint_type != BROKERS_ENDPOINT:
+        return schemas.build(
+            module.DescribeClusterResponse,
+            throttle_time=0,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message=f"Endpoint type {endpoint_type} is not supported by a broker",
+            endpoint_type=endpoint_type,
+            cluster_id=metadata.cluster_id,
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+    brokers = tuple(
+        schemas.build(module.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack,
+                      is_fenced=False)
+        for b in metadata.brokers()
+    )
+    return schemas.build(
+        module.DescribeClusterResponse,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=BROKERS_ENDPOINT,
+        cluster_id=metadata.cluster_id,
+        controller_id=metadata.controller_id,
+        brokers=brokers,
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )

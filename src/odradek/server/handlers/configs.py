@@ -1,0 +1,333 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker.
+
+Topic overrides live in the MetadataStore; the ReplicaManager hears of every
+change and hands the new LogConfig to the live Log, so a new retention.ms or
+max.message.bytes takes effect at once and survives a restart. Broker-level
+dynamic configs are the log.* defaults Kafka lets an operator change at run
+time (the broker synonyms of topic configs); they are kept cluster-wide (the
+"" broker resource; this node's id names the same set on a cluster of one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from odradek.metadata.config_description import (
+    BrokerConfigLayers,
+    ConfigSource,
+    ConfigType,
+    ConfigValue,
+    DescribedConfig,
+    config_type,
+    describe_topic_configs,
+)
+from odradek.metadata.config_ops import apply_incremental
+from odradek.metadata.image import TopicImage
+from odradek.metadata.topic_config_synonyms import BROKER_TO_TOPIC, topic_defaults_from_broker
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.config import CONFIG_DEFS, BrokerConfig, ConfigError
+from odradek.server.context import RequestContext
+from odradek.storage import LogConfig
+from odradek.storage.errors import InvalidConfig
+
+TOPIC = 2
+BROKER = 4
+
+
+class InvalidRequest(KafkaError):
+    error_code = ErrorCode.invalid_request
+
+
+class UnknownTopic(KafkaError):
+    error_code = ErrorCode.unknown_topic_or_partition
+
+
+# -- topic configs -------------------------------------------------------------------------
+
+
+def topic_config_names() -> frozenset[str]:
+    return frozenset(name for name, *_ in LogConfig.definitions())
+
+
+def validated_topic_config(ctx: RequestContext, overrides: Mapping[str, str | None]) -> LogConfig:
+    """The LogConfig these overrides give on this broker; InvalidConfig names the bad key."""
+    known = topic_config_names()
+    for name, value in overrides.items():
+        if name not in known:
+            raise InvalidConfig(f"Unknown topic config name: {name}")
+        if value is None:
+            raise InvalidConfig(f"Null value not supported for topic configs: {name}")
+    try:
+        return LogConfig.from_properties(overrides, base=ctx.broker.replica_manager.default_config)
+    except InvalidConfig:
+        raise
+    except ValueError as exc:  # a parser error the storage layer did not wrap
+        raise InvalidConfig(str(exc)) from None
+
+
+def broker_layers(ctx: RequestContext) -> BrokerConfigLayers:
+    return BrokerConfigLayers(
+        dynamic_default=ctx.broker.metadata.broker_configs(),
+        static=ctx.broker.config.originals,
+        defaults={name: d.default for name, d in CONFIG_DEFS.items() if d.default is not None},
+    )
+
+
+def describe_topic(ctx: RequestContext, topic: TopicImage) -> list[DescribedConfig]:
+    return describe_topic_configs(LogConfig.definitions(), topic.configs, broker_layers(ctx))
+
+
+def _require_topic(ctx: RequestContext, name: str) -> TopicImage:
+    topic = ctx.broker.metadata.topic(name)
+    if topic is None:
+        raise UnknownTopic(f"Topic {name} does not exist")
+    return topic
+
+
+def _set_topic_overrides(ctx: RequestContext, name: str, overrides: dict[str, str], validate_only: bool) -> None:
+    validated_topic_config(ctx, overrides)
+    if not validate_only:
+        ctx.broker.metadata.set_topic_configs(name, overrides)
+
+
+# -- broker configs ------------------------------------------------------------------------
+
+_PY_TYPES = {"int": ConfigType.LONG, "str": ConfigType.STRING, "_bool": ConfigType.BOOLEAN, "_list": ConfigType.LIST}
+
+
+def _check_broker_name(ctx: RequestContext, name: str) -> None:
+    node_id = str(ctx.broker.node_id)
+    if name not in ("", node_id):
+        raise InvalidRequest(f"Unexpected broker id, expected {node_id} or empty string, but received {name}")
+
+
+def default_log_config(config: BrokerConfig, dynamic: Mapping[str, str]) -> LogConfig:
+    """The broker-wide LogConfig: static log.* configs overlaid by dynamic ones (first synonym wins)."""
+    props = config.log_config_properties()
+    props.update(topic_defaults_from_broker({**config.originals, **dynamic}))
+    return LogConfig.from_properties(props)
+
+
+def _set_broker_configs(ctx: RequestContext, dynamic: dict[str, str], validate_only: bool) -> None:
+    not_dynamic = sorted(name for name in dynamic if name not in BROKER_TO_TOPIC)
+    if not_dynamic:
+        raise InvalidRequest(f"Cannot update these configs dynamically: {', '.join(not_dynamic)}")
+    try:
+        BrokerConfig({**ctx.broker.config.originals, **dynamic})
+        default = default_log_config(ctx.broker.config, dynamic)
+    except (ConfigError, ValueError) as exc:
+        raise InvalidConfig(str(exc)) from None
+    if not validate_only:
+        ctx.broker.metadata.set_broker_configs(dynamic)
+        ctx.broker.replica_manager.update_default_config(default)
+
+
+def describe_broker(ctx: RequestContext, name: str) -> list[DescribedConfig]:
+    dynamic = ctx.broker.metadata.broker_configs()
+    if name == "":  # the cluster-wide default resource shows only what was set dynamically
+        return [
+            DescribedConfig(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, read_only=False,
+                            synonyms=(ConfigValue(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),))
+            for n, v in sorted(dynamic.items())
+        ]
+    static = ctx.broker.config.originals
+    names = sorted(set(CONFIG_DEFS) | set(static) | set(dynamic))
+    described = []
+    for n in names:
+        definition = CONFIG_DEFS.get(n)
+        synonyms = []
+        if n in dynamic:
+            synonyms.append(ConfigValue(n, dynamic[n], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if n in static:
+            synonyms.append(ConfigValue(n, static[n], ConfigSource.STATIC_BROKER_CONFIG))
+        if definition is not None and definition.default is not None:
+            synonyms.append(ConfigValue(n, definition.default, ConfigSource.DEFAULT_CONFIG))
+        first = synonyms[0] if synonyms else ConfigValue(n, None, ConfigSource.DEFAULT_CONFIG)
+        sensitive = "password" in n
+        described.append(
+            DescribedConfig(
+                name=n,
+                value=None if sensitive else first.value,
+                source=first.source,
+                read_only=n not in BROKER_TO_TOPIC,
+                config_type=_PY_TYPES.get(getattr(definition.parse, "__name__", ""), ConfigType.STRING)
+                if definition
+                else ConfigType.STRING,
+                documentation=definition.doc if definition else None,
+                is_sensitive=sensitive,
+                synonyms=tuple(synonyms),
+            )
+        )
+    return described
+
+
+# -- DescribeConfigs -----------------------------------------------------------------------
+
+
+def _describe_resource(ctx: RequestContext, resource_type: int, name: str) -> list[DescribedConfig]:
+    if resource_type == TOPIC:
+        return describe_topic(ctx, _require_topic(ctx, name))
+    if resource_type == BROKER:
+        _check_broker_name(ctx, name)
+        return describe_broker(ctx, name)
+    raise InvalidRequest(f"Unsupported resource type {resource_type}")
+
+
+async def handle_describe_configs(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.DESCRIBE_CONFIGS, ctx.api_version)
+    results = []
+    for resource in request.resources:
+        configs: tuple = ()
+        error, message = ErrorCode.none, None
+        try:
+            described = _describe_resource(ctx, resource.resource_type, resource.resource_name)
+            keys = resource.configuration_keys
+            if keys is not None:
+                described = [c for c in described if c.name in keys]
+            configs = tuple(_describe_entry(module, c, request.include_synonyms,
+                                            getattr(request, "include_documentation", False))
+                            for c in described)
+        except KafkaError as exc:
+            error, message = exc.error_code, str(exc)
+        results.append(
+            schemas.build(
+                module.DescribeConfigsResult,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    return schemas.build(module.DescribeConfigsResponse, throttle_time=0, results=tuple(results))
+
+
+def _describe_entry(module, c: DescribedConfig, include_synonyms: bool, include_documentation: bool) -> object:
+    synonyms = tuple(
+        schemas.build(module.DescribeConfigsSynonym, name=s.name,
+                      value=None if c.is_sensitive else s.value, source=int(s.source))
+        for s in (c.synonyms if include_synonyms else ())
+    )
+    return schemas.build(
+        module.DescribeConfigsResourceResult,
+        name=c.name,
+        value=c.value,
+        read_only=c.read_only,
+        config_source=int(c.source),
+        is_sensitive=c.is_sensitive,
+        synonyms=synonyms,
+        config_type=int(c.config_type),
+        documentation=c.documentation if include_documentation else None,
+    )
+
+
+# -- AlterConfigs / IncrementalAlterConfigs -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Resource:
+    resource_type: int
+    name: str
+
+
+def _alter_results(ctx: RequestContext, api_key: int, request, compute) -> object:
+    """Apply ``compute(current overrides, resource) -> new overrides`` to each resource."""
+    module = schemas.response_module(api_key, ctx.api_version)
+    responses = []
+    seen: set[tuple[int, str]] = set()
+    for resource in request.resources:
+        error, message = ErrorCode.none, None
+        key = (resource.resource_type, resource.resource_name)
+        try:
+            if key in seen:
+                raise InvalidRequest(f"Duplicate resource {resource.resource_name} in request")
+            seen.add(key)
+            _alter_one(ctx, resource, compute, request.validate_only)
+        except KafkaError as exc:
+            error, message = exc.error_code, str(exc)
+        responses.append(
+            schemas.build(
+                module.AlterConfigsResourceResponse,
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return schemas.build(getattr(module, _RESPONSE_CLASS[api_key]), throttle_time=0, responses=tuple(responses))
+
+
+_RESPONSE_CLASS = {
+    ApiKey.ALTER_CONFIGS: "AlterConfigsResponse",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigsResponse",
+}
+
+
+def _alter_one(ctx: RequestContext, resource, compute, validate_only: bool) -> None:
+    if resource.resource_type == TOPIC:
+        topic = _require_topic(ctx, resource.resource_name)
+        new = compute(topic.configs, resource, _topic_list_defaults(ctx, topic))
+        _set_topic_overrides(ctx, topic.name, new, validate_only)
+    elif resource.resource_type == BROKER:
+        _check_broker_name(ctx, resource.resource_name)
+        new = compute(ctx.broker.metadata.broker_configs(), resource, {})
+        _set_broker_configs(ctx, new, validate_only)
+    else:
+        raise InvalidRequest(f"Unsupported resource type {resource.resource_type}")
+
+
+def _list_config_names() -> frozenset[str]:
+    return frozenset(name for name, kind, *_ in LogConfig.definitions() if config_type(kind) == ConfigType.LIST)
+
+
+def _topic_list_defaults(ctx: RequestContext, topic: TopicImage) -> dict[str, str | None]:
+    """What APPEND/SUBTRACT start from when a list config has no override: its broker default."""
+    defaults = describe_topic_configs(LogConfig.definitions(), {}, broker_layers(ctx))
+    list_names = _list_config_names()
+    return {c.name: c.value for c in defaults if c.name in list_names}
+
+
+def _replace_all(current: Mapping[str, str], resource, _defaults) -> dict[str, str]:
+    """Legacy AlterConfigs: the request's configs become the whole set of overrides."""
+    names = [c.name for c in resource.configs]
+    if len(names) != len(set(names)):
+        raise InvalidRequest("Error due to duplicate config keys")
+    return {c.name: c.value for c in resource.configs}
+
+
+def _incremental(current: Mapping[str, str], resource, defaults: Mapping[str, str | None]) -> dict[str, str]:
+    list_names = _list_config_names() if resource.resource_type == TOPIC else frozenset()
+    ops: Iterable = ((c.name, c.config_operation, c.value) for c in resource.configs)
+    return apply_incremental(current, ops, list_names, defaults)
+
+
+async def handle_alter_configs(ctx: RequestContext, request) -> object:
+    return _alter_results(ctx, ApiKey.ALTER_CONFIGS, request, _replace_all)
+
+
+async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
+    return _alter_results(ctx, ApiKey.INCREMENTAL_ALTER_CONFIGS, request, _incremental)
+
+
+
+class DynamicBrokerConfigs:
+    """Broker component (see server/components.py): re-applies dynamic broker configs at start-up.
+
+    The Broker builds its default LogConfig from the static config; the log.* values
+    an operator changed through AlterConfigs are kept in the MetadataStore and must
+    win again after a restart, before the listeners accept clients.
+    """
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    async def start(self) -> None:
+        dynamic = self.broker.metadata.broker_configs()
+        if dynamic:
+            self.broker.replica_manager.update_default_config(default_log_config(self.broker.config, dynamic))
+
+    async def stop(self) -> None:
+        pass

@@ -1,0 +1,121 @@
+"""Fetch: read from partitions up to the high watermark, long-poll in the purgatory, sendfile.
+
+The request is decoded by kio (it holds no records); the response is encoded by
+the hand-written encoder with the log's FileRegions as record data, so record
+bytes go from the page cache to the socket without entering Python.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.fetch import FetchPartitionResponse, FetchTopicResponse, encode_fetch_response
+from odradek.replication.partition import READ_COMMITTED
+from odradek.server.context import RequestContext
+from odradek.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession
+from odradek.storage import TopicPartition
+
+
+async def handle(ctx: RequestContext, request):
+    broker = ctx.broker
+    sessions = broker.fetch_sessions
+    # Which partitions to read, at what positions, and whether the response is incremental.
+    session: FetchSession | None = None
+    try:
+        if request.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if request.session_id:
+                sessions.remove(request.session_id)
+            wanted = _requested_partitions(request)
+            if request.session_epoch == INITIAL_EPOCH and ctx.api_version >= 7:
+                session = sessions.new_session(wanted, ctx.now_ms)
+        else:
+            session = sessions.incremental(request.session_id, request.session_epoch, ctx.now_ms)
+            for tp, cached in _requested_partitions(request).items():
+                session.partitions[tp] = cached
+            for forgotten in request.forgotten_topics_data:
+                for index in forgotten.partitions:
+                    session.partitions.pop(TopicPartition(forgotten.topic, index), None)
+            wanted = session.partitions
+    except KafkaError as e:
+        return encode_fetch_response(ctx.api_version, [], error_code=e.error_code, session_id=0)
+    incremental = session is not None and request.session_epoch > 0
+
+    deadline = time.monotonic() + request.max_wait.total_seconds()
+    while True:
+        results = _read(broker, wanted, request.max_bytes, request.isolation_level)
+        size = sum(r.records_size for r in results.values())
+        errors = any(r.error_code for r in results.values())
+        remaining = deadline - time.monotonic()
+        if size >= request.min_bytes or errors or remaining <= 0 or not wanted:
+            break
+        await broker.fetch_purgatory.wait(wanted.keys(), remaining)
+
+    topics: list[FetchTopicResponse] = []
+    for tp, result in results.items():
+        if incremental and not _has_news(wanted[tp], result):
+            continue
+        if session is not None:
+            wanted[tp].high_watermark = result.high_watermark
+            wanted[tp].log_start_offset = result.log_start_offset
+        if not topics or topics[-1].topic != tp.topic:
+            topics.append(FetchTopicResponse(tp.topic, []))
+        topics[-1].partitions.append(result)
+    return encode_fetch_response(
+        ctx.api_version, topics, session_id=session.session_id if session is not None else 0
+    )
+
+
+def _requested_partitions(request) -> OrderedDict[TopicPartition, CachedPartition]:
+    wanted: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
+    for topic in request.topics:
+        for p in topic.partitions:
+            wanted[TopicPartition(topic.topic, p.partition)] = CachedPartition(
+                fetch_offset=p.fetch_offset,
+                max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch if hasattr(p, "current_leader_epoch") else -1,
+            )
+    return wanted
+
+
+def _has_news(cached: CachedPartition, result: FetchPartitionResponse) -> bool:
+    return bool(
+        result.records
+        or result.error_code
+        or result.high_watermark != cached.high_watermark
+        or result.log_start_offset != cached.log_start_offset
+    )
+
+
+def _read(broker, wanted, max_bytes: int, isolation_level: int) -> dict[TopicPartition, FetchPartitionResponse]:
+    """One pass over the partitions within the response's and each partition's byte limits.
+
+    As Kafka does, the first partition with data may exceed the limits by one
+    batch (min_one_message) so that a consumer can always make progress.
+    """
+    results: dict[TopicPartition, FetchPartitionResponse] = {}
+    budget = max_bytes
+    for tp, cached in wanted.items():
+        result = FetchPartitionResponse(tp.partition)
+        results[tp] = result
+        try:
+            partition = broker.replica_manager.partition(tp)
+            partition.check_leader_epoch(cached.current_leader_epoch)
+            result.high_watermark = partition.high_watermark
+            result.last_stable_offset = partition.last_stable_offset
+            result.log_start_offset = partition.log_start_offset
+            if isolation_level == READ_COMMITTED:
+                result.aborted_transactions = []
+            limit = min(cached.max_bytes, budget)
+            if cached.fetch_offset == result.high_watermark or (limit <= 0 and budget < max_bytes):
+                continue
+            data = partition.read(
+                cached.fetch_offset, max(limit, 0), isolation_level, min_one_message=budget == max_bytes
+            )
+        except KafkaError as e:
+            result.error_code = e.error_code
+            continue
+        result.records = list(data.regions)
+        budget -= data.size
+    return results

@@ -1,0 +1,111 @@
+"""Metadata: brokers, cluster id, controller, topics with ids, partitions, leaders and epochs.
+
+Asking for an unknown topic creates it when auto.create.topics.enable is on and
+the request allows it (v4+), with num.partitions and default.replication.factor,
+as Kafka does; the new topic is returned ready, since creation is synchronous.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from odradek.metadata.image import TopicImage
+from odradek.metadata.topic_names import INTERNAL_TOPICS, validate_topic_name
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.context import RequestContext
+
+log = logging.getLogger(__name__)
+
+
+async def handle(ctx: RequestContext, request):
+    broker = ctx.broker
+    store = broker.metadata
+    module = schemas.response_module(ApiKey.METADATA, ctx.api_version)
+    cls = schemas.response_schema(ApiKey.METADATA, ctx.api_version)
+
+    all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+    topics = []
+    if all_topics:
+        topics = [_topic(module, t) for t in store.topics().values()]
+    else:
+        allow_auto = getattr(request, "allow_auto_topic_creation", True)
+        for wanted in request.topics:
+            name = wanted.name
+            topic = store.topic(name) if name is not None else None
+            if name is None and getattr(wanted, "topic_id", None) is not None:
+                topic = store.topic_by_id(wanted.topic_id)
+            if topic is None and name is not None and allow_auto and broker.config["auto.create.topics.enable"]:
+                topic = _auto_create(broker, name, topics, module)
+                if topic is None:
+                    continue
+            if topic is None:
+                topics.append(_error_topic(module, name, wanted, ErrorCode.unknown_topic_or_partition))
+            else:
+                topics.append(_topic(module, topic))
+
+    brokers = tuple(
+        schemas.build(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in store.brokers()
+    )
+    return schemas.build(
+        cls,
+        throttle_time=0,
+        brokers=brokers,
+        cluster_id=store.cluster_id,
+        controller_id=store.controller_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+def _auto_create(broker, name: str, topics: list, module) -> TopicImage | None:
+    try:
+        validate_topic_name(name)
+        if name in INTERNAL_TOPICS:
+            raise KafkaError(f"{name} is internal", ErrorCode.invalid_topic_exception)
+        return broker.metadata.create_topic(
+            name, broker.config["num.partitions"], broker.config["default.replication.factor"]
+        )
+    except KafkaError as e:
+        log.info("auto creation of topic %r refused: %s", name, e)
+        topics.append(_error_topic(module, name, None, e.error_code))
+        return None
+
+
+def _error_topic(module, name, wanted, code):
+    return schemas.build(
+        module.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=getattr(wanted, "topic_id", None) if wanted is not None else None,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=-2147483648,
+    )
+
+
+def _topic(module, topic: TopicImage):
+    partitions = tuple(
+        schemas.build(
+            module.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=p.partition,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=p.replicas,
+            isr_nodes=p.isr,
+            offline_replicas=(),
+        )
+        for p in topic.partitions
+    )
+    return schemas.build(
+        module.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=partitions,
+        topic_authorized_operations=-2147483648,
+    )

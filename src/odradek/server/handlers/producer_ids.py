@@ -1,0 +1,47 @@
+"""InitProducerId, and the broker component that owns the persisted producer id state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from odradek.metadata.producer_ids import ProducerIdManager
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.context import RequestContext
+
+STATE_FILE = "__producer_ids.json"
+#: InitProducerId v4 introduced PRODUCER_FENCED (KIP-588); older clients know INVALID_PRODUCER_EPOCH.
+PRODUCER_FENCED_SINCE = 4
+
+
+class ProducerIds:
+    """Broker component (see server/components.py): the ProducerIdManager of this node's data dir."""
+
+    def __init__(self, broker) -> None:
+        self.manager = ProducerIdManager(Path(broker.config.log_dirs[0]) / STATE_FILE)
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+async def handle_init_producer_id(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.INIT_PRODUCER_ID, ctx.api_version)
+    manager: ProducerIdManager = ctx.broker.components["producer_ids"].manager
+    try:
+        granted = manager.init_producer_id(
+            request.transactional_id,
+            getattr(request, "producer_id", -1),
+            getattr(request, "producer_epoch", -1),
+        )
+    except KafkaError as exc:
+        error = exc.error_code
+        if error == ErrorCode.producer_fenced and ctx.api_version < PRODUCER_FENCED_SINCE:
+            error = ErrorCode.invalid_producer_epoch
+        return schemas.build(module.InitProducerIdResponse, throttle_time=0, error_code=error,
+                             producer_id=-1, producer_epoch=-1)
+    return schemas.build(module.InitProducerIdResponse, throttle_time=0, error_code=ErrorCode.none,
+                         producer_id=granted.producer_id, producer_epoch=granted.epoch)

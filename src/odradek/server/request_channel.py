@@ -1,0 +1,96 @@
+"""From a frame to a response: header, API table lookup, decode, handler, encode.
+
+The network layer hands every frame here and writes back whatever comes out.
+Requests it cannot answer raise CloseConnection (the network layer logs and
+closes that one connection), with one exception the protocol mandates: an
+ApiVersions request of a version we do not know gets a v0-format reply carrying
+UNSUPPORTED_VERSION and our version list (KIP-511), so a newer client can
+downgrade instead of failing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from odradek.network.listener import CloseConnection, ConnectionInfo
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.header import parse_request_header, peek_api, response_header
+from odradek.protocol.response import EncodedResponse
+from odradek.server.apis import API_TABLE, ApiSpec
+from odradek.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+def _resolve(path: str) -> Callable[..., Any]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class RequestChannel:
+    """Routes frames to the handlers of the API table."""
+
+    def __init__(self, broker: Broker, table: dict[int, ApiSpec] = API_TABLE) -> None:
+        self._broker = broker
+        self._table = table
+        # Resolved up front: a handler that fails to import stops start-up, not a request.
+        self._handlers = {key: _resolve(spec.handler) for key, spec in table.items()}
+        self._decoders = {key: _resolve(spec.decoder) for key, spec in table.items() if spec.decoder}
+
+    async def dispatch(self, connection: ConnectionInfo, frame: bytes) -> EncodedResponse | None:
+        buf = memoryview(frame)
+        try:
+            api_key, api_version, correlation_id = peek_api(buf)
+        except ValueError as e:
+            raise CloseConnection(f"request shorter than a header: {e}") from None
+        spec = self._table.get(api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown or unsupported api key {api_key}")
+        if not spec.min_version <= api_version <= spec.max_version:
+            if api_key == ApiKey.API_VERSIONS:
+                return self._unsupported_api_versions(correlation_id)
+            raise CloseConnection(
+                f"unsupported version {api_version} of api key {api_key} "
+                f"(supported {spec.min_version}-{spec.max_version})"
+            )
+        flexible = schemas.is_flexible(api_key, api_version)
+        try:
+            header = parse_request_header(buf, flexible)
+            body = buf[header.size :]
+            decoder = self._decoders.get(api_key)
+            if decoder is not None:
+                request = decoder(api_version, body)
+            else:
+                request = schemas.decode_request(api_key, api_version, body)
+        except Exception as e:  # any decoding failure means the bytes are not a valid request
+            raise CloseConnection(f"malformed {ApiKey(api_key).name} v{api_version} request: {e!r}") from None
+        ctx = RequestContext(self._broker, connection, header, api_version, int(time.time() * 1000))
+        response = await self._handlers[api_key](ctx, request)
+        if response is None:
+            return None
+        head = response_header(api_key, correlation_id, flexible)
+        if isinstance(response, EncodedResponse):
+            response.chunks.insert(0, head)
+            response.size += len(head)
+            return response
+        out = EncodedResponse()
+        out.add(head)
+        out.add(schemas.encode(response))
+        return out
+
+    def _unsupported_api_versions(self, correlation_id: int) -> EncodedResponse:
+        from odradek.server.handlers.api_versions import api_versions_response
+
+        out = EncodedResponse()
+        out.add(response_header(ApiKey.API_VERSIONS, correlation_id, flexible=False))
+        out.add(schemas.encode(api_versions_response(0, self._table, ErrorCode.unsupported_version)))
+        return out

@@ -1,0 +1,53 @@
+"""Broker config parsing: Kafka names and defaults, bad values named, log.* synonyms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odradek.server.config import BrokerConfig, ConfigError, read_properties
+
+
+def test_defaults_are_kafkas() -> None:
+    config = BrokerConfig({})
+    assert config["num.partitions"] == 1
+    assert config["message.max.bytes"] == 1048588
+    assert config["socket.request.max.bytes"] == 104857600
+    assert config["auto.create.topics.enable"] is True
+    assert config.log_dirs == ["/tmp/kafka-logs"]
+    assert config.node_id is None
+    props = config.log_config_properties()
+    assert props["retention.ms"] == str(168 * 3600 * 1000)
+    assert props["max.message.bytes"] == "1048588"
+    assert props["segment.bytes"] == "1073741824"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("num.partitions", "zero"), ("num.partitions", "0"), ("auto.create.topics.enable", "yes"),
+     ("listeners", "localhost:9092"), ("listeners", "PLAINTEXT://h:99999")],
+)
+def test_bad_values_name_the_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        BrokerConfig({key: value}).listener()
+
+
+def test_retention_precedence_and_synonyms() -> None:
+    config = BrokerConfig({"log.retention.minutes": "5", "log.retention.hours": "1", "log.segment.bytes": "1024",
+                           "message.max.bytes": "2000", "log.dirs": "/a,/b"})
+    props = config.log_config_properties()
+    assert props["retention.ms"] == "300000"
+    assert props["segment.bytes"] == "1024"
+    assert props["max.message.bytes"] == "2000"
+    assert config.log_dirs == ["/a", "/b"]
+    assert BrokerConfig({"log.retention.ms": "-1", "log.retention.hours": "1"}).log_config_properties()["retention.ms"] == "-1"
+
+
+def test_properties_file(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("# broker\nnode.id=3\nlisteners = PLAINTEXT://0.0.0.0:9093\n! comment\nlog.dirs:/data\n")
+    config = BrokerConfig(read_properties(path))
+    assert config.node_id == 3
+    assert config.listener() == ("PLAINTEXT", "0.0.0.0", 9093)
+    assert config.log_dirs == ["/data"]

@@ -1,0 +1,64 @@
+"""LocalMetadataStore: topics with ids, partitions and configs survive a reopen; listeners hear changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odradek.metadata.image import BrokerImage, TopicImage
+from odradek.metadata.local import LocalMetadataStore
+from odradek.metadata.store import InvalidPartitions, InvalidReplicationFactor, TopicExists, UnknownTopic
+
+
+def open_store(path: Path) -> LocalMetadataStore:
+    return LocalMetadataStore(path, node_id=1, cluster_id="c1", broker=BrokerImage(1, "127.0.0.1", 9092))
+
+
+def test_topics_persist_across_reopen(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    created = store.create_topic("t", 3, 1, {"retention.ms": "1000"})
+    store.create_partitions("t", 5)
+    store.set_topic_configs("t", {"cleanup.policy": "compact"})
+    store.set_broker_configs({"log.retention.ms": "5"})
+    reopened = open_store(tmp_path)
+    topic = reopened.topic("t")
+    assert topic is not None
+    assert topic.topic_id == created.topic_id
+    assert [p.partition for p in topic.partitions] == [0, 1, 2, 3, 4]
+    assert all(p.leader == 1 and p.isr == (1,) for p in topic.partitions)
+    assert reopened.topic_configs("t") == {"cleanup.policy": "compact"}
+    assert reopened.broker_configs() == {"log.retention.ms": "5"}
+    assert reopened.topic_by_id(created.topic_id) == topic
+    reopened.delete_topic("t")
+    assert open_store(tmp_path).topics() == {}
+
+
+def test_errors(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.create_topic("t", 1, 1)
+    with pytest.raises(TopicExists):
+        store.create_topic("t", 1, 1)
+    with pytest.raises(InvalidReplicationFactor):
+        store.create_topic("u", 1, 2)
+    with pytest.raises(InvalidPartitions):
+        store.create_topic("u", 0, 1)
+    with pytest.raises(InvalidPartitions):
+        store.create_partitions("t", 1)
+    with pytest.raises(UnknownTopic):
+        store.delete_topic("nope")
+
+
+def test_listeners_hear_every_change(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    heard: list[tuple[TopicImage | None, TopicImage | None]] = []
+
+    class Listener:
+        def on_topic_changed(self, before, after) -> None:
+            heard.append((before, after))
+
+    store.subscribe(Listener())
+    created = store.create_topic("t", 1, 1)
+    grown = store.create_partitions("t", 2)
+    store.delete_topic("t")
+    assert heard == [(None, created), (created, grown), (grown, None)]
