@@ -153,3 +153,24 @@ def test_fetch_response_encoder_matches_kio(version, session_id, error_code, top
         ),
     )
     assert wire == schemas.encode(theirs)
+
+
+def test_unknown_tagged_fields_in_request_bodies_are_skipped() -> None:
+    from kio.schema.fetch.v12 import request as fetch12
+
+    request = fetch12.FetchRequest(
+        replica_id=-1, max_wait=timedelta(milliseconds=500), min_bytes=1, max_bytes=1000, isolation_level=0,
+        session_id=0, session_epoch=-1,
+        topics=(fetch12.FetchTopic(topic="t", partitions=(fetch12.FetchPartition(
+            partition=3, current_leader_epoch=-1, fetch_offset=7, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=100),)),),
+        forgotten_topics_data=(), rack_id="r",
+    )
+    body = _kio_bytes(request)
+    unknown = b"\x01" + b"\x63\x02zz"  # one tagged field, tag 99, two bytes
+    # Both the top level and the nested partition end with an empty tagged-field section (b"\x00").
+    top_level = body[:-1] + unknown
+    assert schemas.decode_request(1, 12, top_level) == request
+    partition_end = body.index(b"\x00\x00\x00\x64") + 4  # partition_max_bytes=100, then its tags
+    nested = body[:partition_end] + unknown + body[partition_end + 1 :]
+    assert schemas.decode_request(1, 12, nested) == request

@@ -18,6 +18,8 @@ from kio.index import load_payload_module, load_request_schema, load_response_sc
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from odradek.protocol.tolerant import tolerant_reader
+
 
 class UnknownApi(LookupError):
     """kio has no schema for this api key and version."""
@@ -55,7 +57,11 @@ def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> 
     schema = request_schema(api_key, api_version)
     if isinstance(body, memoryview) and not body.readonly:
         body = body.toreadonly()
-    request, _size = _reader(schema)(body, 0)
+    try:
+        request, _size = _reader(schema)(body, 0)
+    except KeyError:
+        # kio refuses tagged fields it does not know; the protocol says to skip them.
+        request, _size = tolerant_reader(schema)(body, 0)
     return request
 
 

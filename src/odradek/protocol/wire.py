@@ -3,7 +3,7 @@
 kio covers every schema, but its readers build Python objects for every field;
 the Produce request and Fetch response codecs use these instead so that record
 blobs stay slices of the receive buffer. Readers take a buffer and an offset and
-return (value, new offset), as kio's do.
+return (value, new offset).
 """
 
 from __future__ import annotations
