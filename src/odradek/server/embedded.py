@@ -124,7 +124,11 @@ class EmbeddedBroker:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedBroker:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.close()
