@@ -13,6 +13,11 @@ import sys
 
 COMMAND_MODULES = [
     "odradek.cli.serve",
+    "odradek.cli.pipeline",
+    "odradek.cli.topics",
+    "odradek.cli.produce",
+    "odradek.cli.consume",
+    "odradek.cli.configs",
 ]
 
 

@@ -38,6 +38,17 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.LIST_OFFSETS, 1, 8, _H + "list_offsets:handle"),
     ApiSpec(ApiKey.METADATA, 0, 12, _H + "metadata:handle"),
     ApiSpec(ApiKey.API_VERSIONS, 0, 4, _H + "api_versions:handle"),
+    ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, _H + "admin_topics:handle_create_topics"),
+    ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, _H + "admin_topics:handle_delete_topics"),
+    ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, _H + "admin_topics:handle_create_partitions"),
+    ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, _H + "log_admin:handle_delete_records"),
+    ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, _H + "log_admin:handle_offset_for_leader_epoch"),
+    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, _H + "log_admin:handle_describe_log_dirs"),
+    ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, _H + "configs:handle_describe_configs"),
+    ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, _H + "configs:handle_alter_configs"),
+    ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, _H + "configs:handle_incremental_alter_configs"),
+    ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, _H + "cluster:handle_describe_cluster"),
+    ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, _H + "producer_ids:handle_init_producer_id"),
 ]
 
 API_TABLE: dict[int, ApiSpec] = {spec.api_key: spec for spec in API_SPECS}

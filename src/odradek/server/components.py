@@ -8,4 +8,7 @@ so a room adds its coordinator with one line here and no change to Broker.
 
 from __future__ import annotations
 
-COMPONENTS: dict[str, str] = {}
+COMPONENTS: dict[str, str] = {
+    "dynamic_broker_configs": "odradek.server.handlers.configs:DynamicBrokerConfigs",
+    "producer_ids": "odradek.server.handlers.producer_ids:ProducerIds",
+}

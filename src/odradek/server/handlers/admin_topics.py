@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from odradek.metadata.image import TopicImage
 from odradek.metadata.store import InvalidPartitions, InvalidReplicationFactor, TopicExists, UnknownTopic
-from odradek.metadata.topic_names import colliding_topic, validate_topic_name
+from odradek.metadata.topic_names import INTERNAL_TOPICS, colliding_topic, validate_topic_name
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -75,6 +75,8 @@ def _plan_topic(ctx: RequestContext, topic) -> tuple[int, int, dict[str, str]]:
     """(partitions, replication factor, config overrides) a CreatableTopic asks for, validated."""
     metadata = ctx.broker.metadata
     validate_topic_name(topic.name)
+    if topic.name in INTERNAL_TOPICS:
+        raise InvalidRequest(f"Creation of internal topic {topic.name} is prohibited.")
     existing = metadata.topics()
     if topic.name in existing:
         raise TopicExists(f"Topic '{topic.name}' already exists.")

@@ -11,7 +11,6 @@ time (the broker synonyms of topic configs); they are kept cluster-wide (the
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from odradek.metadata.config_description import (
     BrokerConfigLayers,
@@ -108,7 +107,8 @@ def default_log_config(config: BrokerConfig, dynamic: Mapping[str, str]) -> LogC
     """The broker-wide LogConfig: static log.* configs overlaid by dynamic ones (first synonym wins)."""
     props = config.log_config_properties()
     props.update(topic_defaults_from_broker({**config.originals, **dynamic}))
-    return LogConfig.from_properties(props)
+    known = topic_config_names()
+    return LogConfig.from_properties({k: v for k, v in props.items() if k in known})
 
 
 def _set_broker_configs(ctx: RequestContext, dynamic: dict[str, str], validate_only: bool) -> None:
@@ -225,12 +225,6 @@ def _describe_entry(module, c: DescribedConfig, include_synonyms: bool, include_
 
 
 # -- AlterConfigs / IncrementalAlterConfigs -------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Resource:
-    resource_type: int
-    name: str
 
 
 def _alter_results(ctx: RequestContext, api_key: int, request, compute) -> object:
