@@ -22,16 +22,19 @@ async def handle(ctx: RequestContext, request):
     broker = ctx.broker
     sessions = broker.fetch_sessions
     # Which partitions to read, at what positions, and whether the response is incremental.
+    # Before v7 there are no sessions: every fetch is a sessionless full fetch.
+    session_id = getattr(request, "session_id", 0)
+    session_epoch = getattr(request, "session_epoch", FINAL_EPOCH)
     session: FetchSession | None = None
     try:
-        if request.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            if request.session_id:
-                sessions.remove(request.session_id)
+        if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id:
+                sessions.remove(session_id)
             wanted = _requested_partitions(request)
-            if request.session_epoch == INITIAL_EPOCH and ctx.api_version >= 7:
+            if session_epoch == INITIAL_EPOCH:
                 session = sessions.new_session(wanted, ctx.now_ms)
         else:
-            session = sessions.incremental(request.session_id, request.session_epoch, ctx.now_ms)
+            session = sessions.incremental(session_id, session_epoch, ctx.now_ms)
             for tp, cached in _requested_partitions(request).items():
                 session.partitions[tp] = cached
             for forgotten in request.forgotten_topics_data:
@@ -40,7 +43,7 @@ async def handle(ctx: RequestContext, request):
             wanted = session.partitions
     except KafkaError as e:
         return encode_fetch_response(ctx.api_version, [], error_code=e.error_code, session_id=0)
-    incremental = session is not None and request.session_epoch > 0
+    incremental = session is not None and session_epoch > 0
 
     deadline = time.monotonic() + request.max_wait.total_seconds()
     while True:
@@ -74,7 +77,7 @@ def _requested_partitions(request) -> OrderedDict[TopicPartition, CachedPartitio
             wanted[TopicPartition(topic.topic, p.partition)] = CachedPartition(
                 fetch_offset=p.fetch_offset,
                 max_bytes=p.partition_max_bytes,
-                current_leader_epoch=p.current_leader_epoch if hasattr(p, "current_leader_epoch") else -1,
+                current_leader_epoch=getattr(p, "current_leader_epoch", -1),
             )
     return wanted
 

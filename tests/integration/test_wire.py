@@ -1,0 +1,163 @@
+"""Raw protocol against a real broker: bad input, size limits, long polls, big metadata."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+from datetime import timedelta
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.fetch.v12 import request as fetch12
+from kio.schema.metadata.v12 import request as metadata12
+from kio.schema.produce.v9 import request as produce9
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.embedded import EmbeddedBroker
+
+from .wire_client import WireClient
+
+MAX = 200000  # message.max.bytes of the module broker (conftest)
+
+
+def batch_of_size(size: int) -> bytes:
+    """One uncompressed v2 batch of exactly ``size`` bytes."""
+    overhead = len(_batch(b""))
+    for value_len in range(max(size - overhead - 10, 0), size):
+        data = _batch(b"x" * value_len)
+        if len(data) == size:
+            return data
+    raise AssertionError(f"no batch of exactly {size} bytes")
+
+
+def _batch(value: bytes) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**31 - 1)
+    builder.append(0, timestamp=1000, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def produce_request(topic: str, records: bytes, acks: int = 1):
+    return produce9.ProduceRequest(
+        transactional_id=None, acks=acks, timeout=timedelta(seconds=10),
+        topic_data=(produce9.TopicProduceData(name=topic, partition_data=(
+            produce9.PartitionProduceData(index=0, records=records),)),),
+    )
+
+
+def metadata_request(*topics: str):
+    return metadata12.MetadataRequest(
+        topics=tuple(metadata12.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
+        allow_auto_topic_creation=True, include_topic_authorized_operations=False,
+    )
+
+
+def fetch_request(topic: str, offset: int, max_wait_ms: int):
+    return fetch12.FetchRequest(
+        replica_id=-1, max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=10**6,
+        isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(fetch12.FetchTopic(topic=topic, partitions=(fetch12.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=10**6),)),),
+        forgotten_topics_data=(), rack_id="",
+    )
+
+
+def produce_error(client: WireClient, topic: str, records: bytes) -> ErrorCode:
+    response = client.call(produce_request(topic, records))
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_message_max_bytes_boundary(broker: EmbeddedBroker) -> None:
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        client.call(metadata_request("boundary"))
+        assert produce_error(client, "boundary", batch_of_size(MAX)) == ErrorCode.none
+        assert produce_error(client, "boundary", batch_of_size(MAX + 1)) == ErrorCode.message_too_large
+        assert produce_error(client, "boundary", batch_of_size(100)) == ErrorCode.none
+    finally:
+        client.close()
+
+
+def test_corrupt_batch_is_rejected(broker: EmbeddedBroker) -> None:
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        client.call(metadata_request("corrupt"))
+        data = bytearray(batch_of_size(200))
+        data[-1] ^= 0xFF
+        assert produce_error(client, "corrupt", bytes(data)) == ErrorCode.corrupt_message
+    finally:
+        client.close()
+
+
+def test_long_poll_returns_when_data_arrives(broker: EmbeddedBroker) -> None:
+    client = WireClient(broker.bootstrap_servers, timeout=30)
+    producer = WireClient(broker.bootstrap_servers)
+    try:
+        client.call(metadata_request("longpoll"))
+        request = fetch_request("longpoll", 0, max_wait_ms=60_000)
+        client.send(request)
+        time.sleep(0.2)  # let the fetch park in the purgatory (not asserted on)
+        assert produce_error(producer, "longpoll", batch_of_size(300)) == ErrorCode.none
+        # A 60 s long poll answered well within the 30 s socket timeout: woken by the append.
+        response = client.receive(request)
+        partition = response.responses[0].partitions[0]
+        assert partition.error_code == ErrorCode.none
+        assert partition.high_watermark == 1
+        assert len(partition.records) == 300
+    finally:
+        client.close()
+        producer.close()
+
+
+def test_metadata_with_1000_partitions() -> None:
+    with EmbeddedBroker(config={"num.partitions": "1000"}) as broker:
+        client = WireClient(broker.bootstrap_servers)
+        try:
+            response = client.call(metadata_request("wide"))
+            topic = response.topics[0]
+            assert topic.error_code == ErrorCode.none
+            assert sorted(p.partition_index for p in topic.partitions) == list(range(1000))
+            assert response.cluster_id
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        os.urandom(1000),
+        struct.pack(">i", 2**31 - 1) + b"x" * 100,
+        struct.pack(">ihhih", 10, 999, 0, 1, -1),
+        struct.pack(">ihhih", 10, 0, 999, 1, -1),
+        struct.pack(">i", 100) + b"short",
+    ],
+    ids=["random", "huge-size", "unknown-key", "unknown-version", "truncated"],
+)
+def test_bad_input_leaves_other_clients_unaffected(broker: EmbeddedBroker, garbage: bytes) -> None:
+    good = WireClient(broker.bootstrap_servers)
+    bad = socket.create_connection(good.sock.getpeername(), timeout=15)
+    try:
+        bad.sendall(garbage)
+        if garbage.startswith(struct.pack(">i", 100)):
+            bad.shutdown(socket.SHUT_WR)
+        assert bad.recv(100) == b""  # closed by the broker
+        assert good.call(metadata_request("still-fine")).topics[0].error_code == ErrorCode.none
+    finally:
+        bad.close()
+        good.close()
+
+
+def test_acks_zero_gets_no_response(broker: EmbeddedBroker) -> None:
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        client.call(metadata_request("acks0"))
+        client.send(produce_request("acks0", batch_of_size(100), acks=0))
+        # The next response on the connection belongs to the metadata request, not the produce.
+        correlation = client.send(metadata_request("acks0"))
+        response = client.receive(metadata_request("acks0"))
+        assert response.topics[0].name == "acks0"
+        assert client.last_correlation_id == correlation == 3
+    finally:
+        client.close()
