@@ -36,6 +36,10 @@ async def handle(ctx: RequestContext, request):
         else:
             session = sessions.incremental(session_id, session_epoch, ctx.now_ms)
             for tp, cached in _requested_partitions(request).items():
+                known = session.partitions.get(tp)
+                if known is not None:
+                    # A new position, but the client still has what we last told it.
+                    cached.high_watermark, cached.log_start_offset = known.high_watermark, known.log_start_offset
                 session.partitions[tp] = cached
             for forgotten in request.forgotten_topics_data:
                 for index in forgotten.partitions:
