@@ -7,7 +7,7 @@ BOOTSTRAP = "localhost:9092"
 spark = SparkSession.builder.master("local[2]").getOrCreate()
 
 spark.createDataFrame([("alice", "hello"), ("bob", "world")], "key string, value string") \
-    .write.format("odradek").option("kafka.bootstrap.servers", BOOTSTRAP).option("topic", "greetings").save()
+    .write.format("odradek").option("kafka.bootstrap.servers", BOOTSTRAP).option("topic", "greetings").mode("append").save()
 
 df = (
     spark.read.format("odradek")
