@@ -14,7 +14,6 @@ import sys
 COMMAND_MODULES = [
     "odradek.cli.serve",
     "odradek.cli.pipeline",
-    "odradek.cli.pipeline",
     "odradek.cli.topics",
     "odradek.cli.produce",
     "odradek.cli.consume",
