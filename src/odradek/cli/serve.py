@@ -60,10 +60,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: BrokerConfig) -> int:
     from odradek.server.broker import Broker
+    from odradek.protocol.errors import KafkaError
     from odradek.storage.errors import LogDirLocked
 
-    broker = Broker(config)
     try:
+        broker = Broker(config)
         await broker.start()
     except OSError as e:
         name, host, port = config.listener()
@@ -80,6 +81,9 @@ async def _serve(config: BrokerConfig) -> int:
     except (ConfigError, ValueError) as e:
         print(f"odradek: invalid configuration: {e}", file=sys.stderr)
         return 2
+    except KafkaError as e:
+        print(f"odradek: start-up failed: {e}", file=sys.stderr)
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
