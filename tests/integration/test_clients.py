@@ -69,7 +69,7 @@ def test_confluent_kafka_roundtrip(broker: EmbeddedBroker, codec: str) -> None:
 def test_kafka_python_roundtrip(broker: EmbeddedBroker, codec: str | None) -> None:
     topic = topic_name()
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec,
-                             enable_idempotence=False, request_timeout_ms=15000, max_block_ms=15000)
+                             request_timeout_ms=15000, max_block_ms=15000)
     for key, value, headers in PURE_PYTHON_CLIENT_MESSAGES:
         producer.send(topic, key=key, value=value, headers=headers, partition=0)
     producer.flush(30)

@@ -95,3 +95,37 @@ def test_restart_keeps_acknowledged_records(fresh_broker: EmbeddedBroker, hard: 
 def test_sigterm_exits_zero(tmp_path: Path) -> None:
     broker = EmbeddedBroker(data_dir=tmp_path).start()
     assert broker.stop() == 0
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
+def test_idempotent_producer_across_broker_restarts(fresh_broker: EmbeddedBroker, hard: bool) -> None:
+    """Connections cut mid-stream (the broker restarts twice): no duplicates, no gaps."""
+    import threading
+
+    topic = f"idem-{uuid.uuid4().hex[:8]}"
+    produce(fresh_broker.bootstrap_servers, topic, 1)  # creates the topic
+    producer = Producer({"bootstrap.servers": fresh_broker.bootstrap_servers, "enable.idempotence": True,
+                         "linger.ms": 1, "batch.num.messages": 50, "message.timeout.ms": 60000})
+    failures: list = []
+    restarts_done = threading.Event()
+    produced: list[int] = []
+
+    def run() -> None:
+        # Keep producing until both restarts are over, so the stream spans them.
+        i = 1
+        while not restarts_done.is_set() or i < 500:
+            producer.produce(topic, value=b"%d" % i, partition=0,
+                             on_delivery=lambda err, msg: failures.append(err) if err else None)
+            producer.poll(0.001)
+            i += 1
+        produced.append(i - 1)
+        assert producer.flush(60) == 0
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    for _ in range(2):
+        fresh_broker.restart(hard=hard)
+    restarts_done.set()
+    thread.join(90)
+    assert produced and failures == []
+    assert consume_all(fresh_broker.bootstrap_servers, topic) == [b"%d" % i for i in range(produced[0] + 1)]
