@@ -87,9 +87,8 @@ def _create(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         config=dict(args.config),
     )
-    futures = _admin(args).create_topics(
-        [topic], validate_only=args.validate_only, operation_timeout=TIMEOUT_S
-    )
+    admin = _admin(args)  # must outlive the futures: a destroyed handle fails them
+    futures = admin.create_topics([topic], validate_only=args.validate_only, operation_timeout=TIMEOUT_S)
     ignore = frozenset({"TOPIC_ALREADY_EXISTS"}) if args.if_not_exists else frozenset()
     status = _wait(futures, ignore)
     if status == 0:
@@ -147,9 +146,8 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _alter(args: argparse.Namespace) -> int:
-    futures = _admin(args).create_partitions(
-        [NewPartitions(args.topic, args.partitions)], operation_timeout=TIMEOUT_S
-    )
+    admin = _admin(args)
+    futures = admin.create_partitions([NewPartitions(args.topic, args.partitions)], operation_timeout=TIMEOUT_S)
     status = _wait(futures)
     if status == 0:
         print(f"Topic {args.topic} now has {args.partitions} partitions.")
@@ -157,7 +155,8 @@ def _alter(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    futures = _admin(args).delete_topics(args.topic, operation_timeout=TIMEOUT_S)
+    admin = _admin(args)
+    futures = admin.delete_topics(args.topic, operation_timeout=TIMEOUT_S)
     ignore = frozenset({"UNKNOWN_TOPIC_OR_PART"}) if args.if_exists else frozenset()
     status = _wait(futures, ignore)
     if status == 0:
