@@ -1,0 +1,274 @@
+"""A view over Kafka v2 record batches (magic 2) that never copies the payload.
+
+The broker's Produce/Fetch codecs and the storage layer share this module. It
+knows the fixed 61-byte batch header: where each field lives, how to walk the
+batches of a records blob, how to patch baseOffset and partitionLeaderEpoch in
+place (the CRC32C covers bytes 21..end, so those patches keep it valid), and how
+to re-stamp LogAppendTime (which does change the CRC). Only ``crc32c`` is
+imported, so any layer can use it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from crc32c import crc32c
+
+# Field offsets of the v2 batch header (the record-batch specification).
+BASE_OFFSET = 0
+BATCH_LENGTH = 8
+PARTITION_LEADER_EPOCH = 12
+MAGIC = 16
+CRC = 17
+ATTRIBUTES = 21
+LAST_OFFSET_DELTA = 23
+BASE_TIMESTAMP = 27
+MAX_TIMESTAMP = 35
+PRODUCER_ID = 43
+PRODUCER_EPOCH = 51
+BASE_SEQUENCE = 53
+RECORDS_COUNT = 57
+RECORDS = 61
+
+#: baseOffset + batchLength: the bytes not counted in batchLength.
+LOG_OVERHEAD = 12
+HEADER_SIZE = RECORDS
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+# attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+_TAIL = struct.Struct(">hiqqqhii")
+
+
+class InvalidBatch(ValueError):
+    """A batch that breaks the v2 format; ``reason`` says which rule.
+
+    reason is one of "corrupt" (sizes or CRC), "magic" (not magic 2) or
+    "invalid" (a field inconsistent with another); the storage layer maps these
+    to Kafka's CORRUPT_MESSAGE, UNSUPPORTED_FOR_MESSAGE_FORMAT and INVALID_RECORD.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class RecordBatch:
+    """One v2 batch at ``position`` of ``buffer`` (bytes, bytearray or memoryview).
+
+    Reading fields unpacks them from the buffer on demand; setters need a
+    writable buffer.
+    """
+
+    __slots__ = ("buffer", "position")
+
+    def __init__(self, buffer: bytes | bytearray | memoryview, position: int = 0) -> None:
+        self.buffer = buffer
+        self.position = position
+
+    # -- header fields -------------------------------------------------
+    @property
+    def base_offset(self) -> int:
+        return _I64.unpack_from(self.buffer, self.position)[0]
+
+    @property
+    def batch_length(self) -> int:
+        return _I32.unpack_from(self.buffer, self.position + BATCH_LENGTH)[0]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return _I32.unpack_from(self.buffer, self.position + PARTITION_LEADER_EPOCH)[0]
+
+    @property
+    def magic(self) -> int:
+        return self.buffer[self.position + MAGIC]
+
+    @property
+    def crc(self) -> int:
+        return _U32.unpack_from(self.buffer, self.position + CRC)[0]
+
+    @property
+    def attributes(self) -> int:
+        return _I16.unpack_from(self.buffer, self.position + ATTRIBUTES)[0]
+
+    @property
+    def last_offset_delta(self) -> int:
+        return _I32.unpack_from(self.buffer, self.position + LAST_OFFSET_DELTA)[0]
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def base_timestamp(self) -> int:
+        return _I64.unpack_from(self.buffer, self.position + BASE_TIMESTAMP)[0]
+
+    @property
+    def max_timestamp(self) -> int:
+        return _I64.unpack_from(self.buffer, self.position + MAX_TIMESTAMP)[0]
+
+    @property
+    def producer_id(self) -> int:
+        return _I64.unpack_from(self.buffer, self.position + PRODUCER_ID)[0]
+
+    @property
+    def producer_epoch(self) -> int:
+        return _I16.unpack_from(self.buffer, self.position + PRODUCER_EPOCH)[0]
+
+    @property
+    def base_sequence(self) -> int:
+        return _I32.unpack_from(self.buffer, self.position + BASE_SEQUENCE)[0]
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last record (wrapping at 2**31 as Kafka does)."""
+        base = self.base_sequence
+        if base == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (base + self.last_offset_delta) % (2**31)
+
+    @property
+    def records_count(self) -> int:
+        return _I32.unpack_from(self.buffer, self.position + RECORDS_COUNT)[0]
+
+    @property
+    def compression_type(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    def header_fields(self) -> tuple[int, int, int, int, int, int, int, int]:
+        """(attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId,
+        producerEpoch, baseSequence, recordsCount) in one unpack, for hot loops."""
+        return _TAIL.unpack_from(self.buffer, self.position + ATTRIBUTES)
+
+    # -- checks ----------------------------------------------------------
+    def compute_crc(self) -> int:
+        end = self.position + self.size_in_bytes
+        return crc32c(memoryview(self.buffer)[self.position + ATTRIBUTES : end])
+
+    def is_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def records_payload(self) -> memoryview:
+        """The bytes after the header: the records, compressed or not."""
+        return memoryview(self.buffer)[self.position + RECORDS : self.position + self.size_in_bytes]
+
+    # -- in-place patches (not covered by the CRC) -------------------------
+    def set_base_offset(self, offset: int) -> None:
+        _I64.pack_into(self.buffer, self.position, offset)
+
+    def set_partition_leader_epoch(self, epoch: int) -> None:
+        _I32.pack_into(self.buffer, self.position + PARTITION_LEADER_EPOCH, epoch)
+
+    # -- patches covered by the CRC ----------------------------------------
+    def set_log_append_time(self, timestamp: int) -> None:
+        """Stamp LogAppendTime: timestamp-type bit and maxTimestamp, then a new CRC."""
+        _I16.pack_into(self.buffer, self.position + ATTRIBUTES, self.attributes | TIMESTAMP_TYPE_MASK)
+        _I64.pack_into(self.buffer, self.position + MAX_TIMESTAMP, timestamp)
+        _U32.pack_into(self.buffer, self.position + CRC, self.compute_crc())
+
+
+def check_batch(buffer: bytes | bytearray | memoryview, position: int, end: int, *, verify_crc: bool = True) -> RecordBatch:
+    """The batch at ``position`` after checking sizes, magic and (optionally) CRC.
+
+    Raises InvalidBatch when the batch is truncated, not magic 2, has a bad CRC
+    or a record count inconsistent with lastOffsetDelta.
+    """
+    remaining = end - position
+    if remaining < HEADER_SIZE:
+        raise InvalidBatch("corrupt", f"{remaining} bytes left, fewer than a batch header ({HEADER_SIZE})")
+    batch = RecordBatch(buffer, position)
+    length = batch.batch_length
+    if length < HEADER_SIZE - LOG_OVERHEAD:
+        raise InvalidBatch("corrupt", f"batchLength {length} is smaller than the header")
+    if LOG_OVERHEAD + length > remaining:
+        raise InvalidBatch("corrupt", f"batchLength {length} runs past the end of the records ({remaining} bytes)")
+    magic = batch.magic
+    if magic != 2:
+        raise InvalidBatch("magic", f"magic {magic} is not supported, only record batch v2")
+    if verify_crc:
+        stored, computed = batch.crc, batch.compute_crc()
+        if stored != computed:
+            raise InvalidBatch("corrupt", f"CRC32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
+    count, delta = batch.records_count, batch.last_offset_delta
+    if delta < 0 or count != delta + 1:
+        raise InvalidBatch("invalid", f"recordsCount {count} does not match lastOffsetDelta {delta}")
+    return batch
+
+
+def iter_batches(buffer: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> Iterator[RecordBatch]:
+    """Every batch of a records blob, checked; raises InvalidBatch at the first bad one."""
+    position, end = 0, len(buffer)
+    while position < end:
+        batch = check_batch(buffer, position, end, verify_crc=verify_crc)
+        yield batch
+        position += batch.size_in_bytes
+
+
+# -- record-level decoding (only where a feature needs it) -------------------
+
+
+def read_varint(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
+    """A zig-zag varint (as records use) and the position after it."""
+    shift = result = 0
+    while True:
+        byte = buffer[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
+        if shift > 63:
+            raise InvalidBatch("corrupt", "varint too long")
+
+
+def record_timestamps(batch: RecordBatch) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of an uncompressed batch."""
+    if batch.compression_type:
+        raise ValueError("record_timestamps needs an uncompressed batch")
+    payload = batch.records_payload()
+    base_offset, base_ts = batch.base_offset, batch.base_timestamp
+    position = 0
+    for _ in range(batch.records_count):
+        length, position = read_varint(payload, position)
+        end = position + length
+        position += 1  # attributes
+        ts_delta, position = read_varint(payload, position)
+        offset_delta, position = read_varint(payload, position)
+        yield base_offset + offset_delta, base_ts + ts_delta
+        position = end

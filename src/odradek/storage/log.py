@@ -1,0 +1,484 @@
+"""Log: one partition's segmented log (Kafka's UnifiedLog/LocalLog in one object).
+
+A sans-I/O-ish core: every method takes the clock as an argument and does its
+file work synchronously; the LogManager decides which thread runs it. The hot
+path appends a records blob with one write after checking each batch's header
+and CRC, patching offsets and leader epoch in place.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from odradek.protocol import records as rb
+from odradek.storage import errors
+from odradek.storage.checkpoint import fsync_dir
+from odradek.storage.config import LogConfig
+from odradek.storage.leader_epoch import LeaderEpochFileCache
+from odradek.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+from odradek.storage.segment import BatchMeta, FileRegion, LogSegment
+
+log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_INVALID_BATCH_ERRORS: dict[str, type[errors.KafkaError]] = {
+    "corrupt": errors.CorruptRecord,
+    "magic": errors.UnsupportedForMessageFormat,
+    "invalid": errors.InvalidRecord,
+}
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    @property
+    def dir_name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @classmethod
+    def from_dir_name(cls, name: str) -> TopicPartition:
+        topic, _, partition = name.rpartition("-")
+        if not topic or not partition.isdigit():
+            raise ValueError(f"{name!r} is not a <topic>-<partition> directory")
+        return cls(topic, int(partition))
+
+
+class LogAppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time_ms: int
+    record_count: int
+    duplicate: bool = False
+
+
+class FetchDataInfo(NamedTuple):
+    regions: list[FileRegion]
+    size: int
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _storage_io(method: F) -> F:
+    """Turn an OSError into KafkaStorageError and take the log offline (its dir goes offline too)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+        if self.offline:
+            raise errors.KafkaStorageError(f"log {self.dir} is offline")
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self.offline = True
+            log.error("I/O error on %s: %s", self.dir, exc)
+            if self.on_io_error is not None:
+                self.on_io_error(self.dir.parent)
+            raise errors.KafkaStorageError(f"I/O error on {self.dir}: {exc}") from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
+                 clean_shutdown: bool = False, now_ms: int | None = None, producer_id_expiration_ms: int = 86400000,
+                 on_io_error: Callable[[Path], None] | None = None) -> None:
+        self.dir = Path(directory)
+        self.topic_partition = TopicPartition.from_dir_name(self.dir.name)
+        self.config = config
+        self.offline = False
+        self.on_io_error = on_io_error
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._unflushed_messages = 0
+        self.last_flush_ms = now_ms if now_ms is not None else _now_ms()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir / "leader-epoch-checkpoint", lambda: self.log_end_offset)
+        self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self._load(clean_shutdown, self.last_flush_ms)
+
+    # -- loading -----------------------------------------------------------------
+    def _load(self, clean_shutdown: bool, now_ms: int) -> None:
+        self._complete_leftovers()
+        bases = sorted(int(p.name[:20]) for p in self.dir.glob("*.log") if p.name[:20].isdigit())
+        cfg = self.config
+        for i, base in enumerate(bases):
+            seg = LogSegment(self.dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, now_ms)
+            end_bound = bases[i + 1] if i + 1 < len(bases) else 2**63
+            indexes_missing = not (seg.offset_index.path.stat().st_size and seg.time_index.path.stat().st_size)
+            recover = (not clean_shutdown and end_bound > self.recovery_point) or (indexes_missing and seg.size > 0)
+            cut = seg.load(recover=recover)
+            self._add_segment(seg)
+            if cut:
+                for later in bases[i + 1:]:
+                    log.warning("recovery of %s: deleting segment %d after the corruption", self.dir, later)
+                    for suffix in (".log", ".index", ".timeindex"):
+                        (self.dir / f"{later:020d}{suffix}").unlink(missing_ok=True)
+                break
+        if not self.segments:
+            self._add_segment(self._new_segment(self.log_start_offset, now_ms))
+        for seg in self.segments[:-1]:
+            seg.on_become_inactive()
+        self.active.on_become_active()
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+        self.recovery_point = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
+
+    def _complete_leftovers(self) -> None:
+        """Finish what a crash interrupted: .swap files replace their segment; .cleaned, .deleted and .tmp go."""
+        for path in self.dir.iterdir():
+            name = path.name
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+                path.unlink(missing_ok=True)
+        for path in sorted(self.dir.glob(f"*{SWAP_SUFFIX}")):
+            os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+        for path in self.dir.glob("*.index"):
+            if not path.with_suffix(".log").exists():
+                path.unlink()
+        for path in self.dir.glob("*.timeindex"):
+            if not path.with_suffix(".log").exists():
+                path.unlink()
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the newest snapshot at or below the LEO, then replay batch headers after it."""
+        ps = self.producer_state
+        ps.truncate_and_reload(self.log_end_offset)
+        start = ps.load_latest_snapshot(self.log_end_offset)
+        start = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        for seg in self._segments_from(start):
+            _, position = seg.offset_index.lookup(start)
+            for b in seg.scan_headers(position):
+                if b.last_offset < start:
+                    continue
+                self._replay_producer_batch(rb.RecordBatch(b.header))
+
+    def _replay_producer_batch(self, batch: rb.RecordBatch) -> None:
+        pid = batch.producer_id
+        if pid >= 0:
+            self.producer_state.update(pid, batch.producer_epoch, BatchMetadata(
+                batch.base_sequence, batch.last_sequence, batch.base_offset, batch.last_offset, batch.max_timestamp))
+
+    # -- properties ----------------------------------------------------------------
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for seg in self.segments:
+            seg.index_interval = config.index_interval_bytes
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        cfg = self.config
+        seg = LogSegment(self.dir, base_offset, cfg.segment_index_bytes, cfg.index_interval_bytes, now_ms)
+        seg.roll_jitter_ms = random.randrange(cfg.segment_jitter_ms) if cfg.segment_jitter_ms > 0 else 0
+        return seg
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        return self.segments[i:]
+
+    # -- append ----------------------------------------------------------------------
+    @_storage_io
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int,
+               assign_offsets: bool = True) -> LogAppendInfo:
+        """Validate, stamp and write a blob of v2 batches, all or nothing."""
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        cfg = self.config
+        next_offset = self.log_end_offset
+        metas: list[BatchMeta] = []
+        pending: dict[int, ProducerStateEntry] = {}
+        producer_updates: list[tuple[int, int, BatchMetadata]] = []
+        append_time = now_ms if cfg.log_append_time else -1
+        max_ts, record_count, position, end = rb.NO_TIMESTAMP, 0, 0, len(buf)
+        if end == 0:
+            raise errors.InvalidRecord("empty records")
+        while position < end:
+            try:
+                batch = rb.check_batch(buf, position, end)
+            except rb.InvalidBatch as exc:
+                raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
+            size = batch.size_in_bytes
+            if size > cfg.max_message_bytes:
+                raise errors.RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            pid = batch.producer_id
+            if pid >= 0 and assign_offsets:
+                first_seq, last_seq = batch.base_sequence, batch.last_sequence
+                dup = self.producer_state.check(pid, batch.producer_epoch, first_seq, last_seq, pending)
+                if dup is not None:
+                    if end != size:
+                        raise errors.OutOfOrderSequence("a duplicate batch inside a multi-batch request")
+                    return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, append_time,
+                                         dup.last_offset - dup.first_offset + 1, True)
+            if assign_offsets:
+                batch.set_base_offset(next_offset)
+                batch.set_partition_leader_epoch(leader_epoch)
+                if append_time >= 0:
+                    batch.set_log_append_time(append_time)
+            elif batch.base_offset < next_offset:
+                raise errors.InvalidRecord(f"batch offset {batch.base_offset} is below the log end offset {next_offset}")
+            last = batch.last_offset
+            batch_ts = batch.max_timestamp
+            metas.append(BatchMeta(position, size, batch.base_offset, last, batch_ts))
+            if pid >= 0:
+                meta = BatchMetadata(batch.base_sequence, batch.last_sequence, batch.base_offset, last, batch_ts)
+                self.producer_state.update(pid, batch.producer_epoch, meta, into=pending)
+                producer_updates.append((pid, batch.producer_epoch, meta))
+            max_ts = max(max_ts, batch_ts)
+            record_count += batch.records_count
+            next_offset = last + 1
+            position += size
+        first_offset, last_offset = metas[0].base_offset, metas[-1].last_offset
+        self._maybe_roll(len(buf), first_offset, last_offset, max_ts, now_ms)
+        self.active.append(buf, metas)
+        self.producer_state.commit(pending)
+        if assign_offsets:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        else:
+            for m in metas:
+                self.leader_epoch_cache.assign(rb.RecordBatch(buf, m.position).partition_leader_epoch, m.base_offset)
+        self._unflushed_messages += record_count
+        if self._unflushed_messages >= cfg.flush_messages:
+            self.flush()
+        return LogAppendInfo(first_offset, last_offset, max_ts, append_time, record_count)
+
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int, now_ms: int) -> None:
+        seg, cfg = self.active, self.config
+        if seg.size == 0:
+            return
+        rolling_ts = seg.first_batch_timestamp if seg.first_batch_timestamp not in (None, -1) else seg.created_ms
+        if (seg.size > cfg.segment_bytes - size
+                or now_ms - rolling_ts > cfg.segment_ms - seg.roll_jitter_ms
+                or seg.index_full
+                or last_offset - seg.base_offset > INT_MAX):
+            self._roll(first_offset, now_ms)
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        if self.active.size == 0:
+            return self.active
+        return self._roll(self.log_end_offset, now_ms)
+
+    def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
+        self.active.on_become_inactive()
+        self.producer_state.take_snapshot(base_offset)
+        seg = self._new_segment(base_offset, now_ms)
+        seg.on_become_active()
+        self._add_segment(seg)
+        fsync_dir(self.dir)
+        return seg
+
+    # -- read ------------------------------------------------------------------------
+    @_storage_io
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """File regions of whole batches from ``start_offset`` (KIP-74: the first batch always whole)."""
+        leo = self.log_end_offset
+        if start_offset < self.log_start_offset or start_offset > leo:
+            raise errors.OffsetOutOfRange(
+                f"offset {start_offset} is outside [{self.log_start_offset}, {leo}] of {self.topic_partition}")
+        upper = leo if max_offset is None else min(max_offset, leo)
+        regions: list[FileRegion] = []
+        total = 0
+        if start_offset >= upper:
+            return FetchDataInfo(regions, 0)
+        for seg in self._segments_from(start_offset):
+            if seg.base_offset >= upper:
+                break
+            first = seg.find_batch(start_offset)
+            if first is None:
+                continue
+            if first.base_offset >= upper:
+                break
+            budget = max_bytes - total
+            end = seg.read_end(first.position, first.position + budget, upper)
+            if end == first.position:
+                if regions or not min_one_message:
+                    break
+                end = first.position + first.size
+            regions.append(FileRegion(seg.file, first.position, end - first.position))
+            total += end - first.position
+            if end < seg.size or total >= max_bytes:
+                break
+        return FetchDataInfo(regions, total)
+
+    @_storage_io
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        if timestamp == -2:
+            return self.log_start_offset, -1
+        if timestamp == -1:
+            return self.log_end_offset, -1
+        if timestamp == -3:
+            best = max(self.segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0 and best.size == 0:
+                return None
+            return best.offset_of_max_timestamp, best.max_timestamp
+        for seg in self._segments_from(self.log_start_offset):
+            if seg.max_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp)
+                if found is not None:
+                    return max(found[0], self.log_start_offset), found[1]
+        return None
+
+    # -- truncation and log start ----------------------------------------------------
+    @_storage_io
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at or after ``offset`` (a follower diverging from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.active.base_offset >= offset:
+            self._delete_segment_now(self.segments.pop())
+            self._bases.pop()
+        self.active.truncate_to(offset)
+        self.active.on_become_active()
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
+
+    @_storage_io
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        now = _now_ms()
+        for seg in self.segments:
+            self._delete_segment_now(seg)
+        self.segments, self._bases = [], []
+        seg = self._new_segment(offset, now)
+        seg.on_become_active()
+        self._add_segment(seg)
+        self.log_start_offset = self.recovery_point = offset
+        self.leader_epoch_cache.clear_and_start_at(offset)
+        self.producer_state.truncate_and_reload(-1)
+
+    @_storage_io
+    def maybe_increment_log_start_offset(self, offset: int, now_ms: int | None = None) -> bool:
+        """Advance the log start offset (DeleteRecords); whole segments below it are deleted."""
+        if offset > self.log_end_offset:
+            raise errors.OffsetOutOfRange(f"offset {offset} is above the log end offset {self.log_end_offset}")
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self._delete_segments(lambda seg, nxt: nxt is not None and nxt.base_offset <= offset,
+                              _now_ms() if now_ms is None else now_ms)
+        return True
+
+    # -- retention ---------------------------------------------------------------------
+    @_storage_io
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Apply retention.ms and retention.bytes (never the active segment); returns segments deleted."""
+        cfg = self.config
+        if not cfg.delete:
+            return 0
+        deleted = 0
+        if cfg.retention_ms >= 0:
+            deleted += self._delete_segments(
+                lambda seg, nxt: nxt is not None and now_ms - _segment_timestamp(seg) > cfg.retention_ms, now_ms)
+        if cfg.retention_bytes >= 0:
+            excess = self.size_in_bytes - cfg.retention_bytes
+
+            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                nonlocal excess
+                if nxt is None or excess < seg.size:
+                    return False
+                excess -= seg.size
+                return True
+
+            deleted += self._delete_segments(over_size, now_ms)
+        return deleted
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int) -> int:
+        count = 0
+        while len(self.segments) > 1 and predicate(self.segments[0], self.segments[1]):
+            seg = self.segments.pop(0)
+            self._bases.pop(0)
+            seg.close()
+            paths = []
+            for path in seg.files():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                os.replace(path, target)
+                paths.append(target)
+            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, paths))
+            count += 1
+        if count:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        return count
+
+    def remove_deleted_files(self, now_ms: int) -> None:
+        """Remove .deleted files whose file.delete.delay.ms has passed."""
+        due = [paths for at, paths in self._pending_deletes if at <= now_ms]
+        self._pending_deletes = [(at, paths) for at, paths in self._pending_deletes if at > now_ms]
+        for paths in due:
+            for path in paths:
+                path.unlink(missing_ok=True)
+
+    def _delete_segment_now(self, seg: LogSegment) -> None:
+        seg.close()
+        for path in seg.files():
+            path.unlink(missing_ok=True)
+
+    # -- durability --------------------------------------------------------------------
+    @_storage_io
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment from the recovery point, then advance it to the log end offset."""
+        leo = self.log_end_offset
+        for seg in self._segments_from(self.recovery_point):
+            seg.flush()
+        fsync_dir(self.dir)
+        self.recovery_point = leo
+        self._unflushed_messages = 0
+        self.last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end offset, trim indexes and close files."""
+        if not self.offline:
+            self.producer_state.take_snapshot(self.log_end_offset)
+            self.flush()
+        for seg in self.segments:
+            try:
+                seg.close()
+            except OSError:
+                pass
+
+
+def _segment_timestamp(seg: LogSegment) -> int:
+    """The largest timestamp of a segment, or its file's mtime when it has none (as Kafka)."""
+    if seg.max_timestamp >= 0:
+        return seg.max_timestamp
+    return int(os.stat(seg.path).st_mtime * 1000)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,323 @@
+"""LogManager: the log dirs of one broker, their partitions, checkpoints and background work.
+
+Start-up locks every dir, loads (and after an unclean stop recovers) every
+partition, in parallel when there are many. A dir whose I/O fails goes offline
+alone: its partitions answer KAFKA_STORAGE_ERROR while the others keep serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import fcntl
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from odradek.storage import errors
+from odradek.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_atomically, write_offsets
+from odradek.storage.config import LogConfig
+from odradek.storage.log import Log, TopicPartition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig, *,
+                 retention_check_interval_ms: int = 300000, checkpoint_interval_ms: int = 60000,
+                 producer_id_expiration_ms: int = 86400000,
+                 producer_id_expiration_check_interval_ms: int = 600000) -> None:
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        self.default_config = default_config
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
+        #: The broker sets this to give replication-offset-checkpoint its high watermarks.
+        self.high_watermark: Callable[[TopicPartition], int | None] | None = None
+        self.offline_dirs: set[Path] = set()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._lock_fds: dict[Path, int] = {}
+
+    # -- start-up ----------------------------------------------------------------
+    def startup(self) -> None:
+        """Lock every dir and load its partitions; a dir that fails with an I/O error goes offline."""
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            self._lock(d)
+        for d in self.log_dirs:
+            try:
+                self._load_dir(d)
+            except OSError as exc:
+                log.error("log dir %s failed to load, taking it offline: %s", d, exc)
+                self._mark_offline(d)
+
+    def _lock(self, d: Path) -> None:
+        fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            self._unlock_all()
+            raise errors.LogDirLocked(f"log dir {d} is locked by another process") from None
+        self._lock_fds[d] = fd
+
+    def _unlock_all(self) -> None:
+        for fd in self._lock_fds.values():
+            os.close(fd)  # closing releases the flock
+        self._lock_fds.clear()
+
+    def _load_dir(self, d: Path) -> None:
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        partition_dirs = []
+        for entry in sorted(d.iterdir()):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
+            try:
+                tp = TopicPartition.from_dir_name(entry.name)
+            except ValueError:
+                continue
+            partition_dirs.append((tp, entry))
+
+        def load(item: tuple[TopicPartition, Path]) -> Log:
+            tp, path = item
+            return Log(path, self.default_config, log_start_offset=start_offsets.get(tp, 0),
+                       recovery_point=recovery_points.get(tp, 0), clean_shutdown=clean,
+                       producer_id_expiration_ms=self.producer_id_expiration_ms, on_io_error=self._mark_offline)
+
+        workers = min(8, max(1, len(partition_dirs) // 4))
+        if workers > 1:
+            with ThreadPoolExecutor(workers, thread_name_prefix="log-recovery") as pool:
+                loaded = list(pool.map(load, partition_dirs))
+        else:
+            loaded = [load(item) for item in partition_dirs]
+        for lg in loaded:
+            self._logs[lg.topic_partition] = lg
+        log.info("loaded %d partitions from %s (%s shutdown)", len(loaded), d, "clean" if clean else "unclean")
+        marker.unlink(missing_ok=True)
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return {TopicPartition(t, p): o for (t, p), o in read_offsets(path).items()}
+        except (CorruptCheckpoint, ValueError) as exc:
+            log.warning("ignoring corrupt checkpoint %s: %s", path, exc)
+            return {}
+
+    # -- meta.properties -----------------------------------------------------------
+    def ensure_meta_properties(self, node_id: int | None, cluster_id: str | None) -> tuple[int, str]:
+        """Agree node id and cluster id with every dir's meta.properties, writing them where missing."""
+        found: dict[str, str] = {}
+        for d in self.online_dirs:
+            props = _read_properties(d / META_PROPERTIES)
+            for key in ("node.id", "cluster.id"):
+                value = props.get(key) or (props.get("broker.id") if key == "node.id" else None)
+                if value is None:
+                    continue
+                if found.setdefault(key, value) != value:
+                    raise errors.InconsistentMetaProperties(f"{key} differs between log dirs: {found[key]} and {value}")
+        if node_id is not None and node_id >= 0 and "node.id" in found and int(found["node.id"]) != node_id:
+            raise errors.InconsistentMetaProperties(
+                f"node.id {node_id} does not match {found['node.id']} in meta.properties")
+        if cluster_id and "cluster.id" in found and found["cluster.id"] != cluster_id:
+            raise errors.InconsistentMetaProperties(
+                f"cluster.id {cluster_id} does not match {found['cluster.id']} in meta.properties")
+        node = node_id if node_id is not None and node_id >= 0 else int(found.get("node.id", 1))
+        cluster = cluster_id or found.get("cluster.id") or _new_cluster_id()
+        text = f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\nnode.id={node}\nversion=1\ncluster.id={cluster}\n"
+        for d in self.online_dirs:
+            path = d / META_PROPERTIES
+            if not path.exists():
+                write_atomically(path, text)
+        return node, cluster
+
+    # -- partitions ----------------------------------------------------------------
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        existing = self._logs.get(tp)
+        if existing is not None:
+            if existing.offline:
+                raise errors.KafkaStorageError(f"the log dir of {tp} is offline")
+            if config is not None and config != existing.config:
+                existing.update_config(config)
+            return existing
+        dirs = self.online_dirs
+        if not dirs:
+            raise errors.KafkaStorageError("every log dir is offline")
+        counts = {d: 0 for d in dirs}
+        for lg in self._logs.values():
+            if lg.dir.parent in counts:
+                counts[lg.dir.parent] += 1
+        target = min(dirs, key=lambda d: counts[d])
+        try:
+            lg = Log(target / tp.dir_name, config or self.default_config,
+                     producer_id_expiration_ms=self.producer_id_expiration_ms, on_io_error=self._mark_offline)
+            fsync_dir(target)
+        except OSError as exc:
+            self._mark_offline(target)
+            raise errors.KafkaStorageError(f"cannot create {tp} in {target}: {exc}") from exc
+        self._logs[tp] = lg
+        return lg
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        lg = self._logs.pop(tp, None)
+        if lg is None:
+            return
+        lg.offline = True  # any holder of the object now gets KafkaStorageError instead of a closed file
+        for seg in lg.segments:
+            try:
+                seg.close()
+            except OSError:
+                pass
+        try:
+            doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            os.rename(lg.dir, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        except OSError as exc:
+            log.warning("could not delete %s: %s", lg.dir, exc)
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def _mark_offline(self, d: Path) -> None:
+        d = Path(d)
+        if d in self.offline_dirs:
+            return
+        log.error("log dir %s is offline; its partitions answer KAFKA_STORAGE_ERROR", d)
+        self.offline_dirs.add(d)
+        for lg in self._logs.values():
+            if lg.dir.parent == d:
+                lg.offline = True
+
+    # -- checkpoints and background work -------------------------------------------
+    def checkpoint(self) -> None:
+        """Write recovery points, log start offsets and high watermarks of every online dir."""
+        for d in self.online_dirs:
+            logs = [lg for lg in self._logs.values() if lg.dir.parent == d and not lg.offline]
+            try:
+                write_offsets(d / RECOVERY_POINT_CHECKPOINT, {lg.topic_partition: lg.recovery_point for lg in logs})
+                write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {lg.topic_partition: lg.log_start_offset for lg in logs})
+                hws = {}
+                if self.high_watermark is not None:
+                    for lg in logs:
+                        hw = self.high_watermark(lg.topic_partition)
+                        if hw is not None:
+                            hws[lg.topic_partition] = hw
+                write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, hws)
+            except OSError as exc:
+                log.error("checkpoint of %s failed: %s", d, exc)
+                self._mark_offline(d)
+
+    def cleanup_logs(self, now_ms: int) -> int:
+        """Retention on every log, and removal of .deleted files past file.delete.delay.ms."""
+        deleted = 0
+        for lg in self.all_logs():
+            if lg.offline:
+                continue
+            try:
+                deleted += lg.delete_old_segments(now_ms)
+                lg.remove_deleted_files(now_ms)
+            except errors.KafkaStorageError:
+                continue
+        return deleted
+
+    def flush_dirty_logs(self, now_ms: int) -> None:
+        """fsync logs whose flush.ms passed, and segments left behind by a roll (run in a thread)."""
+        for lg in self.all_logs():
+            if lg.offline:
+                continue
+            rolled = lg.recovery_point < lg.active.base_offset
+            due = now_ms - lg.last_flush_ms >= lg.config.flush_ms and lg.recovery_point < lg.log_end_offset
+            if rolled or due:
+                try:
+                    lg.flush(now_ms)
+                except errors.KafkaStorageError:
+                    continue
+
+    async def run_background(self) -> None:
+        """Retention, flushes, checkpoints and producer id expiration until cancelled."""
+        now = _now_ms()
+        next_retention = now + self.retention_check_interval_ms
+        next_checkpoint = now + self.checkpoint_interval_ms
+        next_expiration = now + self.producer_id_expiration_check_interval_ms
+        while True:
+            await asyncio.sleep(1.0)
+            now = _now_ms()
+            await asyncio.to_thread(self.flush_dirty_logs, now)
+            for lg in self.all_logs():
+                lg.remove_deleted_files(now)
+            if now >= next_retention:
+                self.cleanup_logs(now)
+                next_retention = now + self.retention_check_interval_ms
+            if now >= next_expiration:
+                for lg in self.all_logs():
+                    lg.producer_state.remove_expired(now)
+                next_expiration = now + self.producer_id_expiration_check_interval_ms
+            if now >= next_checkpoint:
+                await asyncio.to_thread(self.checkpoint)
+                next_checkpoint = now + self.checkpoint_interval_ms
+
+    def shutdown(self) -> None:
+        """Close every log (flush, producer snapshots), write checkpoints and the clean-shutdown marker."""
+        for lg in self.all_logs():
+            try:
+                lg.close()
+            except (OSError, errors.KafkaStorageError) as exc:
+                log.error("closing %s failed: %s", lg.dir, exc)
+                self._mark_offline(lg.dir.parent)
+        self.checkpoint()
+        for d in self.online_dirs:
+            try:
+                write_atomically(d / CLEAN_SHUTDOWN_FILE, "")
+            except OSError as exc:
+                log.error("cannot write the clean-shutdown marker in %s: %s", d, exc)
+        self._logs.clear()
+        self._unlock_all()
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    props = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, _, v = line.partition("=")
+            props[k.strip()] = v.strip()
+    return props
+
+
+def _new_cluster_id() -> str:
+    """A random UUID in Kafka's URL-safe base64 form (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

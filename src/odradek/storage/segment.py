@@ -1,0 +1,279 @@
+"""LogSegment: one .log file of v2 batches plus its .index and .timeindex."""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from odradek.protocol import records as rb
+from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
+_SCAN = struct.Struct(">qiiBIhiqq")  # ... up to maxTimestamp (43 bytes)
+RECOVERY_CHUNK = 8 * 1024 * 1024
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """A byte range of an open segment file, ready for os.sendfile / loop.sock_sendfile."""
+
+    file: BinaryIO
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        return os.pread(self.file.fileno(), self.length, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMeta:
+    """What appends and recovery need to know of one batch without touching its records."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    #: The 61 header bytes when read from a file (producer fields for state rebuilds).
+    header: bytes = b""
+
+
+class LogSegment:
+    """Append-only batches from ``base_offset``; indexes are sparse and rebuilt when in doubt."""
+
+    def __init__(self, directory: Path, base_offset: int, index_bytes: int, index_interval: int,
+                 created_ms: int, *, suffix: str = "") -> None:
+        self.base_offset = base_offset
+        self.index_interval = index_interval
+        name = segment_name(base_offset)
+        self.path = directory / f"{name}.log{suffix}"
+        self.file: BinaryIO = open(self.path, "a+b", buffering=0)  # noqa: SIM115 - lives as long as the segment
+        self.fd = self.file.fileno()
+        self.offset_index = OffsetIndex(directory / f"{name}.index{suffix}", base_offset, index_bytes)
+        self.time_index = TimeIndex(directory / f"{name}.timeindex{suffix}", base_offset, index_bytes)
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = rb.NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.created_ms = created_ms
+        #: segment.jitter.ms drawn for this segment, so segments of many partitions do not roll together.
+        self.roll_jitter_ms = 0
+        self.first_batch_timestamp: int | None = None
+        self._bytes_since_index = 0
+
+    # -- appending -----------------------------------------------------------
+    def append(self, blob: bytes | bytearray | memoryview, batches: list[BatchMeta]) -> None:
+        """Write ``blob`` with one write and index its batches (positions relative to the blob)."""
+        start = self.size
+        written = os.write(self.fd, blob)
+        if written != len(blob):
+            raise OSError(f"short write to {self.path}: {written} of {len(blob)} bytes")
+        for b in batches:
+            self._index_batch(start + b.position, b)
+        self.size = start + len(blob)
+
+    def _index_batch(self, position: int, b: BatchMeta) -> None:
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = b.max_timestamp
+        if b.max_timestamp > self.max_timestamp:
+            self.max_timestamp = b.max_timestamp
+            self.offset_of_max_timestamp = b.last_offset
+        if self._bytes_since_index >= self.index_interval or not self.offset_index.keys:
+            self.offset_index.append(b.base_offset, position)
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += b.size
+        self.next_offset = b.last_offset + 1
+
+    # -- loading and recovery ------------------------------------------------
+    def load(self, *, recover: bool) -> int:
+        """Open an existing segment. With ``recover``, validate every batch, cut a torn or
+        corrupt tail and rebuild the indexes; otherwise trust the indexes if they are sane.
+
+        Returns the number of bytes cut.
+        """
+        if not recover:
+            try:
+                self.offset_index.load()
+                self.time_index.load()
+                self._load_from_indexes()
+                return 0
+            except CorruptIndex as exc:
+                log.warning("rebuilding indexes of %s: %s", self.path, exc)
+        return self.recover()
+
+    def _load_from_indexes(self) -> None:
+        # Scan only the batches after the last offset index entry to find the end.
+        _, position = self.offset_index.lookup(2**63 - 1)
+        last = self.time_index.last_entry
+        if last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+        for b in self.scan_headers(position):
+            if b.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
+            self.next_offset = b.last_offset + 1
+            end = b.position + b.size
+            if end > self.size:
+                raise CorruptIndex(f"{self.path}: torn batch at {b.position}")
+        first = next(self.scan_headers(0), None)
+        self.first_batch_timestamp = first.max_timestamp if first else None
+
+    def recover(self, on_batch=None) -> int:
+        """Re-validate every batch (CRC32C included), truncate at the first bad one, rebuild indexes."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = rb.NO_TIMESTAMP, self.base_offset
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+        file_size = os.fstat(self.fd).st_size
+        position = 0
+        error = None
+        while position < file_size and error is None:
+            chunk = os.pread(self.fd, min(RECOVERY_CHUNK, file_size - position), position)
+            if len(chunk) >= rb.LOG_OVERHEAD:
+                first_size = rb.LOG_OVERHEAD + _HEAD.unpack_from(chunk, 0)[1]
+                if len(chunk) < first_size <= file_size - position:  # one batch larger than the chunk
+                    chunk = os.pread(self.fd, first_size, position)
+            pos, error = self._recover_chunk(memoryview(chunk), position, on_batch)
+            if pos == 0 and error is None:
+                error = "torn batch at the end of the file"
+            position += pos
+        valid_end = position
+        cut = file_size - valid_end
+        if cut:
+            log.warning("recovery of %s: %s; truncating %d bytes at position %d", self.path, error, cut, valid_end)
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
+        return cut
+
+    def _recover_chunk(self, view: memoryview, position: int, on_batch) -> tuple[int, str | None]:
+        """Validate and index the whole batches of ``view``; (bytes consumed, error or None)."""
+        pos, end = 0, len(view)
+        while end - pos >= rb.LOG_OVERHEAD and pos + rb.LOG_OVERHEAD + _HEAD.unpack_from(view, pos)[1] <= end:
+            try:
+                batch = rb.check_batch(view, pos, end)
+            except rb.InvalidBatch as exc:
+                return pos, str(exc)
+            if batch.base_offset < self.next_offset:
+                return pos, f"offset {batch.base_offset} goes back (expected at least {self.next_offset})"
+            meta = BatchMeta(position + pos, batch.size_in_bytes, batch.base_offset, batch.last_offset, batch.max_timestamp)
+            self._index_batch(meta.position, meta)
+            if on_batch is not None:
+                on_batch(batch)
+            pos += meta.size
+        return pos, None
+
+    def scan_headers(self, position: int = 0, end: int | None = None):
+        """BatchMeta of every batch from ``position`` (a batch boundary), headers only."""
+        end = self.size if end is None else end
+        while position + rb.HEADER_SIZE <= end:
+            head = os.pread(self.fd, rb.HEADER_SIZE, position)
+            if len(head) < rb.HEADER_SIZE:
+                return
+            base, length, _, _, _, _, delta, _, max_ts = _SCAN.unpack_from(head)
+            size = rb.LOG_OVERHEAD + length
+            yield BatchMeta(position, size, base, base + delta, max_ts, head)
+            position += size
+
+    # -- reading -------------------------------------------------------------
+    def find_batch(self, offset: int) -> BatchMeta | None:
+        """The batch holding ``offset`` or the first one after it."""
+        _, position = self.offset_index.lookup(offset)
+        for b in self.scan_headers(position):
+            if b.last_offset >= offset:
+                return b
+        return None
+
+    def read_end(self, start: int, limit: int, max_offset: int) -> int:
+        """The end of the last whole batch from ``start`` that fits before ``limit`` and starts below ``max_offset``."""
+        _, position = self.offset_index.lookup_position(limit, max_offset)
+        end = position = max(position, start)
+        for b in self.scan_headers(position):
+            if b.base_offset >= max_offset or b.position + b.size > limit:
+                break
+            end = b.position + b.size
+        return end
+
+    def read_batch(self, position: int) -> rb.RecordBatch:
+        size = rb.LOG_OVERHEAD + _HEAD.unpack(os.pread(self.fd, rb.LOG_OVERHEAD, position))[1]
+        return rb.RecordBatch(os.pread(self.fd, size, position))
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        start_offset = self.time_index.lookup_before(timestamp)
+        _, position = self.offset_index.lookup(start_offset)
+        for b in self.scan_headers(position):
+            if b.max_timestamp >= timestamp:
+                batch = self.read_batch(b.position)
+                if batch.compression_type == 0 and batch.timestamp_type == rb.CREATE_TIME:
+                    for offset, ts in rb.record_timestamps(batch):
+                        if ts >= timestamp:
+                            return offset, ts
+                return b.base_offset, b.max_timestamp
+        return None
+
+    # -- truncation, flush, lifecycle ----------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches at or after ``offset`` (cut at the start of the batch holding it). Returns bytes cut."""
+        b = self.find_batch(offset)
+        if b is None:
+            return 0
+        cut = self.size - b.position
+        os.ftruncate(self.fd, b.position)
+        self.size = b.position
+        self.offset_index.truncate_to(b.base_offset)
+        self.time_index.truncate_to(b.base_offset)
+        # Recompute what depended on the dropped batches from the remaining headers.
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = rb.NO_TIMESTAMP, self.base_offset
+        self.first_batch_timestamp = None
+        for m in self.scan_headers(0):
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = m.max_timestamp
+            if m.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = m.max_timestamp, m.last_offset
+            self.next_offset = m.last_offset + 1
+        self._bytes_since_index = self.index_interval  # index the next batch
+        return cut
+
+    @property
+    def index_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_active(self) -> None:
+        self.offset_index.preallocate()
+        self.time_index.preallocate()
+
+    def on_become_inactive(self) -> None:
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def files(self) -> list[Path]:
+        return [self.path, self.offset_index.path, self.time_index.path]
+
+    def rename_suffix(self, old: str, new: str) -> None:
+        """Rename all three files from ``old`` suffix to ``new`` (e.g. '' -> '.deleted')."""
+        for holder in (self, self.offset_index, self.time_index):
+            target = Path(str(holder.path)[: len(str(holder.path)) - len(old)] + new) if old else Path(str(holder.path) + new)
+            os.rename(holder.path, target)
+            holder.path = target
