@@ -1,0 +1,34 @@
+"""Group coordinator settings, named and defaulted as Kafka's broker configs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCoordinatorConfig:
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = 2**31 - 1
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104_857_600
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, object]) -> GroupCoordinatorConfig:
+        """Pick our keys out of broker properties ("group.max.size" -> group_max_size)."""
+        values = {}
+        for name in cls.__dataclass_fields__:
+            key = name.replace("_", ".")
+            if key in props and props[key] is not None:
+                values[name] = int(props[key])  # type: ignore[arg-type]
+        return cls(**values)
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000

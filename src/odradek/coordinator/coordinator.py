@@ -1,0 +1,658 @@
+"""GroupCoordinator: the sans-I/O core of the classic group protocol and offsets.
+
+Every method takes ``now_ms``; nothing sleeps or does I/O. A JoinGroup or
+SyncGroup that must wait registers a callback, which a later call (another
+member's join, a leave, or ``poll(now_ms)`` once a deadline passes) invokes
+with the result; the asyncio shell passes ``future.set_result`` and re-arms one
+timer at ``next_deadline_ms()``. State changes that Kafka persists are queued as
+__consumer_offsets records (``drain_records()``) for the shell to append.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from odradek.coordinator import records as rec
+from odradek.coordinator.config import GroupCoordinatorConfig
+from odradek.coordinator.group import (
+    ClassicGroup,
+    GroupState,
+    JoinCallback,
+    JoinResult,
+    Member,
+    SyncCallback,
+    SyncResult,
+)
+from odradek.coordinator.hashing import partition_for
+from odradek.coordinator.offsets import OffsetAndMetadata
+from odradek.protocol.errors import ErrorCode
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRecord:
+    """One record for __consumer_offsets: value None is a tombstone."""
+
+    partition: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    expire_timestamp_ms: int = -1
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupCoordinatorConfig | None = None) -> None:
+        self.config = config or GroupCoordinatorConfig()
+        self.groups: dict[str, ClassicGroup] = {}
+        self._records: list[OffsetRecord] = []
+        self._last_retention_check_ms: int | None = None
+
+    # ---- placement and persistence -------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def drain_records(self) -> list[OffsetRecord]:
+        out, self._records = self._records, []
+        return out
+
+    def _store_group(self, group: ClassicGroup) -> None:
+        key = rec.encode_group_metadata_key(rec.GroupMetadataKey(group.group_id))
+        if group.state is GroupState.DEAD:
+            value = None
+        else:
+            value = rec.encode_group_metadata_value(
+                rec.GroupMetadataValue(
+                    protocol_type=group.protocol_type or "",
+                    generation=group.generation_id,
+                    protocol=group.protocol_name,
+                    leader=group.leader_id if group.members else None,
+                    current_state_timestamp=group.state_timestamp_ms,
+                    members=[
+                        rec.MemberMetadata(
+                            m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms,
+                            m.metadata(group.protocol_name) if group.protocol_name else b"", m.assignment,
+                            m.group_instance_id,
+                        )
+                        for m in group.members.values()
+                    ],
+                )
+            )
+        self._records.append(OffsetRecord(self.partition_for(group.group_id), key, value))
+
+    def _store_offset(self, group_id: str, topic: str, partition: int, om: OffsetAndMetadata | None) -> None:
+        key = rec.encode_offset_commit_key(rec.OffsetCommitKey(group_id, topic, partition))
+        value = None
+        if om is not None:
+            value = rec.encode_offset_commit_value(
+                rec.OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp_ms, om.leader_epoch,
+                                      om.expire_timestamp_ms)
+            )
+        self._records.append(OffsetRecord(self.partition_for(group_id), key, value))
+
+    def load_record(self, key: bytes, value: bytes | None, now_ms: int) -> None:
+        """Replay one __consumer_offsets record at start-up; the last record for a key wins.
+
+        A loaded group's members get a fresh session, as Kafka does on coordinator
+        failover, so they either heartbeat in time or are expired normally.
+        """
+        k = rec.decode_key(key)
+        if isinstance(k, rec.OffsetCommitKey):
+            if value is None:
+                group = self.groups.get(k.group)
+                if group is not None:
+                    group.offsets.pop((k.topic, k.partition), None)
+                return
+            v = rec.decode_offset_commit_value(value)
+            group = self._get_or_create(k.group, now_ms)
+            group.offsets[(k.topic, k.partition)] = OffsetAndMetadata(
+                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+            )
+            return
+        if value is None:
+            self.groups.pop(k.group, None)
+            return
+        v = rec.decode_group_metadata_value(value)
+        old = self.groups.get(k.group)
+        group = ClassicGroup(k.group, v.current_state_timestamp if v.current_state_timestamp >= 0 else now_ms)
+        if old is not None:
+            group.offsets = old.offsets
+        group.generation_id = v.generation
+        group.protocol_type = v.protocol_type or None
+        group.protocol_name = v.protocol
+        for m in v.members:
+            group.add_member(
+                Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                       m.session_timeout, v.protocol_type, [(v.protocol or "", m.subscription)], m.assignment,
+                       session_deadline_ms=now_ms + m.session_timeout)
+            )
+        group.leader_id = v.leader if v.members else None
+        group.protocol_type = v.protocol_type or None
+        group.state = GroupState.STABLE if v.members else GroupState.EMPTY
+        self.groups[k.group] = group
+
+    def unload_partition(self, partition: int) -> None:
+        """Forget the groups of a partition this broker no longer leads."""
+        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
+            del self.groups[gid]
+
+    # ---- helpers ------------------------------------------------------------------------
+
+    def _get_or_create(self, group_id: str, now_ms: int) -> ClassicGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ClassicGroup(group_id, now_ms)
+        return group
+
+    def _fenced(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> bool:
+        """A static member whose instance id now belongs to another member id is a zombie (KIP-345)."""
+        if instance_id is None:
+            return False
+        current = group.static_members.get(instance_id)
+        return current is not None and current != member_id
+
+    def _new_member_id(self, client_id: str, instance_id: str | None) -> str:
+        return f"{instance_id or client_id}-{uuid.uuid4()}"
+
+    def _heartbeat(self, member: Member, now_ms: int) -> None:
+        member.session_deadline_ms = now_ms + member.session_timeout_ms
+
+    # ---- JoinGroup ----------------------------------------------------------------------
+
+    def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        require_known_member_id: bool,
+        callback: JoinCallback,
+        now_ms: int,
+        skip_assignment_supported: bool = False,
+    ) -> None:
+        """Handle a JoinGroup; ``callback`` gets the JoinResult now or when the join phase ends."""
+        if not group_id:
+            callback(JoinResult(ErrorCode.invalid_group_id, member_id=member_id))
+            return
+        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            callback(JoinResult(ErrorCode.invalid_session_timeout, member_id=member_id))
+            return
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                callback(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+                return
+            group = self._get_or_create(group_id, now_ms)
+        if group.state is GroupState.DEAD:
+            callback(JoinResult(ErrorCode.coordinator_not_available, member_id=member_id))
+            return
+        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            callback(JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id))
+            return
+        args = (client_id, client_host, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms)
+        if not member_id:
+            self._join_unknown_member(group, group_instance_id, require_known_member_id, args, callback, now_ms,
+                                      skip_assignment_supported)
+        else:
+            self._join_known_member(group, member_id, group_instance_id, args, callback, now_ms)
+        if not group.members and not group.pending_members and group.state is GroupState.EMPTY \
+                and not group.offsets:
+            del self.groups[group_id]
+
+    def _join_unknown_member(self, group, instance_id, require_known_member_id, args, callback, now_ms,
+                             skip_assignment_supported) -> None:
+        client_id = args[0]
+        if len(group.members) + len(group.pending_members) >= self.config.group_max_size:
+            callback(JoinResult(ErrorCode.group_max_size_reached))
+            return
+        new_id = self._new_member_id(client_id, instance_id)
+        if instance_id is not None and instance_id in group.static_members:
+            self._rejoin_static_member(group, instance_id, new_id, args, callback, now_ms, skip_assignment_supported)
+            return
+        if instance_id is None and require_known_member_id:
+            # KIP-394: hand out the id and wait for the member to come back with it.
+            group.pending_members[new_id] = now_ms + args[4]
+            callback(JoinResult(ErrorCode.member_id_required, member_id=new_id))
+            return
+        self._add_member_and_rebalance(group, new_id, instance_id, args, callback, now_ms)
+
+    def _rejoin_static_member(self, group, instance_id, new_id, args, callback, now_ms,
+                              skip_assignment_supported) -> None:
+        """A known group.instance.id rejoins with no member id: fence the old id, keep the assignment."""
+        old_id = group.static_members[instance_id]
+        old = group.members[old_id]
+        # The zombie with the old id gets FENCED_INSTANCE_ID for whatever it is waiting on.
+        if old.awaiting_join is not None:
+            old.awaiting_join(JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
+            old.awaiting_join = None
+        if old.awaiting_sync is not None:
+            old.awaiting_sync(SyncResult(ErrorCode.fenced_instance_id))
+            old.awaiting_sync = None
+        protocols_changed = [n for n, _ in old.protocols] != [n for n, _ in args[3]] or \
+            (group.protocol_name is not None and dict(args[3]).get(group.protocol_name) !=
+             dict(old.protocols).get(group.protocol_name))
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        member.client_id, member.client_host = args[0], args[1]
+        member.protocols = list(args[3])
+        member.session_timeout_ms, member.rebalance_timeout_ms = args[4], args[5]
+        self._heartbeat(member, now_ms)
+        if group.state is GroupState.STABLE and not protocols_changed:
+            is_leader = group.leader_id == new_id
+            self._store_group(group)
+            if is_leader and not skip_assignment_supported:
+                # An old client cannot be told to skip the assignment: rebalance as Kafka does.
+                member.awaiting_join = callback
+                self._prepare_rebalance(group, now_ms)
+                return
+            callback(
+                JoinResult(
+                    ErrorCode.none, group.generation_id, group.protocol_type, group.protocol_name,
+                    group.leader_id or "", new_id,
+                    self._member_list(group) if is_leader else [], skip_assignment=is_leader,
+                )
+            )
+            return
+        member.awaiting_join = callback
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
+            self._prepare_rebalance(group, now_ms)
+        else:
+            self._maybe_complete_join(group, now_ms)
+
+    def _join_known_member(self, group, member_id, instance_id, args, callback, now_ms) -> None:
+        if member_id in group.pending_members:
+            self._add_member_and_rebalance(group, member_id, instance_id, args, callback, now_ms)
+            return
+        if self._fenced(group, member_id, instance_id):
+            callback(JoinResult(ErrorCode.fenced_instance_id, member_id=member_id))
+            return
+        member = group.members.get(member_id)
+        if member is None or group.state is GroupState.EMPTY:
+            callback(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+            return
+        protocols = list(args[3])
+        same = member.protocols == protocols
+        self._heartbeat(member, now_ms)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._update_member(member, args, callback)
+            self._maybe_complete_join(group, now_ms)
+        elif group.state is GroupState.COMPLETING_REBALANCE and same:
+            # The member lost the JoinGroup response: send it again.
+            callback(self._join_result(group, member_id))
+        elif group.state is GroupState.STABLE and same and group.leader_id != member_id:
+            callback(self._join_result(group, member_id))
+        else:
+            self._update_member(member, args, callback)
+            self._prepare_rebalance(group, now_ms)
+
+    def _update_member(self, member: Member, args, callback: JoinCallback) -> None:
+        member.client_id, member.client_host = args[0], args[1]
+        member.protocols = list(args[3])
+        member.session_timeout_ms, member.rebalance_timeout_ms = args[4], args[5]
+        if member.awaiting_join is not None and member.awaiting_join is not callback:
+            # A second join from the same member replaces the first; the first gets nothing useful.
+            member.awaiting_join(JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id))
+        member.awaiting_join = callback
+
+    def _add_member_and_rebalance(self, group, member_id, instance_id, args, callback, now_ms) -> None:
+        client_id, client_host, protocol_type, protocols, session_timeout, rebalance_timeout = args
+        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout,
+                        protocol_type, list(protocols), awaiting_join=callback)
+        self._heartbeat(member, now_ms)
+        group.add_member(member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            if group.in_initial_delay:
+                # Each new member during the initial delay extends it, up to the rebalance timeout.
+                delay = min(self.config.group_initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
+                group.initial_delay_remaining_ms -= delay
+                if delay > 0:
+                    group.rebalance_deadline_ms = now_ms + delay
+            else:
+                self._maybe_complete_join(group, now_ms)
+        else:
+            self._prepare_rebalance(group, now_ms)
+
+    def _prepare_rebalance(self, group: ClassicGroup, now_ms: int) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            for m in group.members.values():
+                m.assignment = b""
+                if m.awaiting_sync is not None:
+                    m.awaiting_sync(SyncResult(ErrorCode.rebalance_in_progress))
+                    m.awaiting_sync = None
+        was_empty = group.state is GroupState.EMPTY
+        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms)
+        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        delay = self.config.group_initial_rebalance_delay_ms
+        if was_empty and delay > 0:
+            group.in_initial_delay = True
+            group.initial_delay_remaining_ms = max(timeout - delay, 0)
+            group.rebalance_deadline_ms = now_ms + min(delay, timeout)
+        else:
+            group.in_initial_delay = False
+            group.initial_delay_remaining_ms = 0
+            group.rebalance_deadline_ms = now_ms + timeout
+            self._maybe_complete_join(group, now_ms)
+
+    def _maybe_complete_join(self, group: ClassicGroup, now_ms: int) -> None:
+        if group.state is GroupState.PREPARING_REBALANCE and not group.in_initial_delay \
+                and group.all_members_joined() and group.rebalance_deadline_ms is not None:
+            self._complete_join(group, now_ms)
+
+    def _complete_join(self, group: ClassicGroup, now_ms: int) -> None:
+        """End the join phase: drop members that did not rejoin, start the next generation."""
+        for m in [m for m in group.members.values() if m.awaiting_join is None]:
+            group.remove_member(m.member_id)
+        group.rebalance_deadline_ms = None
+        group.in_initial_delay = False
+        group.initial_delay_remaining_ms = 0
+        group.generation_id += 1
+        if not group.members:
+            group.protocol_name = None
+            group.transition_to(GroupState.EMPTY, now_ms)
+            self._store_group(group)
+            return
+        group.protocol_name = group.select_protocol()
+        group.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        for m in group.members.values():
+            callback, m.awaiting_join = m.awaiting_join, None
+            self._heartbeat(m, now_ms)
+            assert callback is not None
+            callback(self._join_result(group, m.member_id))
+
+    def _member_list(self, group: ClassicGroup) -> list[tuple[str, str | None, bytes]]:
+        assert group.protocol_name is not None
+        return [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name)) for m in group.members.values()]
+
+    def _join_result(self, group: ClassicGroup, member_id: str) -> JoinResult:
+        return JoinResult(
+            ErrorCode.none, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id or "",
+            member_id, self._member_list(group) if member_id == group.leader_id else [],
+        )
+
+    # ---- SyncGroup / Heartbeat / LeaveGroup ----------------------------------------------
+
+    def _check_member(self, group_id, member_id, instance_id, generation_id) -> tuple[int, ClassicGroup | None]:
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.unknown_member_id, None
+        if self._fenced(group, member_id, instance_id):
+            return ErrorCode.fenced_instance_id, group
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id, group
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation, group
+        return ErrorCode.none, group
+
+    def sync_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                   protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+                   callback: SyncCallback, now_ms: int) -> None:
+        error, group = self._check_member(group_id, member_id, group_instance_id, generation_id)
+        if error:
+            callback(SyncResult(error))
+            return
+        assert group is not None
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
+            callback(SyncResult(ErrorCode.inconsistent_group_protocol))
+            return
+        member = group.members[member_id]
+        self._heartbeat(member, now_ms)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            callback(SyncResult(ErrorCode.rebalance_in_progress))
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            member.awaiting_sync = callback
+            if member_id == group.leader_id:
+                for m in group.members.values():
+                    m.assignment = assignments.get(m.member_id, b"")
+                group.transition_to(GroupState.STABLE, now_ms)
+                self._store_group(group)
+                for m in group.members.values():
+                    if m.awaiting_sync is not None:
+                        cb, m.awaiting_sync = m.awaiting_sync, None
+                        cb(SyncResult(ErrorCode.none, m.assignment, group.protocol_type, group.protocol_name))
+        elif group.state is GroupState.STABLE:
+            callback(SyncResult(ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name))
+        else:
+            callback(SyncResult(ErrorCode.unknown_member_id))
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                  now_ms: int) -> int:
+        error, group = self._check_member(group_id, member_id, group_instance_id, generation_id)
+        if error:
+            return error
+        assert group is not None
+        if group.state is GroupState.EMPTY:
+            return ErrorCode.unknown_member_id
+        self._heartbeat(group.members[member_id], now_ms)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> tuple[int, list[int]]:
+        """Remove members given as (member id, group instance id); per-member error codes."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members)
+        errors = []
+        removed = False
+        for member_id, instance_id in members:
+            if instance_id is not None:
+                current = group.static_members.get(instance_id)
+                if current is None:
+                    errors.append(ErrorCode.unknown_member_id)
+                    continue
+                if member_id and member_id != current:
+                    errors.append(ErrorCode.fenced_instance_id)
+                    continue
+                member_id = current
+            if member_id in group.pending_members:
+                del group.pending_members[member_id]
+                errors.append(ErrorCode.none)
+                removed = True
+                continue
+            if member_id not in group.members:
+                errors.append(ErrorCode.unknown_member_id)
+                continue
+            self._remove_member(group, member_id)
+            errors.append(ErrorCode.none)
+            removed = True
+        if removed:
+            self._after_member_removed(group, now_ms)
+        return ErrorCode.none, errors
+
+    def _remove_member(self, group: ClassicGroup, member_id: str) -> None:
+        member = group.remove_member(member_id)
+        if member is not None:
+            if member.awaiting_join is not None:
+                member.awaiting_join(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+            if member.awaiting_sync is not None:
+                member.awaiting_sync(SyncResult(ErrorCode.unknown_member_id))
+
+    def _after_member_removed(self, group: ClassicGroup, now_ms: int) -> None:
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, now_ms)
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group, now_ms)
+
+    # ---- timers ---------------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        """The earliest moment ``poll`` has something to do, or None."""
+        deadlines = []
+        for group in self.groups.values():
+            if group.rebalance_deadline_ms is not None:
+                deadlines.append(group.rebalance_deadline_ms)
+            deadlines.extend(group.pending_members.values())
+            deadlines.extend(m.session_deadline_ms for m in group.members.values() if m.awaiting_join is None)
+        if self._last_retention_check_ms is not None:
+            deadlines.append(self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms)
+        return min(deadlines, default=None)
+
+    def poll(self, now_ms: int) -> None:
+        """Fire every deadline that has passed: session expiry, join phase end, offset retention."""
+        for group in list(self.groups.values()):
+            for pending, deadline in list(group.pending_members.items()):
+                if deadline <= now_ms:
+                    del group.pending_members[pending]
+                    if group.state is GroupState.PREPARING_REBALANCE:
+                        self._maybe_complete_join(group, now_ms)
+            expired = [m.member_id for m in group.members.values()
+                       if m.awaiting_join is None and m.session_deadline_ms <= now_ms]
+            for member_id in expired:
+                self._remove_member(group, member_id)
+            if expired:
+                self._after_member_removed(group, now_ms)
+            if group.state is GroupState.PREPARING_REBALANCE and group.rebalance_deadline_ms is not None \
+                    and group.rebalance_deadline_ms <= now_ms:
+                self._complete_join(group, now_ms)
+        if self._last_retention_check_ms is None:
+            self._last_retention_check_ms = now_ms
+        elif now_ms >= self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms:
+            self._last_retention_check_ms = now_ms
+            self.expire_offsets(now_ms)
+
+    # ---- offsets ---------------------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                       offsets: list[OffsetCommit], now_ms: int) -> tuple[int, list[int]]:
+        """OffsetCommit: (group-level error, per-partition errors in request order)."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, [ErrorCode.invalid_group_id] * len(offsets)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # Only a simple consumer (no generation) may create a group by committing.
+                return ErrorCode.illegal_generation, [ErrorCode.illegal_generation] * len(offsets)
+            group = self._get_or_create(group_id, now_ms)
+        error = ErrorCode.none
+        if group.state is GroupState.DEAD:
+            error = ErrorCode.coordinator_not_available
+        elif generation_id < 0 and group.state is GroupState.EMPTY:
+            pass
+        elif self._fenced(group, member_id, group_instance_id):
+            error = ErrorCode.fenced_instance_id
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            error = ErrorCode.rebalance_in_progress
+        elif member_id not in group.members:
+            error = ErrorCode.unknown_member_id
+        elif generation_id != group.generation_id:
+            error = ErrorCode.illegal_generation
+        if error:
+            return error, [error] * len(offsets)
+        if member_id in group.members:
+            self._heartbeat(group.members[member_id], now_ms)
+        results = []
+        for c in offsets:
+            metadata = c.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results.append(ErrorCode.offset_metadata_too_large)
+                continue
+            om = OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now_ms, c.expire_timestamp_ms)
+            group.offsets[(c.topic, c.partition)] = om
+            self._store_offset(group_id, c.topic, c.partition, om)
+            results.append(ErrorCode.none)
+        return ErrorCode.none, results
+
+    def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
+                      ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        """OffsetFetch: the committed offsets asked for (None = every committed one)."""
+        group = self.groups.get(group_id)
+        stored = group.offsets if group is not None and group.state is not GroupState.DEAD else {}
+        if partitions is None:
+            return dict(sorted(stored.items()))
+        return {tp: stored.get(tp) for tp in partitions}
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], now_ms: int
+                       ) -> tuple[int, list[int]]:
+        """OffsetDelete: refused per partition while members consume its topic."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.group_id_not_found, []
+        if group.state is not GroupState.EMPTY and group.protocol_type != "consumer":
+            return ErrorCode.non_empty_group, []
+        subscribed = set() if group.state is GroupState.EMPTY else group.subscribed_topics() or set()
+        errors = []
+        for topic, partition in partitions:
+            if topic in subscribed:
+                errors.append(ErrorCode.group_subscribed_to_topic)
+                continue
+            if group.offsets.pop((topic, partition), None) is not None:
+                self._store_offset(group_id, topic, partition, None)
+            errors.append(ErrorCode.none)
+        return ErrorCode.none, errors
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """offsets.retention.minutes as Kafka 2.1+: count from when the group became Empty;
+        for an active consumer group, only offsets of topics it no longer subscribes to expire
+        (counted from their commit). Empty groups left with no offsets become Dead."""
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for group in list(self.groups.values()):
+            if group.state is GroupState.EMPTY:
+                base, keep_topics = group.state_timestamp_ms, set()
+            else:
+                subscribed = group.subscribed_topics()
+                if subscribed is None:
+                    continue
+                base, keep_topics = None, subscribed
+            for (topic, partition), om in list(group.offsets.items()):
+                if topic in keep_topics:
+                    continue
+                start = om.commit_timestamp_ms if base is None else max(base, om.commit_timestamp_ms)
+                if om.expired(now_ms, start, retention):
+                    del group.offsets[(topic, partition)]
+                    self._store_offset(group.group_id, topic, partition, None)
+                    removed += 1
+            if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
+                group.transition_to(GroupState.DEAD, now_ms)
+                self._store_group(group)
+                del self.groups[group.group_id]
+        return removed
+
+    # ---- admin ---------------------------------------------------------------------------
+
+    def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of live groups, filtered by state names if given."""
+        return [
+            (g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.groups.values()
+            if g.state is not GroupState.DEAD and (not states or g.state.value in states)
+        ]
+
+    def delete_groups(self, group_ids: list[str], now_ms: int) -> dict[str, int]:
+        results = {}
+        for gid in group_ids:
+            group = self.groups.get(gid)
+            if not gid:
+                results[gid] = ErrorCode.invalid_group_id
+            elif group is None or group.state is GroupState.DEAD:
+                results[gid] = ErrorCode.group_id_not_found
+            elif group.state is not GroupState.EMPTY:
+                results[gid] = ErrorCode.non_empty_group
+            else:
+                for topic, partition in list(group.offsets):
+                    self._store_offset(gid, topic, partition, None)
+                group.offsets.clear()
+                group.transition_to(GroupState.DEAD, now_ms)
+                self._store_group(group)
+                del self.groups[gid]
+                results[gid] = ErrorCode.none
+        return results

@@ -1,0 +1,278 @@
+"""The __consumer_offsets record formats, byte for byte as Kafka writes them.
+
+Key: int16 version then the key struct (OffsetCommitKey v0/1: group, topic,
+partition; GroupMetadataKey v2: group). Value: int16 version then the value
+struct (OffsetCommitValue v0-4, GroupMetadataValue v0-4; v4 is flexible). A
+null value is a tombstone that removes the key when the topic is compacted.
+Kafka writes OffsetCommitValue v3 (v1 when an explicit expire timestamp is set)
+and GroupMetadataValue v3; we do the same and read every version.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_VALUE_VERSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    metadata: str
+    commit_timestamp: int
+    leader_epoch: int = -1
+    expire_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: list[MemberMetadata] = field(default_factory=list)
+
+
+class _Writer:
+    def __init__(self, flexible: bool) -> None:
+        self.parts: list[bytes] = []
+        self.flexible = flexible
+
+    def int16(self, v: int) -> None:
+        self.parts.append(struct.pack(">h", v))
+
+    def int32(self, v: int) -> None:
+        self.parts.append(struct.pack(">i", v))
+
+    def int64(self, v: int) -> None:
+        self.parts.append(struct.pack(">q", v))
+
+    def uvarint(self, v: int) -> None:
+        out = bytearray()
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+        self.parts.append(bytes(out))
+
+    def bytes_(self, v: bytes | None) -> None:
+        if self.flexible:
+            self.uvarint(0 if v is None else len(v) + 1)
+        else:
+            self.int32(-1 if v is None else len(v))
+        if v is not None:
+            self.parts.append(v)
+
+    def string(self, v: str | None) -> None:
+        raw = None if v is None else v.encode()
+        if self.flexible:
+            self.bytes_(raw)
+        else:
+            self.int16(-1 if raw is None else len(raw))
+            if raw is not None:
+                self.parts.append(raw)
+
+    def array_len(self, n: int) -> None:
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            self.int32(n)
+
+    def tags(self) -> None:
+        if self.flexible:
+            self.uvarint(0)
+
+    def done(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class _Reader:
+    def __init__(self, data: bytes, flexible: bool = False) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+        self.flexible = flexible
+
+    def _take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ValueError("truncated __consumer_offsets record")
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self._take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self._take(4))[0]
+
+    def int64(self) -> int:
+        return struct.unpack(">q", self._take(8))[0]
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            b = self._take(1)[0]
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+
+    def bytes_(self) -> bytes | None:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        return None if n < 0 else bytes(self._take(n))
+
+    def string(self) -> str | None:
+        if self.flexible:
+            raw = self.bytes_()
+        else:
+            n = self.int16()
+            raw = None if n < 0 else bytes(self._take(n))
+        return None if raw is None else raw.decode()
+
+    def array_len(self) -> int:
+        return self.uvarint() - 1 if self.flexible else self.int32()
+
+    def skip_tags(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()
+                self._take(self.uvarint())
+
+
+def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
+    w = _Writer(False)
+    w.int16(OFFSET_COMMIT_KEY_VERSION)
+    w.string(key.group)
+    w.string(key.topic)
+    w.int32(key.partition)
+    return w.done()
+
+
+def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
+    w = _Writer(False)
+    w.int16(GROUP_METADATA_KEY_VERSION)
+    w.string(key.group)
+    return w.done()
+
+
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
+    """Either key type, told apart by its version as Kafka does (0/1 offsets, 2 group)."""
+    r = _Reader(data)
+    version = r.int16()
+    group = r.string() or ""
+    if version in (0, 1):
+        return OffsetCommitKey(group, r.string() or "", r.int32())
+    if version == 2:
+        return GroupMetadataKey(group)
+    raise ValueError(f"unknown __consumer_offsets key version {version}")
+
+
+def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
+    version = 1 if value.expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
+    w = _Writer(False)
+    w.int16(version)
+    w.int64(value.offset)
+    if version >= 3:
+        w.int32(value.leader_epoch)
+    w.string(value.metadata)
+    w.int64(value.commit_timestamp)
+    if version == 1:
+        w.int64(value.expire_timestamp)
+    return w.done()
+
+
+def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise ValueError(f"unknown OffsetCommitValue version {version}")
+    r.flexible = version >= 4
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.string() or ""
+    commit_timestamp = r.int64()
+    expire = r.int64() if version == 1 else -1
+    r.skip_tags()
+    return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire)
+
+
+def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
+    w = _Writer(False)
+    w.int16(GROUP_METADATA_VALUE_VERSION)
+    w.string(value.protocol_type)
+    w.int32(value.generation)
+    w.string(value.protocol)
+    w.string(value.leader)
+    w.int64(value.current_state_timestamp)
+    w.array_len(len(value.members))
+    for m in value.members:
+        w.string(m.member_id)
+        w.string(m.group_instance_id)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        w.int32(m.rebalance_timeout)
+        w.int32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+    return w.done()
+
+
+def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise ValueError(f"unknown GroupMetadataValue version {version}")
+    r.flexible = version >= 4
+    protocol_type = r.string() or ""
+    generation = r.int32()
+    protocol = r.string()
+    leader = r.string()
+    state_ts = r.int64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_len()):
+        member_id = r.string() or ""
+        instance_id = r.string() if version >= 3 else None
+        client_id = r.string() or ""
+        client_host = r.string() or ""
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        subscription = r.bytes_() or b""
+        assignment = r.bytes_() or b""
+        r.skip_tags()
+        members.append(
+            MemberMetadata(
+                member_id, client_id, client_host, rebalance_timeout if version >= 1 else session_timeout,
+                session_timeout, subscription, assignment, instance_id,
+            )
+        )
+    r.skip_tags()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, members)
