@@ -214,3 +214,24 @@ def test_api_versions_v99_gets_kip511_reply(broker: EmbeddedBroker) -> None:
     response = entity_reader(api_versions0.ApiVersionsResponse)(data[4:], 0)[0]
     assert response.error_code == ErrorCode.unsupported_version
     assert {k.api_key for k in response.api_keys} >= {0, 1, 2, 3, 18}
+
+
+def test_connection_limits() -> None:
+    config = {"max.connections.per.ip": "2", "connections.max.idle.ms": "1000"}
+    with EmbeddedBroker(config=config) as broker:
+        first, second = WireClient(broker.bootstrap_servers), WireClient(broker.bootstrap_servers)
+        try:
+            assert first.call(metadata_request("limits")).topics[0].error_code == ErrorCode.none
+            assert second.call(metadata_request("limits")).topics[0].error_code == ErrorCode.none
+            third = WireClient(broker.bootstrap_servers)
+            assert third.sock.recv(10) == b""  # over max.connections.per.ip: closed at once
+            third.close()
+            # Left idle past connections.max.idle.ms, the broker closes the others too.
+            assert first.sock.recv(10) == b""
+            assert second.sock.recv(10) == b""
+            fresh = WireClient(broker.bootstrap_servers)
+            assert fresh.call(metadata_request("limits")).topics[0].error_code == ErrorCode.none
+            fresh.close()
+        finally:
+            first.close()
+            second.close()
