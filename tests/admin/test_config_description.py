@@ -58,3 +58,27 @@ def test_topic_defaults_from_broker_first_synonym_wins() -> None:
     }
     assert topic_defaults_from_broker({"log.retention.hours": "-1"}) == {"retention.ms": "-1"}
     assert topic_defaults_from_broker({"message.max.bytes": "10"}) == {"max.message.bytes": "10"}
+
+
+def test_real_topic_definitions_with_broker_defaults() -> None:
+    """LogConfig's definitions and the broker's config defaults give Kafka's DescribeConfigs view."""
+    from odradek.server.config import CONFIG_DEFS
+    from odradek.storage.config import LogConfig
+
+    layers = BrokerConfigLayers(
+        static={"log.segment.bytes": "1048576"},
+        defaults={n: d.default for n, d in CONFIG_DEFS.items() if d.default is not None},
+    )
+    configs = {c.name: c for c in describe_topic_configs(LogConfig.definitions(), {}, layers)}
+    assert set(configs) == {name for name, *_ in LogConfig.definitions()}
+    assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("604800000", ConfigSource.DEFAULT_CONFIG)
+    assert configs["retention.ms"].synonyms[0].name == "log.retention.hours"
+    assert (configs["segment.bytes"].value, configs["segment.bytes"].source) == (
+        "1048576",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+    assert configs["max.message.bytes"].synonyms[0] == ConfigValue(
+        "message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG
+    )
+    assert configs["cleanup.policy"].config_type == ConfigType.LIST
+    assert configs["segment.bytes"].config_type == ConfigType.INT

@@ -1,0 +1,63 @@
+"""A minimal blocking Kafka client for tests: one kio request, one kio response.
+
+Admin client libraries hide some fields (producer ids, topic ids, synonyms);
+this sends exactly the request a test builds and returns the decoded response.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+
+from odradek.protocol import schemas
+
+
+class KioClient:
+    def __init__(self, bootstrap_servers: str, timeout: float = 30.0) -> None:
+        host, port = bootstrap_servers.split(",")[0].rsplit(":", 1)
+        self._sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self._correlation_id = 0
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> KioClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, request: Any) -> Any:
+        api_key, version = int(request.__api_key__), int(request.__version__)
+        flexible = bool(request.__flexible__)
+        self._correlation_id += 1
+        header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
+        header = header_cls(request_api_key=api_key, request_api_version=version,
+                            correlation_id=self._correlation_id, client_id="kio-test")
+        buf = io.BytesIO()
+        entity_writer(header_cls)(buf, header)
+        entity_writer(type(request))(buf, request)
+        payload = buf.getvalue()
+        self._sock.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", self._recv(4))[0]
+        body = self._recv(size)
+        correlation_id = struct.unpack(">i", body[:4])[0]
+        assert correlation_id == self._correlation_id
+        offset = 5 if flexible else 4  # response header v1 ends with an empty tagged-field section
+        response, _ = entity_reader(schemas.response_schema(api_key, version))(memoryview(body)[offset:], 0)
+        return response
+
+    def _recv(self, n: int) -> bytes:
+        chunks = b""
+        while len(chunks) < n:
+            chunk = self._sock.recv(n - len(chunks))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            chunks += chunk
+        return chunks
