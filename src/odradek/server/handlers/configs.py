@@ -263,7 +263,7 @@ _RESPONSE_CLASS = {
 def _alter_one(ctx: RequestContext, resource, compute, validate_only: bool) -> None:
     if resource.resource_type == TOPIC:
         topic = _require_topic(ctx, resource.resource_name)
-        new = compute(topic.configs, resource, _topic_list_defaults(ctx, topic))
+        new = compute(topic.configs, resource, _topic_list_defaults(ctx))
         _set_topic_overrides(ctx, topic.name, new, validate_only)
     elif resource.resource_type == BROKER:
         _check_broker_name(ctx, resource.resource_name)
@@ -277,7 +277,7 @@ def _list_config_names() -> frozenset[str]:
     return frozenset(name for name, kind, *_ in LogConfig.definitions() if config_type(kind) == ConfigType.LIST)
 
 
-def _topic_list_defaults(ctx: RequestContext, topic: TopicImage) -> dict[str, str | None]:
+def _topic_list_defaults(ctx: RequestContext) -> dict[str, str | None]:
     """What APPEND/SUBTRACT start from when a list config has no override: its broker default."""
     defaults = describe_topic_configs(LogConfig.definitions(), {}, broker_layers(ctx))
     list_names = _list_config_names()
