@@ -40,3 +40,40 @@ async def _round_trip(bootstrap: str) -> None:
 
 def test_aiokafka_admin_round_trip(odradek_broker) -> None:
     asyncio.run(asyncio.wait_for(_round_trip(odradek_broker.bootstrap_servers), 60))
+
+
+async def _idempotent_round_trip(bootstrap: str) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    name = unique()
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, 1, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        results = await asyncio.gather(*[await producer.send(name, str(i).encode()) for i in range(100)])
+    finally:
+        await producer.stop()
+    assert [r.offset for r in results] == list(range(100))
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(name, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        values: list[int] = []
+        while len(values) < 100:
+            batch = await consumer.getmany(tp, timeout_ms=5000)
+            assert batch, f"only {len(values)} records arrived"
+            values.extend(int(m.value) for m in batch[tp])
+    finally:
+        await consumer.stop()
+    assert values == list(range(100))
+
+
+def test_aiokafka_idempotent_producer(odradek_broker) -> None:
+    asyncio.run(asyncio.wait_for(_idempotent_round_trip(odradek_broker.bootstrap_servers), 60))

@@ -203,3 +203,14 @@ def test_broker_config_alter_rules(odradek_broker) -> None:
         create_topic(client, name)
         append_int = alter(client, TOPIC, name, [("retention.ms", 2, "5")])
         assert append_int.error_code == ErrorCode.invalid_config
+
+
+def test_topic_deletion_disabled(tmp_path) -> None:
+    with EmbeddedBroker(config={"delete.topic.enable": "false"}, data_dir=tmp_path / "d") as broker:
+        with KioClient(broker.bootstrap_servers) as client:
+            name = unique()
+            create_topic(client, name)
+            request = delete_v6.DeleteTopicsRequest(topics=(delete_v6.DeleteTopicState(name=name, topic_id=None),),
+                                                    timeout=TIMEOUT)
+            (result,) = client.send(request).responses
+            assert result.error_code == ErrorCode.topic_deletion_disabled
