@@ -122,7 +122,7 @@ class Log:
             end_bound = bases[i + 1] if i + 1 < len(bases) else 2**63
             indexes_missing = not (seg.offset_index.path.stat().st_size and seg.time_index.path.stat().st_size)
             recover = (not clean_shutdown and end_bound > self.recovery_point) or (indexes_missing and seg.size > 0)
-            cut = seg.load(recover=recover)
+            cut = seg.load(recover=recover, contiguous=not cfg.compact)
             self._add_segment(seg)
             if cut:
                 for later in bases[i + 1:]:

@@ -68,6 +68,7 @@ class LogSegment:
         self.created_ms = created_ms
         #: segment.jitter.ms drawn for this segment, so segments of many partitions do not roll together.
         self.roll_jitter_ms = 0
+        self._contiguous = True
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index = 0
 
@@ -96,7 +97,7 @@ class LogSegment:
         self.next_offset = b.last_offset + 1
 
     # -- loading and recovery ------------------------------------------------
-    def load(self, *, recover: bool) -> int:
+    def load(self, *, recover: bool, contiguous: bool = True) -> int:
         """Open an existing segment. With ``recover``, validate every batch, cut a torn or
         corrupt tail and rebuild the indexes; otherwise trust the indexes if they are sane.
 
@@ -110,7 +111,7 @@ class LogSegment:
                 return 0
             except CorruptIndex as exc:
                 log.warning("rebuilding indexes of %s: %s", self.path, exc)
-        return self.recover()
+        return self.recover(contiguous=contiguous)
 
     def _load_from_indexes(self) -> None:
         # Scan only the batches after the last offset index entry to find the end.
@@ -128,8 +129,14 @@ class LogSegment:
         first = next(self.scan_headers(0), None)
         self.first_batch_timestamp = first.max_timestamp if first else None
 
-    def recover(self, on_batch=None) -> int:
-        """Re-validate every batch (CRC32C included), truncate at the first bad one, rebuild indexes."""
+    def recover(self, on_batch=None, *, contiguous: bool = True) -> int:
+        """Re-validate every batch (CRC32C included), truncate at the first bad one, rebuild indexes.
+
+        baseOffset is outside the CRC, so offsets are checked too: each batch must
+        start where the previous one ended (``contiguous``, any log that is not
+        compacted) or at least after it, and within a 32-bit relative offset.
+        """
+        self._contiguous = contiguous
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset
@@ -165,8 +172,10 @@ class LogSegment:
                 batch = rb.check_batch(view, pos, end)
             except rb.InvalidBatch as exc:
                 return pos, str(exc)
-            if batch.base_offset < self.next_offset:
-                return pos, f"offset {batch.base_offset} goes back (expected at least {self.next_offset})"
+            base = batch.base_offset
+            if base < self.next_offset or (self._contiguous and base != self.next_offset) \
+                    or batch.last_offset - self.base_offset > 2**31 - 1:
+                return pos, f"batch offset {base} does not follow {self.next_offset}"
             meta = BatchMeta(position + pos, batch.size_in_bytes, batch.base_offset, batch.last_offset, batch.max_timestamp)
             self._index_batch(meta.position, meta)
             if on_batch is not None:
