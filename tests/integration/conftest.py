@@ -22,19 +22,3 @@ def fresh_broker(tmp_path) -> Iterator[EmbeddedBroker]:
     with b:
         yield b
 
-
-def _storage_available() -> bool:
-    import odradek.storage
-
-    return hasattr(odradek.storage, "LogManager")
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    # The broker runs on the storage engine, built concurrently in another room;
-    # until it is in the tree these tests cannot start a broker.
-    if _storage_available():
-        return
-    skip = pytest.mark.skip(reason="odradek.storage (LogManager) is not in the tree yet")
-    for item in items:
-        if "tests/integration/" in str(item.fspath):
-            item.add_marker(skip)

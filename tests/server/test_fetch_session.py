@@ -6,9 +6,6 @@ from collections import OrderedDict
 
 import pytest
 
-if not hasattr(pytest.importorskip("odradek.storage"), "TopicPartition"):
-    pytest.skip("odradek.storage is not in the tree yet", allow_module_level=True)
-
 from odradek.server.fetch_session import (
     CachedPartition,
     FetchSessionCache,
