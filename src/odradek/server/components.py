@@ -11,4 +11,5 @@ from __future__ import annotations
 COMPONENTS: dict[str, str] = {
     "dynamic_broker_configs": "odradek.server.handlers.configs:DynamicBrokerConfigs",
     "producer_ids": "odradek.server.handlers.producer_ids:ProducerIds",
+    "group_coordinator": "odradek.coordinator.service:GroupCoordinatorService",
 }

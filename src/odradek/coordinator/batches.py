@@ -1,0 +1,76 @@
+"""Plain (uncompressed, non-transactional) v2 record batches for the coordinator's topic.
+
+The coordinator writes small batches of key/value records to __consumer_offsets
+and reads them back at start-up; this is the little codec it needs for that.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import crc32c
+
+from odradek.protocol.records import iter_batches, read_varint
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+#: Bytes of the batch header covered by the CRC start here (attributes onward).
+_CRC_START = 21
+
+
+def _varint(value: int) -> bytes:
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
+
+
+def _field(data: bytes | None) -> bytes:
+    return _varint(-1) if data is None else _varint(len(data)) + data
+
+
+def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+    """One batch of (key, value) records; a None value is a tombstone."""
+    body = bytearray()
+    for delta, (key, value) in enumerate(records):
+        record = b"\x00" + _varint(0) + _varint(delta) + _field(key) + _field(value) + _varint(0)
+        body += _varint(len(record)) + record
+    header = _HEADER.pack(
+        0, _HEADER.size - 12 + len(body), -1, 2, 0, 0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1,
+        len(records),
+    )
+    batch = bytearray(header) + body
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[_CRC_START:])))
+    return bytes(batch)
+
+
+def decode_records(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every record in uncompressed batches; control batches skipped."""
+    for batch in iter_batches(data):
+        if batch.is_control:
+            continue
+        if batch.compression_type != 0:
+            raise ValueError("compressed batches are not written to __consumer_offsets by Odradek")
+        payload = bytes(batch.records_payload())
+        pos = 0
+        for _ in range(batch.records_count):
+            _length, pos = read_varint(payload, pos)
+            pos += 1  # attributes
+            _ts, pos = read_varint(payload, pos)
+            offset_delta, pos = read_varint(payload, pos)
+            key_len, pos = read_varint(payload, pos)
+            key = payload[pos : pos + key_len] if key_len >= 0 else b""
+            pos += max(key_len, 0)
+            value_len, pos = read_varint(payload, pos)
+            value = payload[pos : pos + value_len] if value_len >= 0 else None
+            pos += max(value_len, 0)
+            headers, pos = read_varint(payload, pos)
+            for _ in range(headers):
+                n, pos = read_varint(payload, pos)
+                pos += n
+                n, pos = read_varint(payload, pos)
+                pos += max(n, 0)
+            yield batch.base_offset + offset_delta, key, value

@@ -1,0 +1,262 @@
+"""Group APIs (classic protocol and offsets) over the broker's GroupCoordinatorService.
+
+Each handler turns the kio request into one call on the sans-I/O core through
+the service (which persists to __consumer_offsets before we answer) and builds
+the response for the request's version. This broker leads every partition of
+__consumer_offsets, so it is the coordinator of every group.
+"""
+
+from __future__ import annotations
+
+from odradek.coordinator.coordinator import OffsetCommit
+from odradek.coordinator.group import GroupState, JoinResult, SyncResult
+from odradek.coordinator.service import GroupCoordinatorService
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext
+
+#: JoinGroup v4 made the member id required (KIP-394); v9 can skip the assignment of a static leader.
+REQUIRE_MEMBER_ID_SINCE = 4
+SKIP_ASSIGNMENT_SINCE = 9
+#: FindCoordinator key types.
+KEY_TYPE_GROUP = 0
+
+
+def _service(ctx: RequestContext) -> GroupCoordinatorService:
+    return ctx.broker.components["group_coordinator"]
+
+
+def _module(ctx: RequestContext, api_key: int):
+    return schemas.response_module(api_key, ctx.api_version)
+
+
+def _cls(ctx: RequestContext, api_key: int):
+    return schemas.response_schema(api_key, ctx.api_version)
+
+
+# -- FindCoordinator --------------------------------------------------------------------
+
+
+async def handle_find_coordinator(ctx: RequestContext, request):
+    host, port = ctx.broker.advertised
+    node_id = ctx.broker.node_id
+    cls = _cls(ctx, ApiKey.FIND_COORDINATOR)
+
+    def answer(key_type: int) -> tuple[int, str | None]:
+        if key_type != KEY_TYPE_GROUP:
+            # The transaction coordinator is another room's; until it exists, say so.
+            return ErrorCode.coordinator_not_available, "The coordinator is not available."
+        return ErrorCode.none, None
+
+    key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    if ctx.api_version >= 4:
+        module = _module(ctx, ApiKey.FIND_COORDINATOR)
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message = answer(key_type)
+            ok = error == ErrorCode.none
+            coordinators.append(schemas.build(
+                module.Coordinator, key=key, node_id=node_id if ok else -1, host=host if ok else "",
+                port=port if ok else -1, error_code=error, error_message=message))
+        return schemas.build(cls, throttle_time=0, coordinators=tuple(coordinators))
+    error, message = answer(key_type)
+    ok = error == ErrorCode.none
+    return schemas.build(cls, throttle_time=0, error_code=error, error_message=message,
+                         node_id=node_id if ok else -1, host=host if ok else "", port=port if ok else -1)
+
+
+# -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ---------------------------------------
+
+
+async def handle_join_group(ctx: RequestContext, request):
+    svc = _service(ctx)
+    session_timeout = int(request.session_timeout.total_seconds() * 1000)
+    rebalance = getattr(request, "rebalance_timeout", None)
+    rebalance_timeout = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_timeout
+    client_id = ctx.header.client_id or ""
+    client_host = "/" + ctx.connection.peer_host
+
+    def start(callback, now_ms):
+        svc.core.join_group(
+            request.group_id, request.member_id, getattr(request, "group_instance_id", None), client_id,
+            client_host, request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
+            session_timeout, rebalance_timeout, ctx.api_version >= REQUIRE_MEMBER_ID_SINCE, callback, now_ms,
+            skip_assignment_supported=ctx.api_version >= SKIP_ASSIGNMENT_SINCE,
+        )
+
+    result: JoinResult = await svc.wait(start)
+    module = _module(ctx, ApiKey.JOIN_GROUP)
+    members = tuple(
+        schemas.build(module.JoinGroupResponseMember, member_id=m, group_instance_id=i, metadata=meta)
+        for m, i, meta in result.members
+    )
+    return schemas.build(
+        _cls(ctx, ApiKey.JOIN_GROUP), throttle_time=0, error_code=result.error, generation_id=result.generation_id,
+        protocol_type=result.protocol_type, protocol_name=result.protocol_name if ctx.api_version >= 7
+        else (result.protocol_name or ""), leader=result.leader, skip_assignment=result.skip_assignment,
+        member_id=result.member_id, members=members,
+    )
+
+
+async def handle_sync_group(ctx: RequestContext, request):
+    svc = _service(ctx)
+    assignments = {a.member_id: a.assignment for a in request.assignments}
+
+    def start(callback, now_ms):
+        svc.core.sync_group(
+            request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
+            getattr(request, "protocol_type", None), getattr(request, "protocol_name", None), assignments,
+            callback, now_ms,
+        )
+
+    result: SyncResult = await svc.wait(start)
+    return schemas.build(
+        _cls(ctx, ApiKey.SYNC_GROUP), throttle_time=0, error_code=result.error, protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name, assignment=result.assignment,
+    )
+
+
+async def handle_heartbeat(ctx: RequestContext, request):
+    svc = _service(ctx)
+    error = svc.call(svc.core.heartbeat, request.group_id, request.member_id,
+                     getattr(request, "group_instance_id", None), request.generation_id)
+    return schemas.build(_cls(ctx, ApiKey.HEARTBEAT), throttle_time=0, error_code=error)
+
+
+async def handle_leave_group(ctx: RequestContext, request):
+    svc = _service(ctx)
+    cls = _cls(ctx, ApiKey.LEAVE_GROUP)
+    if ctx.api_version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        leaving = [(request.member_id, None)]
+    error, errors = svc.call(svc.core.leave_group, request.group_id, leaving)
+    if ctx.api_version < 3:
+        return schemas.build(cls, throttle_time=0, error_code=error or errors[0])
+    module = _module(ctx, ApiKey.LEAVE_GROUP)
+    members = tuple(
+        schemas.build(module.MemberResponse, member_id=m, group_instance_id=i, error_code=e)
+        for (m, i), e in zip(leaving, errors)
+    )
+    return schemas.build(cls, throttle_time=0, error_code=error, members=members if not error else ())
+
+
+# -- Offsets ------------------------------------------------------------------------------
+
+
+async def handle_offset_commit(ctx: RequestContext, request):
+    svc = _service(ctx)
+    commits = [
+        OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                     p.committed_metadata)
+        for t in request.topics for p in t.partitions
+    ]
+    generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
+    _error, errors = svc.call(svc.core.commit_offsets, request.group_id, request.member_id,
+                              getattr(request, "group_instance_id", None), generation, commits)
+    module = _module(ctx, ApiKey.OFFSET_COMMIT)
+    it = iter(errors)
+    topics = tuple(
+        schemas.build(module.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
+            schemas.build(module.OffsetCommitResponsePartition, partition_index=p.partition_index,
+                          error_code=next(it))
+            for p in t.partitions))
+        for t in request.topics
+    )
+    return schemas.build(_cls(ctx, ApiKey.OFFSET_COMMIT), throttle_time=0, topics=topics)
+
+
+def _fetched_topics(svc: GroupCoordinatorService, group_id: str, topics, topic_cls, partition_cls) -> tuple:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    fetched = svc.core.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list] = {}
+    for (topic, partition), om in fetched.items():
+        by_topic.setdefault(topic, []).append(schemas.build(
+            partition_cls, partition_index=partition, committed_offset=om.offset if om else -1,
+            committed_leader_epoch=om.leader_epoch if om else -1, metadata=om.metadata if om else "",
+            error_code=ErrorCode.none))
+    return tuple(schemas.build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items())
+
+
+async def handle_offset_fetch(ctx: RequestContext, request):
+    svc = _service(ctx)
+    module = _module(ctx, ApiKey.OFFSET_FETCH)
+    cls = _cls(ctx, ApiKey.OFFSET_FETCH)
+    if ctx.api_version >= 8:
+        groups = tuple(
+            schemas.build(module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=ErrorCode.none,
+                          topics=_fetched_topics(svc, g.group_id, g.topics, module.OffsetFetchResponseTopics,
+                                                 module.OffsetFetchResponsePartitions))
+            for g in request.groups
+        )
+        return schemas.build(cls, throttle_time=0, groups=groups)
+    topics = _fetched_topics(svc, request.group_id, request.topics, module.OffsetFetchResponseTopic,
+                             module.OffsetFetchResponsePartition)
+    return schemas.build(cls, throttle_time=0, topics=topics, error_code=ErrorCode.none)
+
+
+async def handle_offset_delete(ctx: RequestContext, request):
+    svc = _service(ctx)
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    error, errors = svc.call(svc.core.delete_offsets, request.group_id, wanted)
+    module = _module(ctx, ApiKey.OFFSET_DELETE)
+    it = iter(errors)
+    topics = () if error else tuple(
+        schemas.build(module.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(
+            schemas.build(module.OffsetDeleteResponsePartition, partition_index=p.partition_index,
+                          error_code=next(it))
+            for p in t.partitions))
+        for t in request.topics
+    )
+    return schemas.build(_cls(ctx, ApiKey.OFFSET_DELETE), throttle_time=0, error_code=error, topics=topics)
+
+
+# -- Admin ------------------------------------------------------------------------------------
+
+
+async def handle_describe_groups(ctx: RequestContext, request):
+    core = _service(ctx).core
+    module = _module(ctx, ApiKey.DESCRIBE_GROUPS)
+    described = []
+    for group_id in request.groups:
+        group = core.groups.get(group_id)
+        if group is None:
+            described.append(schemas.build(
+                module.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
+                group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=(),
+                authorized_operations=-2147483648))
+            continue
+        stable = group.state is GroupState.STABLE
+        members = tuple(
+            schemas.build(
+                module.DescribedGroupMember, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                client_id=m.client_id, client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                member_assignment=m.assignment if stable else b"")
+            for m in group.members.values()
+        )
+        described.append(schemas.build(
+            module.DescribedGroup, error_code=ErrorCode.none, group_id=group_id, group_state=group.state.value,
+            protocol_type=group.protocol_type or "", protocol_data=(group.protocol_name or "") if stable else "",
+            members=members, authorized_operations=-2147483648))
+    return schemas.build(_cls(ctx, ApiKey.DESCRIBE_GROUPS), throttle_time=0, groups=tuple(described))
+
+
+async def handle_list_groups(ctx: RequestContext, request):
+    core = _service(ctx).core
+    module = _module(ctx, ApiKey.LIST_GROUPS)
+    states = set(getattr(request, "states_filter", ()) or ())
+    groups = tuple(
+        schemas.build(module.ListedGroup, group_id=gid, protocol_type=ptype, group_state=state)
+        for gid, ptype, state in core.list_groups(states)
+    )
+    return schemas.build(_cls(ctx, ApiKey.LIST_GROUPS), throttle_time=0, error_code=ErrorCode.none, groups=groups)
+
+
+async def handle_delete_groups(ctx: RequestContext, request):
+    svc = _service(ctx)
+    results = svc.call(svc.core.delete_groups, list(request.groups_names))
+    module = _module(ctx, ApiKey.DELETE_GROUPS)
+    return schemas.build(_cls(ctx, ApiKey.DELETE_GROUPS), throttle_time=0, results=tuple(
+        schemas.build(module.DeletableGroupResult, group_id=gid, error_code=err) for gid, err in results.items()))
