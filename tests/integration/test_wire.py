@@ -235,3 +235,20 @@ def test_connection_limits() -> None:
         finally:
             first.close()
             second.close()
+
+
+def test_sigterm_answers_a_parked_long_poll(tmp_path) -> None:
+    """Shutdown wakes the purgatory: the in-flight fetch is answered, then the broker exits 0."""
+    broker = EmbeddedBroker(data_dir=tmp_path).start()
+    client = WireClient(broker.bootstrap_servers, timeout=30)
+    try:
+        client.call(metadata_request("parked"))
+        request = fetch_request("parked", 0, max_wait_ms=120_000)
+        client.send(request)
+        time.sleep(0.2)  # let the fetch park (not asserted on)
+        assert broker.stop(timeout=30) == 0
+        response = client.receive(request)
+        assert response.responses[0].partitions[0].error_code == ErrorCode.none
+    finally:
+        client.close()
+        broker.close()

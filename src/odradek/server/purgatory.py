@@ -19,6 +19,11 @@ class FetchPurgatory:
         self._watchers: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        """After shutdown, waits return at once: fetches answer with what they have."""
+        return self._closed
+
     def notify(self, tp: TopicPartition) -> None:
         """Wake every fetch waiting on ``tp``."""
         for future in self._watchers.pop(tp, ()):

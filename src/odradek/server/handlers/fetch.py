@@ -55,7 +55,7 @@ async def handle(ctx: RequestContext, request):
         size = sum(r.records_size for r in results.values())
         errors = any(r.error_code for r in results.values())
         remaining = deadline - time.monotonic()
-        if size >= request.min_bytes or errors or remaining <= 0 or not wanted:
+        if size >= request.min_bytes or errors or remaining <= 0 or not wanted or broker.fetch_purgatory.closed:
             break
         await broker.fetch_purgatory.wait(wanted.keys(), remaining)
 
