@@ -30,7 +30,7 @@ def test_defaults_are_kafkas() -> None:
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=key):
-        BrokerConfig({key: value}).listener()
+        BrokerConfig({key: value})
 
 
 def test_retention_precedence_and_synonyms() -> None:
@@ -51,3 +51,12 @@ def test_properties_file(tmp_path: Path) -> None:
     assert config.node_id == 3
     assert config.listener() == ("PLAINTEXT", "0.0.0.0", 9093)
     assert config.log_dirs == ["/data"]
+    assert config.advertised_listener(9093) == ("127.0.0.1", 9093)
+
+
+def test_advertised_listeners() -> None:
+    config = BrokerConfig({"listeners": "PLAINTEXT://:0", "advertised.listeners": "PLAINTEXT://kafka.example:19092"})
+    assert config.advertised_listener(40000) == ("kafka.example", 19092)
+    assert BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"}).advertised_listener(40000) == ("127.0.0.1", 40000)
+    with pytest.raises(ConfigError, match="listeners"):
+        BrokerConfig({"advertised.listeners": "nonsense"})

@@ -48,7 +48,6 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig(broker_properties(args))
-        config.listener()
     except (ConfigError, OSError) as e:
         print(f"odradek: invalid configuration: {e}", file=sys.stderr)
         return 2

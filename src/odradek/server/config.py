@@ -137,6 +137,9 @@ class BrokerConfig:
         for name, definition in CONFIG_DEFS.items():
             raw = props.get(name, definition.default)
             self._values[name] = None if raw is None else self._parse(definition, raw)
+        for listeners in ("listeners", "advertised.listeners"):
+            for uri in self._values[listeners] or ():
+                parse_listener(uri)
         for name in props:
             if name not in CONFIG_DEFS:
                 log.info("config %s=%s is not a known broker config; kept as given", name, props[name])
@@ -179,10 +182,14 @@ class BrokerConfig:
         return parse_listener(self["listeners"][0])
 
     def advertised_listener(self, bound_port: int) -> tuple[str, int]:
-        """(host, port) clients should connect to; port 0 listeners advertise the bound port."""
-        name, host, port = parse_listener((self["advertised.listeners"] or self["listeners"])[0])
-        if not host or host == "0.0.0.0":
-            host = "127.0.0.1" if host == "0.0.0.0" or not host else host
+        """(host, port) clients should connect to.
+
+        From advertised.listeners, else listeners; a wildcard or empty host
+        advertises 127.0.0.1 and port 0 advertises the port actually bound.
+        """
+        _, host, port = parse_listener((self["advertised.listeners"] or self["listeners"])[0])
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
         return host, port or bound_port
 
     def log_config_properties(self) -> dict[str, str]:
