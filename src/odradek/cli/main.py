@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "odradek.cli.produce",
     "odradek.cli.consume",
     "odradek.cli.configs",
+    "odradek.cli.perf",
 ]
 
 

@@ -1,0 +1,345 @@
+"""``odradek perf produce|consume|e2e``: Kafka's producer-perf-test, consumer-perf-test and
+end-to-end latency tool, on librdkafka (confluent-kafka), for any Kafka-compatible broker.
+
+produce: N records of S bytes (random uppercase letters, as Kafka's tool, so that
+compression means something) from one or more producer processes, optionally
+capped at a total records/s; latency is produce() to delivery report, sampled.
+consume: reads N records from the start of every partition of a topic.
+e2e: one producer at a fixed rate and one consumer; latency is send to receive,
+each record carrying its send time (both ends share the machine's monotonic clock).
+
+Every command prints one human-readable line, or with ``--json`` one JSON object
+(what bench/run.py reads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import random
+import string
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from odradek.cli.client_options import add_connection_args, client_config
+
+#: Latency samples to aim for; every k-th record is timed so the client's own cost stays small.
+TARGET_SAMPLES = 100_000
+_STAMP = struct.Struct(">q")
+
+
+@dataclass
+class Result:
+    records: int
+    bytes: int
+    seconds: float
+    errors: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float | int]:
+        out: dict[str, float | int] = {
+            "records": self.records,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 6),
+            "records_per_s": round(self.records / self.seconds, 1) if self.seconds > 0 else 0.0,
+            "mb_per_s": round(self.bytes / self.seconds / 1e6, 3) if self.seconds > 0 else 0.0,
+            "errors": self.errors,
+        }
+        if self.latencies_ms:
+            ordered = sorted(self.latencies_ms)
+            for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999)):
+                out[f"{name}_ms"] = round(percentile(ordered, q), 3)
+            out["max_ms"] = round(ordered[-1], 3)
+            out["latency_samples"] = len(ordered)
+        return out
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list."""
+    index = min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))
+    return ordered[index]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    perf = subparsers.add_parser("perf", help="producer, consumer and end-to-end latency benchmarks")
+    commands = perf.add_subparsers(dest="perf_command", required=True, metavar="TEST")
+    for name, help_text, func in (
+        ("produce", "producer throughput and latency", run_produce),
+        ("consume", "consumer throughput", run_consume),
+        ("e2e", "end-to-end latency at a fixed rate", run_e2e),
+    ):
+        p = commands.add_parser(name, help=help_text)
+        add_connection_args(p)
+        p.add_argument("--topic", required=True)
+        p.add_argument("--records", type=int, default=1_000_000, help="number of records (default 1,000,000)")
+        p.add_argument("--json", action="store_true", help="print one JSON object instead of a line of text")
+        p.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
+        if name != "consume":
+            p.add_argument("--record-size", type=int, default=100, help="value bytes per record (default 100)")
+            p.add_argument("--acks", default="1", choices=("0", "1", "all", "-1"))
+            p.add_argument("--partitions", type=int, default=1,
+                           help="partitions of the topic if it must be created (default 1)")
+            p.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"))
+            p.add_argument("--batch-size", type=int, help="batch.size in bytes (librdkafka default otherwise)")
+            p.add_argument("--linger-ms", type=float, help="linger.ms (librdkafka default 5 for produce, 0 for e2e)")
+        if name == "produce":
+            p.add_argument("--producers", type=int, default=1, help="producer processes (default 1)")
+            p.add_argument("--throughput", type=float, default=-1,
+                           help="cap on total records/s; -1 for none (default)")
+            p.add_argument("--round-robin", action="store_true",
+                           help="spread records over all partitions in turn instead of the sticky partitioner")
+        if name == "e2e":
+            p.add_argument("--throughput", type=float, default=10_000, help="records/s (default 10,000)")
+            p.add_argument("--warmup-records", type=int, default=-1,
+                           help="records left out of the latencies (default a tenth, at most 1,000)")
+        p.set_defaults(func=func)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def payload(size: int, seed: int = 0) -> bytes:
+    rng = random.Random(seed)
+    return "".join(rng.choices(string.ascii_uppercase, k=size)).encode()
+
+
+def producer_config(args: argparse.Namespace, default_linger_ms: float) -> dict[str, str]:
+    config = {
+        "acks": "-1" if args.acks == "all" else args.acks,
+        "compression.type": args.compression,
+        "linger.ms": str(args.linger_ms if args.linger_ms is not None else default_linger_ms),
+        "queue.buffering.max.messages": "1000000",
+    }
+    if args.batch_size is not None:
+        config["batch.size"] = str(args.batch_size)
+    config.update(client_config(args))
+    return config
+
+
+def ensure_topic(args: argparse.Namespace) -> int:
+    """Create the topic with ``--partitions`` if it does not exist; returns its partition count."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client_config(args))
+    existing = admin.list_topics(timeout=30).topics.get(args.topic)
+    if existing is not None and not existing.error:
+        return len(existing.partitions)
+    future = admin.create_topics([NewTopic(args.topic, args.partitions, 1)], operation_timeout=30)[args.topic]
+    try:
+        future.result(60)
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    return args.partitions
+
+
+class Throttle:
+    """Kafka's ThroughputThrottler: sleep whenever the sender is ahead of ``rate`` records/s."""
+
+    def __init__(self, rate: float, start: float) -> None:
+        self.rate = rate
+        self.start = start
+
+    def wait(self, sent: int) -> None:
+        if self.rate <= 0:
+            return
+        ahead = sent / self.rate - (time.perf_counter() - self.start)
+        if ahead > 0:
+            time.sleep(ahead)
+
+
+def emit(args: argparse.Namespace, kind: str, result: Result) -> int:
+    summary = {"test": kind, **result.summary()}
+    if args.json:
+        print(json.dumps(summary), flush=True)
+    else:
+        line = (f"{kind}: {summary['records']} records in {summary['seconds']:.3f} s, "
+                f"{summary['records_per_s']:,.0f} records/s, {summary['mb_per_s']:.2f} MB/s")
+        if "p50_ms" in summary:
+            line += (f", latency ms p50 {summary['p50_ms']} p95 {summary['p95_ms']} p99 {summary['p99_ms']} "
+                     f"p99.9 {summary['p99.9_ms']} max {summary['max_ms']}")
+        if summary["errors"]:
+            line += f", {summary['errors']} errors"
+        print(line, flush=True)
+    return 1 if result.errors or result.records == 0 else 0
+
+
+# ---------------------------------------------------------------- produce
+
+
+def _produce_worker(config: dict[str, str], topic: str, records: int, size: int, rate: float,
+                    partitions: int, round_robin: bool, go: object, results: object, seed: int) -> None:
+    """One producer process: waits for ``go``, sends, flushes, reports (start, end, errors, latencies)."""
+    from confluent_kafka import Producer
+
+    producer = Producer(config)
+    value = payload(size, seed)
+    every = max(1, records // TARGET_SAMPLES)
+    latencies: list[float] = []
+    errors = [0]
+
+    def timed(sent_at: float):
+        def on_delivery(err, _msg) -> None:
+            if err is not None:
+                errors[0] += 1
+            else:
+                latencies.append((time.perf_counter() - sent_at) * 1000)
+        return on_delivery
+
+    producer.list_topics(topic, timeout=30)  # metadata and connections before the clock starts
+    go.wait()  # type: ignore[attr-defined]
+    start = time.perf_counter()
+    throttle = Throttle(rate, start)
+    produce, poll = producer.produce, producer.poll
+    for i in range(records):
+        kwargs = {"partition": i % partitions} if round_robin else {}
+        if i % every == 0:
+            kwargs["on_delivery"] = timed(time.perf_counter())
+        while True:
+            try:
+                produce(topic, value, **kwargs)
+                break
+            except BufferError:
+                poll(0.001)
+        if i % 1000 == 0:
+            poll(0)
+            throttle.wait(i)
+    left = producer.flush(300)
+    end = time.perf_counter()
+    results.put((start, end, errors[0] + left, latencies))  # type: ignore[attr-defined]
+
+
+def run_produce(args: argparse.Namespace) -> int:
+    partitions = ensure_topic(args)
+    config = producer_config(args, default_linger_ms=5)
+    n = max(1, args.producers)
+    ctx = multiprocessing.get_context("spawn")
+    go, results = ctx.Event(), ctx.Queue()
+    share = [args.records // n + (1 if i < args.records % n else 0) for i in range(n)]
+    rate = args.throughput / n if args.throughput > 0 else -1
+    if n == 1:
+        # In-process: no spawn cost, and the figures are the same as Kafka's single-producer test.
+        go.set()
+        _produce_worker(config, args.topic, share[0], args.record_size, rate, partitions, args.round_robin,
+                        go, results, 0)
+        reports = [results.get(timeout=args.timeout)]
+    else:
+        workers = [ctx.Process(target=_produce_worker, daemon=True,
+                               args=(config, args.topic, share[i], args.record_size, rate, partitions,
+                                     args.round_robin, go, results, i)) for i in range(n)]
+        for w in workers:
+            w.start()
+        go.set()
+        reports = [results.get(timeout=args.timeout) for _ in workers]
+        for w in workers:
+            w.join(10)
+    start = min(r[0] for r in reports)
+    end = max(r[1] for r in reports)
+    result = Result(args.records, args.records * args.record_size, end - start, sum(r[2] for r in reports),
+                    [x for r in reports for x in r[3]])
+    return emit(args, "produce", result)
+
+
+# ---------------------------------------------------------------- consume
+
+
+def _consumer(args: argparse.Namespace):
+    from confluent_kafka import Consumer
+
+    # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1 s) whenever its
+    # local queue holds queued.min.messages; that pause, not the broker, would set the pace.
+    config = {"group.id": f"odradek-perf-{time.time_ns()}", "enable.auto.commit": "false",
+              "enable.partition.eof": "false", "fetch.queue.backoff.ms": "1"}
+    config.update(client_config(args))
+    return Consumer(config)
+
+
+def run_consume(args: argparse.Namespace) -> int:
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    consumer = _consumer(args)
+    topic = consumer.list_topics(args.topic, timeout=30).topics[args.topic]
+    if topic.error:
+        print(f"odradek perf: topic {args.topic}: {topic.error}", file=sys.stderr)
+        return 1
+    consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in topic.partitions])
+    got = size = errors = 0
+    start = time.perf_counter()
+    deadline = start + args.timeout
+    while got < args.records and time.perf_counter() < deadline:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error() is not None:
+                errors += 1
+                continue
+            got += 1
+            size += len(message.value() or b"")
+    seconds = time.perf_counter() - start
+    consumer.close()
+    if got < args.records:
+        errors += 1
+        print(f"odradek perf: only {got} of {args.records} records arrived in {args.timeout} s", file=sys.stderr)
+    return emit(args, "consume", Result(got, size, seconds, errors))
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def run_e2e(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer, TopicPartition
+
+    partitions = ensure_topic(args)
+    consumer = _consumer(args)
+    tps = [TopicPartition(args.topic, p) for p in range(partitions)]
+    for tp in tps:
+        tp.offset = consumer.get_watermark_offsets(tp, timeout=30)[1]
+    consumer.assign(tps)
+    producer = Producer(producer_config(args, default_linger_ms=0))
+    producer.list_topics(args.topic, timeout=30)
+    size = max(args.record_size, _STAMP.size)
+    filler = payload(size - _STAMP.size)
+    warmup = args.warmup_records if args.warmup_records >= 0 else min(1000, args.records // 10)
+    latencies: list[float] = []
+    received = [0, 0]  # records, errors
+    done = threading.Event()
+
+    def consume() -> None:
+        while received[0] < args.records and not done.is_set():
+            message = consumer.poll(0.1)  # one at a time: consume(n) would wait to fill n
+            if message is None:
+                continue
+            now = time.perf_counter_ns()
+            if message.error() is not None:
+                received[1] += 1
+                continue
+            received[0] += 1
+            if received[0] > warmup:
+                latencies.append((now - _STAMP.unpack_from(message.value())[0]) / 1e6)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    start = time.perf_counter()
+    throttle = Throttle(args.throughput, start)
+    for i in range(args.records):
+        throttle.wait(i)
+        while True:
+            try:
+                producer.produce(args.topic, _STAMP.pack(time.perf_counter_ns()) + filler)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        producer.poll(0)
+    producer.flush(args.timeout)
+    reader.join(args.timeout)
+    done.set()
+    seconds = time.perf_counter() - start
+    consumer.close()
+    errors = received[1]
+    if received[0] < args.records:
+        errors += 1
+        print(f"odradek perf: only {received[0]} of {args.records} records arrived", file=sys.stderr)
+    return emit(args, "e2e", Result(received[0], received[0] * size, seconds, errors, latencies))
