@@ -252,3 +252,34 @@ def test_sigterm_answers_a_parked_long_poll(tmp_path) -> None:
     finally:
         client.close()
         broker.close()
+
+
+def test_fetch_by_topic_id(broker: EmbeddedBroker) -> None:
+    import uuid
+
+    from kio.schema.fetch.v16 import request as fetch16
+
+    def by_id(topic_id):
+        return fetch16.FetchRequest(
+            max_wait=timedelta(milliseconds=0), min_bytes=0, max_bytes=10**6, isolation_level=0,
+            session_id=0, session_epoch=-1,
+            topics=(fetch16.FetchTopic(topic_id=topic_id, partitions=(fetch16.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=10**6),)),),
+            forgotten_topics_data=(), rack_id="",
+        )
+
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        topic_id = client.call(metadata_request("by-id")).topics[0].topic_id
+        assert produce_error(client, "by-id", batch_of_size(150)) == ErrorCode.none
+        response = client.call(by_id(topic_id))
+        assert response.responses[0].topic_id == topic_id
+        assert response.responses[0].partitions[0].high_watermark == 1
+        assert len(response.responses[0].partitions[0].records) == 150
+        missing = uuid.uuid4()
+        response = client.call(by_id(missing))
+        assert response.responses[0].topic_id == missing
+        assert response.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_id
+    finally:
+        client.close()

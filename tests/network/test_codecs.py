@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -82,7 +83,7 @@ class _Region:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    version=st.integers(4, 12),
+    version=st.integers(4, 16),
     session_id=st.integers(0, 2**31 - 1),
     error_code=st.sampled_from([0, 70]),
     topics=st.lists(
@@ -121,7 +122,7 @@ def test_fetch_response_encoder_matches_kio(version, session_id, error_code, top
                 partitions.append(FetchPartitionResponse(
                     partition_index=index, error_code=code, high_watermark=hw, last_stable_offset=hw,
                     log_start_offset=0, aborted_transactions=aborted, records=regions))
-            ours_topics.append(FetchTopicResponse(name, partitions))
+            ours_topics.append(FetchTopicResponse(name, partitions, topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name)))
         encoded = encode_fetch_response(version, ours_topics, error_code=error_code, session_id=session_id)
         wire = b"".join(
             bytes(c) if isinstance(c, (bytes, memoryview)) else os.pread(c.file.fileno(), c.length, c.position)
@@ -137,6 +138,7 @@ def test_fetch_response_encoder_matches_kio(version, session_id, error_code, top
             schemas.build(
                 module.FetchableTopicResponse,
                 topic=name,
+                topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name),
                 partitions=tuple(
                     schemas.build(
                         module.PartitionData,

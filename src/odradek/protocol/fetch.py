@@ -1,4 +1,4 @@
-"""Hand-written Fetch response encoder (v4-v12) whose record data are file regions.
+"""Hand-written Fetch response encoder (v4-v16) whose record data are file regions.
 
 The encoder emits bytes for the fields and the storage FileRegions unchanged, so
 the network layer can sendfile record data straight from the segment files.
@@ -7,12 +7,16 @@ Tested byte-for-byte against kio's encoder in tests/network/test_fetch_codec.py.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from odradek.protocol import wire
 from odradek.protocol.response import EncodedResponse, Region
 
 FIRST_FLEXIBLE_VERSION = 12
+ZERO_UUID = uuid.UUID(int=0)
+#: From v13 topics are named by id (KIP-516).
+FIRST_TOPIC_ID_VERSION = 13
 
 
 @dataclass(slots=True)
@@ -36,6 +40,8 @@ class FetchPartitionResponse:
 class FetchTopicResponse:
     topic: str
     partitions: list[FetchPartitionResponse]
+    #: Written instead of the name from v13 on.
+    topic_id: uuid.UUID | None = None
 
 
 def encode_fetch_response(
@@ -54,7 +60,10 @@ def encode_fetch_response(
         head += wire.int16(error_code) + wire.int32(session_id)
     head += wire.array_length(len(topics), flexible)
     for topic in topics:
-        head += wire.string(topic.topic, flexible)
+        if api_version >= FIRST_TOPIC_ID_VERSION:
+            head += (topic.topic_id or ZERO_UUID).bytes
+        else:
+            head += wire.string(topic.topic, flexible)
         head += wire.array_length(len(topic.partitions), flexible)
         for p in topic.partitions:
             head += wire.int32(p.partition_index) + wire.int16(p.error_code) + wire.int64(p.high_watermark)

@@ -26,24 +26,27 @@ async def handle(ctx: RequestContext, request):
     session_id = getattr(request, "session_id", 0)
     session_epoch = getattr(request, "session_epoch", FINAL_EPOCH)
     session: FetchSession | None = None
+    # v13+ names topics by id; ids we do not know are answered UNKNOWN_TOPIC_ID.
+    unknown_ids: list[FetchTopicResponse] = []
     try:
         if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id:
                 sessions.remove(session_id)
-            wanted = _requested_partitions(request)
+            wanted = _requested_partitions(broker, request, unknown_ids)
             if session_epoch == INITIAL_EPOCH:
                 session = sessions.new_session(wanted, ctx.now_ms)
         else:
             session = sessions.incremental(session_id, session_epoch, ctx.now_ms)
-            for tp, cached in _requested_partitions(request).items():
+            for tp, cached in _requested_partitions(broker, request, unknown_ids).items():
                 known = session.partitions.get(tp)
                 if known is not None:
                     # A new position, but the client still has what we last told it.
                     cached.high_watermark, cached.log_start_offset = known.high_watermark, known.log_start_offset
                 session.partitions[tp] = cached
             for forgotten in request.forgotten_topics_data:
+                name = _topic_name(broker, forgotten)
                 for index in forgotten.partitions:
-                    session.partitions.pop(TopicPartition(forgotten.topic, index), None)
+                    session.partitions.pop(TopicPartition(name, index), None)
             wanted = session.partitions
     except KafkaError as e:
         return encode_fetch_response(ctx.api_version, [], error_code=e.error_code, session_id=0)
@@ -53,7 +56,7 @@ async def handle(ctx: RequestContext, request):
     while True:
         results = _read(broker, wanted, request.max_bytes, request.isolation_level)
         size = sum(r.records_size for r in results.values())
-        errors = any(r.error_code for r in results.values())
+        errors = unknown_ids or any(r.error_code for r in results.values())
         remaining = deadline - time.monotonic()
         if size >= request.min_bytes or errors or remaining <= 0 or not wanted or broker.fetch_purgatory.closed:
             break
@@ -67,18 +70,36 @@ async def handle(ctx: RequestContext, request):
             wanted[tp].high_watermark = result.high_watermark
             wanted[tp].log_start_offset = result.log_start_offset
         if not topics or topics[-1].topic != tp.topic:
-            topics.append(FetchTopicResponse(tp.topic, []))
+            image = broker.metadata.topic(tp.topic)
+            topics.append(FetchTopicResponse(tp.topic, [], image.topic_id if image is not None else None))
         topics[-1].partitions.append(result)
+    topics += unknown_ids
     return encode_fetch_response(
         ctx.api_version, topics, session_id=session.session_id if session is not None else 0
     )
 
 
-def _requested_partitions(request) -> OrderedDict[TopicPartition, CachedPartition]:
+def _topic_name(broker, topic) -> str | None:
+    """The name of a request's topic: given directly before v13, looked up by id from v13."""
+    if hasattr(topic, "topic"):
+        return topic.topic
+    image = broker.metadata.topic_by_id(topic.topic_id)
+    return image.name if image is not None else None
+
+
+def _requested_partitions(
+    broker, request, unknown_ids: list[FetchTopicResponse]
+) -> OrderedDict[TopicPartition, CachedPartition]:
     wanted: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
     for topic in request.topics:
+        name = _topic_name(broker, topic)
+        if name is None:
+            unknown_ids.append(FetchTopicResponse("", [
+                FetchPartitionResponse(p.partition, error_code=ErrorCode.unknown_topic_id) for p in topic.partitions
+            ], topic.topic_id))
+            continue
         for p in topic.partitions:
-            wanted[TopicPartition(topic.topic, p.partition)] = CachedPartition(
+            wanted[TopicPartition(name, p.partition)] = CachedPartition(
                 fetch_offset=p.fetch_offset,
                 max_bytes=p.partition_max_bytes,
                 current_leader_epoch=getattr(p, "current_leader_epoch", -1),
