@@ -203,11 +203,14 @@ class RecordBatch:
         _U32.pack_into(self.buffer, self.position + CRC, self.compute_crc())
 
 
-def check_batch(buffer: bytes | bytearray | memoryview, position: int, end: int, *, verify_crc: bool = True) -> RecordBatch:
+def check_batch(buffer: bytes | bytearray | memoryview, position: int, end: int, *, verify_crc: bool = True,
+                strict_count: bool = True) -> RecordBatch:
     """The batch at ``position`` after checking sizes, magic and (optionally) CRC.
 
     Raises InvalidBatch when the batch is truncated, not magic 2, has a bad CRC
-    or a record count inconsistent with lastOffsetDelta.
+    or a record count inconsistent with lastOffsetDelta. A producer's batch has
+    exactly lastOffsetDelta + 1 records (``strict_count``); compaction may leave
+    fewer, keeping the batch's last offset.
     """
     remaining = end - position
     if remaining < HEADER_SIZE:
@@ -226,16 +229,17 @@ def check_batch(buffer: bytes | bytearray | memoryview, position: int, end: int,
         if stored != computed:
             raise InvalidBatch("corrupt", f"CRC32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
     count, delta = batch.records_count, batch.last_offset_delta
-    if delta < 0 or count != delta + 1:
+    if delta < 0 or count > delta + 1 or (strict_count and count != delta + 1):
         raise InvalidBatch("invalid", f"recordsCount {count} does not match lastOffsetDelta {delta}")
     return batch
 
 
-def iter_batches(buffer: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> Iterator[RecordBatch]:
+def iter_batches(buffer: bytes | bytearray | memoryview, *, verify_crc: bool = True,
+                 strict_count: bool = True) -> Iterator[RecordBatch]:
     """Every batch of a records blob, checked; raises InvalidBatch at the first bad one."""
     position, end = 0, len(buffer)
     while position < end:
-        batch = check_batch(buffer, position, end, verify_crc=verify_crc)
+        batch = check_batch(buffer, position, end, verify_crc=verify_crc, strict_count=strict_count)
         yield batch
         position += batch.size_in_bytes
 

@@ -20,7 +20,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from odradek.protocol import records as rb
 from odradek.storage import errors
-from odradek.storage.checkpoint import fsync_dir
+from odradek.storage.checkpoint import fsync_dir, read_checkpoint_lines, write_checkpoint_lines
+from odradek.storage.cleaner import CleanPlan
 from odradek.storage.config import LogConfig
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
@@ -32,6 +33,9 @@ INT_MAX = 2**31 - 1
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+#: Per partition (Kafka keeps one per log dir): the offset below which segments were compacted,
+#: so recovery knows where offsets may have gaps. Written before any cleaned segment is swapped in.
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _INVALID_BATCH_ERRORS: dict[str, type[errors.KafkaError]] = {
     "corrupt": errors.CorruptRecord,
     "magic": errors.UnsupportedForMessageFormat,
@@ -115,6 +119,8 @@ class Log:
     # -- loading -----------------------------------------------------------------
     def _load(self, clean_shutdown: bool, now_ms: int) -> None:
         self._complete_leftovers()
+        entries = read_checkpoint_lines(self.dir / CLEANER_OFFSET_CHECKPOINT)
+        self.cleaner_offset = int(entries[0]) if entries else 0
         bases = sorted(int(p.name[:20]) for p in self.dir.glob("*.log") if p.name[:20].isdigit())
         cfg = self.config
         for i, base in enumerate(bases):
@@ -122,7 +128,7 @@ class Log:
             end_bound = bases[i + 1] if i + 1 < len(bases) else 2**63
             indexes_missing = not (seg.offset_index.path.stat().st_size and seg.time_index.path.stat().st_size)
             recover = (not clean_shutdown and end_bound > self.recovery_point) or (indexes_missing and seg.size > 0)
-            cut = seg.load(recover=recover, contiguous=not cfg.compact)
+            cut = seg.load(recover=recover, contiguous=base >= self.cleaner_offset)
             self._add_segment(seg)
             if cut:
                 for later in bases[i + 1:]:
@@ -149,7 +155,10 @@ class Log:
             if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
                 path.unlink(missing_ok=True)
         for path in sorted(self.dir.glob(f"*{SWAP_SUFFIX}")):
-            os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+            target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
+            for index in (target.with_suffix(".index"), target.with_suffix(".timeindex")):
+                index.unlink(missing_ok=True)  # they describe the old file; rebuilt on load
+            os.replace(path, target)
         for path in self.dir.glob("*.index"):
             if not path.with_suffix(".log").exists():
                 path.unlink()
@@ -448,6 +457,31 @@ class Log:
         seg.close()
         for path in seg.files():
             path.unlink(missing_ok=True)
+
+    # -- compaction ---------------------------------------------------------------------
+    @_storage_io
+    def install_cleaned(self, plan: CleanPlan, now_ms: int) -> None:
+        """Swap in the segments a LogCleaner wrote (on the thread that owns the log)."""
+        write_checkpoint_lines(self.dir / CLEANER_OFFSET_CHECKPOINT, [str(plan.cleaner_offset)])
+        self.cleaner_offset = plan.cleaner_offset
+        for base, cleaned in plan.cleaned:
+            i = bisect.bisect_left(self._bases, base)
+            if i >= len(self._bases) - 1 or self._bases[i] != base:  # deleted by retention meanwhile, or active
+                cleaned.unlink(missing_ok=True)
+                continue
+            old = self.segments[i]
+            swap = old.path.with_name(old.path.name + SWAP_SUFFIX)
+            os.replace(cleaned, swap)
+            old.close()
+            old.offset_index.path.unlink(missing_ok=True)
+            old.time_index.path.unlink(missing_ok=True)
+            os.replace(swap, old.path)
+            cfg = self.config
+            seg = LogSegment(self.dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, old.created_ms)
+            seg.recover(contiguous=False)
+            seg.on_become_inactive()
+            self.segments[i] = seg
+        fsync_dir(self.dir)
 
     # -- durability --------------------------------------------------------------------
     @_storage_io

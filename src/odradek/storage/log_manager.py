@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from odradek.storage import errors
+from odradek.storage.cleaner import LogCleaner
 from odradek.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_atomically, write_offsets
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log, TopicPartition
@@ -51,6 +52,7 @@ class LogManager:
         self.offline_dirs: set[Path] = set()
         self._logs: dict[TopicPartition, Log] = {}
         self._lock_fds: dict[Path, int] = {}
+        self.cleaner = LogCleaner()
 
     # -- start-up ----------------------------------------------------------------
     def startup(self) -> None:
@@ -259,6 +261,22 @@ class LogManager:
                 except errors.KafkaStorageError:
                     continue
 
+    async def clean_logs(self, now_ms: int) -> None:
+        """Compact the logs that need it: segments are rewritten in a thread, swapped in here."""
+        for lg in self.all_logs():
+            if lg.offline or not lg.config.compact:
+                continue
+            try:
+                plan = await asyncio.to_thread(self.cleaner.prepare, lg, now_ms)
+                if plan is not None:
+                    lg.install_cleaned(plan, now_ms)
+                    log.info("cleaned %s: %d -> %d bytes", lg.topic_partition, plan.bytes_before, plan.bytes_after)
+            except OSError as exc:
+                log.error("cleaning %s failed: %s", lg.dir, exc)
+                self._mark_offline(lg.dir.parent)
+            except errors.KafkaStorageError:
+                continue
+
     async def run_background(self) -> None:
         """Retention, flushes, checkpoints and producer id expiration until cancelled."""
         now = _now_ms()
@@ -278,6 +296,7 @@ class LogManager:
                 for lg in self.all_logs():
                     lg.producer_state.remove_expired(now)
                 next_expiration = now + self.producer_id_expiration_check_interval_ms
+            await self.clean_logs(now)
             if now >= next_checkpoint:
                 await asyncio.to_thread(self.checkpoint)
                 next_checkpoint = now + self.checkpoint_interval_ms

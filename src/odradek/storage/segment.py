@@ -169,7 +169,7 @@ class LogSegment:
         pos, end = 0, len(view)
         while end - pos >= rb.LOG_OVERHEAD and pos + rb.LOG_OVERHEAD + _HEAD.unpack_from(view, pos)[1] <= end:
             try:
-                batch = rb.check_batch(view, pos, end)
+                batch = rb.check_batch(view, pos, end, strict_count=self._contiguous)
             except rb.InvalidBatch as exc:
                 return pos, str(exc)
             base = batch.base_offset

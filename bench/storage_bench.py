@@ -1,0 +1,189 @@
+"""Storage benchmarks: printed ratios against the plain system calls doing the same I/O.
+
+  append 16 KB / 1 MB batches   Log.append vs os.write of the same bytes   (target >= 0.8 / 0.95)
+  indexed read + sendfile       Log.read + os.sendfile vs os.sendfile      (target >= 0.95)
+  recovery after unclean stop   Log load of ~1 GiB vs reading it with CRC  (target >= 0.8)
+
+A ratio is baseline time / Odradek time (1.0 = as fast as the bare syscalls).
+Usage: python bench/storage_bench.py [--recovery-mib 1024] [--append-mib 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from crc32c import crc32c
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "storage"))
+from spec import build_batch  # noqa: E402
+
+from odradek.storage import Log, LogConfig  # noqa: E402
+
+BIG = LogConfig(segment_bytes=1 << 30, max_message_bytes=8 << 20)
+
+
+def make_batch(size: int) -> bytes:
+    value = b"x" * 1000
+    n = max(1, size // 1030)
+    return build_batch([(b"key", value, 1_700_000_000_000)] * n)
+
+
+def best_of(runs: int, fn) -> float:
+    return min(fn() for _ in range(runs))
+
+
+def bench_append(tmp: Path, batch_size: int, total: int) -> tuple[float, float]:
+    batch = make_batch(batch_size)
+    count = total // len(batch)
+
+    def plain() -> float:
+        path = tmp / "plain.bin"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        t = time.perf_counter()
+        for _ in range(count):
+            os.write(fd, batch)
+        elapsed = time.perf_counter() - t
+        os.close(fd)
+        path.unlink()
+        return elapsed
+
+    def odradek() -> float:
+        d = Path(tempfile.mkdtemp(dir=tmp)) / "bench-0"
+        log = Log(d, BIG)
+        t = time.perf_counter()
+        for _ in range(count):
+            log.append(batch, leader_epoch=0, now_ms=0)
+        elapsed = time.perf_counter() - t
+        log.close()
+        for f in d.iterdir():
+            f.unlink()
+        return elapsed
+
+    return best_of(3, plain), best_of(3, odradek)
+
+
+def _drain(sock: socket.socket) -> None:
+    buf = bytearray(1 << 20)
+    while sock.recv_into(buf):
+        pass
+
+
+def bench_read(tmp: Path, total: int, fetch_bytes: int) -> tuple[float, float]:
+    d = tmp / "read-0"
+    log = Log(d, BIG)
+    batch = make_batch(16 * 1024)
+    for _ in range(total // len(batch)):
+        log.append(batch, leader_epoch=0, now_ms=0)
+    leo = log.log_end_offset
+    step = batch[57:61]  # recordsCount
+    per_batch = struct.unpack(">i", step)[0]
+    starts = list(range(0, leo - per_batch * 80, per_batch * 7))
+    # The same ranges, located by Log.read once, for the plain sendfile baseline.
+    ranges = []
+    for s in starts:
+        r = log.read(s, fetch_bytes).regions[0]
+        ranges.append((r.file.fileno(), r.position, r.length))
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    drainer = threading.Thread(target=_drain, args=(b,), daemon=True)
+    drainer.start()
+    out = a.fileno()
+
+    def send(fd: int, pos: int, length: int) -> None:
+        while length:
+            n = os.sendfile(out, fd, pos, length)
+            pos += n
+            length -= n
+
+    def plain() -> float:
+        t = time.perf_counter()
+        for fd, pos, length in ranges:
+            send(fd, pos, length)
+        return time.perf_counter() - t
+
+    def odradek() -> float:
+        t = time.perf_counter()
+        for s in starts:
+            for r in log.read(s, fetch_bytes).regions:
+                send(r.file.fileno(), r.position, r.length)
+        return time.perf_counter() - t
+
+    result = best_of(5, plain), best_of(5, odradek)
+    a.close()
+    drainer.join(timeout=10)
+    b.close()
+    log.close()
+    return result
+
+
+def bench_recovery(tmp: Path, total: int) -> tuple[float, float]:
+    d = tmp / "recover-0"
+    cfg = LogConfig(segment_bytes=256 << 20)
+    log = Log(d, cfg)
+    batch = make_batch(16 * 1024)
+    for _ in range(total // len(batch)):
+        log.append(batch, leader_epoch=0, now_ms=0)
+    log.flush()
+    files = sorted(d.glob("*.log"))
+    # an unclean stop: no clean-shutdown marker, no trusted indexes beyond recovery point 0
+    del log
+
+    def plain() -> float:
+        t = time.perf_counter()
+        for f in files:
+            with open(f, "rb", buffering=0) as fh:
+                data = fh.read()
+            view = memoryview(data)
+            pos = 0
+            while pos < len(data):
+                length = struct.unpack_from(">i", data, pos + 8)[0]
+                end = pos + 12 + length
+                if crc32c(view[pos + 21:end]) != struct.unpack_from(">I", data, pos + 17)[0]:
+                    raise AssertionError("bad crc")
+                pos = end
+        return time.perf_counter() - t
+
+    def odradek() -> float:
+        t = time.perf_counter()
+        recovered = Log(d, cfg, clean_shutdown=False, recovery_point=0)
+        elapsed = time.perf_counter() - t
+        for seg in recovered.segments:
+            seg.close()
+        return elapsed
+
+    return best_of(3, plain), best_of(3, odradek)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--append-mib", type=int, default=256)
+    parser.add_argument("--read-mib", type=int, default=256)
+    parser.add_argument("--recovery-mib", type=int, default=1024)
+    parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp_name:
+        tmp = Path(tmp_name)
+        rows = []
+        for label, size in (("append 16 KB batches", 16 * 1024), ("append 1 MB batches", 1024 * 1024)):
+            base, ours = bench_append(tmp, size, args.append_mib << 20)
+            rows.append((label, base, ours, 0.8 if size < 1 << 20 else 0.95, args.append_mib))
+        base, ours = bench_read(tmp, args.read_mib << 20, 1 << 20)
+        rows.append(("indexed read + sendfile (1 MiB fetches)", base, ours, 0.95, None))
+        base, ours = bench_recovery(tmp, args.recovery_mib << 20)
+        rows.append((f"recovery of {args.recovery_mib} MiB, unclean", base, ours, 0.8, args.recovery_mib))
+    print(f"{'benchmark':44} {'baseline s':>11} {'odradek s':>10} {'ratio':>6} {'target':>7}")
+    for label, base, ours, target, _ in rows:
+        ratio = base / ours
+        print(f"{label:44} {base:11.3f} {ours:10.3f} {ratio:6.2f} {target:7.2f} {'ok' if ratio >= target else 'BELOW'}")
+
+
+if __name__ == "__main__":
+    main()
