@@ -184,7 +184,6 @@ class GroupCoordinator:
         require_known_member_id: bool,
         callback: JoinCallback,
         now_ms: int,
-        skip_assignment_supported: bool = False,
     ) -> None:
         """Handle a JoinGroup; ``callback`` gets the JoinResult now or when the join phase ends."""
         if not group_id:
@@ -210,23 +209,21 @@ class GroupCoordinator:
             return
         args = (client_id, client_host, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms)
         if not member_id:
-            self._join_unknown_member(group, group_instance_id, require_known_member_id, args, callback, now_ms,
-                                      skip_assignment_supported)
+            self._join_unknown_member(group, group_instance_id, require_known_member_id, args, callback, now_ms)
         else:
             self._join_known_member(group, member_id, group_instance_id, args, callback, now_ms)
         if not group.members and not group.pending_members and group.state is GroupState.EMPTY \
                 and not group.offsets:
             del self.groups[group_id]
 
-    def _join_unknown_member(self, group, instance_id, require_known_member_id, args, callback, now_ms,
-                             skip_assignment_supported) -> None:
+    def _join_unknown_member(self, group, instance_id, require_known_member_id, args, callback, now_ms) -> None:
         client_id = args[0]
         if len(group.members) + len(group.pending_members) >= self.config.group_max_size:
             callback(JoinResult(ErrorCode.group_max_size_reached))
             return
         new_id = self._new_member_id(client_id, instance_id)
         if instance_id is not None and instance_id in group.static_members:
-            self._rejoin_static_member(group, instance_id, new_id, args, callback, now_ms, skip_assignment_supported)
+            self._rejoin_static_member(group, instance_id, new_id, args, callback, now_ms)
             return
         if instance_id is None and require_known_member_id:
             # KIP-394: hand out the id and wait for the member to come back with it.
@@ -235,8 +232,7 @@ class GroupCoordinator:
             return
         self._add_member_and_rebalance(group, new_id, instance_id, args, callback, now_ms)
 
-    def _rejoin_static_member(self, group, instance_id, new_id, args, callback, now_ms,
-                              skip_assignment_supported) -> None:
+    def _rejoin_static_member(self, group, instance_id, new_id, args, callback, now_ms) -> None:
         """A known group.instance.id rejoins with no member id: fence the old id, keep the assignment."""
         old_id = group.static_members[instance_id]
         old = group.members[old_id]
@@ -256,13 +252,10 @@ class GroupCoordinator:
         member.session_timeout_ms, member.rebalance_timeout_ms = args[4], args[5]
         self._heartbeat(member, now_ms)
         if group.state is GroupState.STABLE and not protocols_changed:
+            # No rebalance. A rejoining leader gets the members (KIP-814: v9+ also tells it to
+            # skip the assignment; an older leader's SyncGroup in Stable just returns what it has).
             is_leader = group.leader_id == new_id
             self._store_group(group)
-            if is_leader and not skip_assignment_supported:
-                # An old client cannot be told to skip the assignment: rebalance as Kafka does.
-                member.awaiting_join = callback
-                self._prepare_rebalance(group, now_ms)
-                return
             callback(
                 JoinResult(
                     ErrorCode.none, group.generation_id, group.protocol_type, group.protocol_name,

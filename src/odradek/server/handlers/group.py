@@ -16,9 +16,8 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext
 
-#: JoinGroup v4 made the member id required (KIP-394); v9 can skip the assignment of a static leader.
+#: JoinGroup v4 made the member id required (KIP-394).
 REQUIRE_MEMBER_ID_SINCE = 4
-SKIP_ASSIGNMENT_SINCE = 9
 #: FindCoordinator key types.
 KEY_TYPE_GROUP = 0
 
@@ -82,7 +81,6 @@ async def handle_join_group(ctx: RequestContext, request):
             request.group_id, request.member_id, getattr(request, "group_instance_id", None), client_id,
             client_host, request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
             session_timeout, rebalance_timeout, ctx.api_version >= REQUIRE_MEMBER_ID_SINCE, callback, now_ms,
-            skip_assignment_supported=ctx.api_version >= SKIP_ASSIGNMENT_SINCE,
         )
 
     result: JoinResult = await svc.wait(start)
