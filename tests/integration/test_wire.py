@@ -15,6 +15,7 @@ from kio.schema.metadata.v12 import request as metadata12
 from kio.schema.produce.v9 import request as produce9
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.schemas import build as schemas_build
 from odradek.server.embedded import EmbeddedBroker
 
 from .wire_client import WireClient
@@ -281,5 +282,20 @@ def test_fetch_by_topic_id(broker: EmbeddedBroker) -> None:
         response = client.call(by_id(missing))
         assert response.responses[0].topic_id == missing
         assert response.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_id
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 9, 13])
+def test_metadata_versions(broker: EmbeddedBroker, version: int) -> None:
+    module = __import__(f"kio.schema.metadata.v{version}.request", fromlist=["x"])
+    topic = schemas_build(module.MetadataRequestTopic, name="versions", topic_id=None)
+    request = schemas_build(module.MetadataRequest, topics=(topic,), allow_auto_topic_creation=True,
+                            include_topic_authorized_operations=False, include_cluster_authorized_operations=False)
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        response = client.call(request)
+        assert [t.name for t in response.topics] == ["versions"]
+        assert response.topics[0].partitions[0].leader_id == response.brokers[0].node_id
     finally:
         client.close()

@@ -57,6 +57,7 @@ async def handle(ctx: RequestContext, request):
         controller_id=store.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=-2147483648,
+        error_code=ErrorCode.none,
     )
 
 
