@@ -51,6 +51,12 @@ class RangePartition(InputPartition):
         self.offset_range = offset_range
 
 
+def _read(partition: InputPartition, options: SourceOptions, config: dict) -> Iterator[pa.RecordBatch]:
+    # With nothing to read Spark still runs one task, on a plain InputPartition of its own.
+    if isinstance(partition, RangePartition):
+        yield from read_range(partition.offset_range, options, config)
+
+
 class OdradekDataSource(DataSource):
     """Topics as DataFrames, with the options and schema of Spark's Kafka source and sink."""
 
@@ -103,7 +109,10 @@ def checked_start(
         low = marks[tp][0]
         begin = start.get(tp, low)
         if until < begin:
-            problems.append(f"Partition {tp[0]}-{tp[1]}'s offset was changed from {begin} to {until}.")
+            problems.append(
+                f"Beginning offset {begin} is after the ending offset {until} for {tp[0]}-{tp[1]}: "
+                "the offsets given are inconsistent, or the partition's offsets were reset."
+            )
             begin = until
         elif begin < low:
             problems.append(
@@ -132,8 +141,8 @@ class OdradekBatchReader(DataSourceReader):
             offsets.close()
         return [RangePartition(r) for r in plan_ranges(start, end, self.options.min_partitions)]
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        yield from read_range(partition.offset_range, self.options, self.config)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from _read(partition, self.options, self.config)
 
 
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -209,8 +218,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = checked_start(begin_map, end_map, self.offsets, self.options)
         return [RangePartition(r) for r in plan_ranges(begin, end_map, self.options.min_partitions)]
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        yield from read_range(partition.offset_range, self.options, self.config)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from _read(partition, self.options, self.config)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the checkpoint, not a consumer group, holds the query's offsets."""

@@ -1,0 +1,94 @@
+"""One local[2] SparkSession for the Spark tests, and helpers to make topics on a real broker."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    # Python workers must run this interpreter, which can import pyspark_odradek.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("odradek-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.minBatchesToRetain", "10")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(request) -> str:
+    """Odradek's broker, or any Kafka-compatible one named by ODRADEK_SPARK_TEST_BOOTSTRAP_SERVERS."""
+    external = os.environ.get("ODRADEK_SPARK_TEST_BOOTSTRAP_SERVERS")
+    if external:
+        return external
+    return request.getfixturevalue("odradek_broker").bootstrap_servers
+
+
+@pytest.fixture
+def new_topic(bootstrap):
+    """Create a fresh topic: new_topic(partitions=1) -> name."""
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def create(partitions: int = 1, prefix: str = "spark") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+        return name
+
+    return create
+
+
+@pytest.fixture
+def produce(bootstrap):
+    """produce(topic, records): records are dicts of Producer.produce() keyword arguments."""
+    return lambda topic, records: _produce(bootstrap, topic, records)
+
+
+@pytest.fixture
+def consume_all(bootstrap):
+    """consume_all(topic, partitions, expected) -> every record, read by a plain consumer."""
+    return lambda topic, partitions, expected: _consume_all(bootstrap, topic, partitions, expected)
+
+
+def _produce(bootstrap: str, topic: str, records: list[dict]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for record in records:
+        producer.produce(topic, **record)
+        # One batch per record: some Kafka-compatible brokers report the end offset of a
+        # multi-record batch wrongly; one record per batch keeps every broker honest here.
+        assert producer.flush(30) == 0
+
+
+def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records, eof = [], set()
+    try:
+        while len(records) < expected or len(eof) < partitions:
+            batch = consumer.consume(1000, timeout=10)
+            assert batch, f"timed out with {len(records)} of {expected} records"
+            for message in batch:
+                if message.error() is None:
+                    records.append(message)
+                else:
+                    eof.add(message.partition())
+    finally:
+        consumer.close()
+    return records
