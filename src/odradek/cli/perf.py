@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import random
 import string
@@ -60,7 +61,8 @@ class Result:
 
 def percentile(ordered: list[float], q: float) -> float:
     """Nearest-rank percentile of an already sorted list."""
-    index = min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))
+    rank = math.ceil(q * len(ordered) - 1e-9)  # the epsilon absorbs float error such as 0.99 * 100
+    index = min(len(ordered) - 1, max(0, rank - 1))
     return ordered[index]
 
 

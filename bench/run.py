@@ -1,0 +1,322 @@
+"""`make bench`: Odradek against the null broker, alternately, several rounds, medians.
+
+Every figure is a ratio against the null broker measured in the same run (on a
+shared machine absolute times drift). Each round starts each broker fresh with an
+empty data dir and runs, through `odradek perf` in a subprocess:
+
+- the LinkedIn workload: 1,000,000 records of 100 bytes, 6 partitions, acks=1 and acks=all;
+- consuming the acks=1 topic;
+- 1 KB and 64 KB records (MB/s);
+- end-to-end latency at 10,000 records/s;
+- start to ready with an empty data dir, and after a restart with 1,000 partitions on disk;
+- metadata for 10,000 partitions, and producing round-robin across 1,000 partitions.
+
+It prints one table with the machine's description and writes it to docs/benchmarks.md.
+
+    .venv/bin/python bench/run.py [--rounds 3] [--quick] [--output docs/benchmarks.md]
+
+``--quick`` divides the record and partition counts by 10 for a smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+READY = re.compile(r"ready bootstrap_servers=(\S+)")
+
+
+@dataclass
+class Broker:
+    """A broker process (Odradek or the null broker) started from the command line."""
+
+    name: str
+    data_dir: Path | None
+    process: subprocess.Popen | None = None
+    bootstrap: str = ""
+    lines: list[str] = field(default_factory=list)
+
+    def command(self) -> list[str]:
+        if self.name == "null":
+            return [PY, str(ROOT / "bench" / "null_broker.py"), "--num-partitions", "6"]
+        port = self.bootstrap.rsplit(":", 1)[1] if self.bootstrap else "0"
+        return [PY, "-m", "odradek", "serve", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
+                "--port", port, "-o", "num.partitions=6"]
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Start and wait for the ready line; returns seconds from spawn to ready."""
+        started = time.perf_counter()
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        found = threading.Event()
+        ready_at: list[float] = []
+
+        def read(stream, is_stdout: bool) -> None:
+            for line in stream:
+                self.lines.append(line)
+                match = READY.search(line) if is_stdout else None
+                if match and not ready_at:
+                    ready_at.append(time.perf_counter())
+                    self.bootstrap = match.group(1)
+                    found.set()
+            found.set()
+
+        threading.Thread(target=read, args=(self.process.stdout, True), daemon=True).start()
+        threading.Thread(target=read, args=(self.process.stderr, False), daemon=True).start()
+        if not found.wait(timeout) or not ready_at:
+            self.stop()
+            raise RuntimeError(f"{self.name} did not start:\n{''.join(self.lines[-20:])}")
+        return ready_at[0] - started
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+@dataclass(frozen=True)
+class Scale:
+    records_100b: int
+    records_1kb: int
+    records_64kb: int
+    records_e2e: int
+    metadata_partitions: int
+    spread_partitions: int
+    records_spread: int
+
+
+FULL = Scale(1_000_000, 200_000, 4_000, 50_000, 10_000, 1_000, 200_000)
+QUICK = Scale(100_000, 20_000, 400, 5_000, 1_000, 100, 20_000)
+
+
+def perf(broker: Broker, test: str, *args: str, timeout: float = 600) -> dict:
+    """One `odradek perf` run against ``broker``; its JSON summary ({"failed": reason} on failure)."""
+    cmd = [PY, "-m", "odradek", "perf", test, "--bootstrap-server", broker.bootstrap, "--json", *args]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"failed": "timeout"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"failed": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+    result = json.loads(lines[-1])
+    if done.returncode != 0:
+        result["failed"] = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    return result
+
+
+def create_topic(broker: Broker, name: str, partitions: int) -> float:
+    """Seconds for CreateTopics of ``partitions`` partitions to complete."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    start = time.perf_counter()
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=600)[name].result(600)
+    return time.perf_counter() - start
+
+
+def metadata_ms(broker: Broker, repeats: int = 5) -> float:
+    """Median milliseconds of a full Metadata request (all topics) through librdkafka."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.list_topics(timeout=60)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        admin.list_topics(timeout=60)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def one_round(name: str, scale: Scale, r: int, work: Path) -> dict[str, float | None]:
+    """All workloads against one fresh broker; metric name -> value (None when it failed)."""
+    out: dict[str, float | None] = {}
+
+    def record(key: str, result: dict, field_name: str) -> None:
+        if "failed" in result:
+            print(f"  {name} {key}: FAILED {result['failed']}", file=sys.stderr)
+            out[key] = None
+        else:
+            out[key] = result[field_name]
+
+    data = Path(tempfile.mkdtemp(prefix=f"bench-{name}-", dir=work))
+    broker = Broker(name, data)
+    out["start_empty_s"] = broker.start()
+    try:
+        for acks in ("1", "all"):
+            res = perf(broker, "produce", "--topic", f"lb-{acks}-{r}", "--partitions", "6", "--acks", acks,
+                       "--records", str(scale.records_100b), "--record-size", "100")
+            record(f"produce_100b_acks{acks}_rps", res, "records_per_s")
+        res = perf(broker, "consume", "--topic", f"lb-1-{r}", "--records", str(scale.records_100b))
+        record("consume_100b_rps", res, "records_per_s")
+        for size, count, label in ((1024, scale.records_1kb, "1kb"), (65536, scale.records_64kb, "64kb")):
+            res = perf(broker, "produce", "--topic", f"size-{label}-{r}", "--partitions", "6",
+                       "--records", str(count), "--record-size", str(size))
+            record(f"produce_{label}_mbps", res, "mb_per_s")
+        res = perf(broker, "e2e", "--topic", f"e2e-{r}", "--partitions", "1", "--throughput", "10000",
+                   "--records", str(scale.records_e2e))
+        for q in ("p50", "p99", "p99.9"):
+            record(f"e2e_{q}_ms", res, f"{q}_ms")
+        try:
+            out["create_wide_s"] = create_topic(broker, f"wide-{r}", scale.metadata_partitions)
+            out["metadata_wide_ms"] = metadata_ms(broker)
+        except Exception as e:  # noqa: BLE001 - a failed workload is reported, the others still run
+            print(f"  {name} metadata: FAILED {e}", file=sys.stderr)
+            out["create_wide_s"] = out["metadata_wide_ms"] = None
+    finally:
+        broker.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+    # A second broker with only the spread topic on disk, restarted to time recovery of its partitions.
+    data = Path(tempfile.mkdtemp(prefix=f"bench-{name}-", dir=work))
+    broker = Broker(name, data)
+    broker.start()
+    try:
+        create_topic(broker, "spread", scale.spread_partitions)
+        res = perf(broker, "produce", "--topic", "spread", "--round-robin", "--records", str(scale.records_spread),
+                   "--record-size", "100")
+        record("produce_spread_rps", res, "records_per_s")
+        broker.stop()
+        out["start_spread_s"] = broker.start()
+    finally:
+        broker.stop()
+        shutil.rmtree(data, ignore_errors=True)
+    return out
+
+
+#: metric -> (label, unit, higher is better, goal as text, goal check on (odradek, ratio)).
+METRICS = {
+    "produce_100b_acks1_rps": ("Produce 100 B, 6 partitions, acks=1", "records/s", True, "ratio >= 0.9",
+                               lambda v, r: r >= 0.9),
+    "produce_100b_acksall_rps": ("Produce 100 B, 6 partitions, acks=all", "records/s", True, "", None),
+    "consume_100b_rps": ("Consume 100 B, 6 partitions", "records/s", True, "ratio >= 0.9", lambda v, r: r >= 0.9),
+    "produce_1kb_mbps": ("Produce 1 KB records", "MB/s", True, "", None),
+    "produce_64kb_mbps": ("Produce 64 KB records", "MB/s", True, "ratio >= 0.8", lambda v, r: r >= 0.8),
+    "e2e_p50_ms": ("End-to-end at 10,000 records/s, p50", "ms", False, "", None),
+    "e2e_p99_ms": ("End-to-end at 10,000 records/s, p99", "ms", False, "<= 5 ms", lambda v, r: v <= 5),
+    "e2e_p99.9_ms": ("End-to-end at 10,000 records/s, p99.9", "ms", False, "", None),
+    "start_empty_s": ("Start to ready, empty data dir", "s", False, "<= 0.5 s", lambda v, r: v <= 0.5),
+    "start_spread_s": ("Start to ready, {spread} partitions on disk", "s", False, "<= 2 s", lambda v, r: v <= 2),
+    "create_wide_s": ("CreateTopics, {wide} partitions", "s", False, "", None),
+    "metadata_wide_ms": ("Metadata (all topics), {wide} partitions", "ms", False, "", None),
+    "produce_spread_rps": ("Produce 100 B round-robin over {spread} partitions", "records/s", True, "", None),
+}
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import confluent_kafka
+
+    return (f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}, librdkafka {confluent_kafka.libversion()[0]}")
+
+
+def median(values: list[float | None]) -> float | None:
+    good = [v for v in values if v is not None]
+    return statistics.median(good) if good else None
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "failed"
+    if unit in ("records/s",):
+        return f"{value:,.0f}"
+    if unit == "MB/s":
+        return f"{value:,.1f}"
+    return f"{value:.3f}" if unit == "s" else f"{value:.2f}"
+
+
+def table(results: dict[str, list[dict]], scale: Scale) -> str:
+    rows = ["| Workload | Unit | Odradek | Null broker | Odradek ÷ null | Goal | Met |",
+            "|---|---|---:|---:|---:|---|---|"]
+    for key, (label, unit, _higher, goal, check) in METRICS.items():
+        ours = median([r.get(key) for r in results["odradek"]])
+        ref = median([r.get(key) for r in results["null"]])
+        ratio = ours / ref if ours is not None and ref else None
+        met = ""
+        if check is not None:
+            met = "?" if ours is None or ratio is None else ("yes" if check(ours, ratio) else "no")
+        label = label.format(spread=f"{scale.spread_partitions:,}", wide=f"{scale.metadata_partitions:,}")
+        rows.append(f"| {label} | {unit} | {fmt(ours, unit)} | {fmt(ref, unit)} | "
+                    f"{'' if ratio is None else f'{ratio:.2f}'} | {goal} | {met} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="a tenth of the records and partitions")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks.md",
+                        help="markdown file to write ('-' for none)")
+    args = parser.parse_args(argv)
+    scale = QUICK if args.quick else FULL
+    results: dict[str, list[dict]] = {"odradek": [], "null": []}
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        for r in range(args.rounds):
+            order = ("odradek", "null") if r % 2 == 0 else ("null", "odradek")
+            for name in order:
+                print(f"round {r + 1}/{args.rounds}: {name}", file=sys.stderr, flush=True)
+                results[name].append(one_round(name, scale, r, Path(tmp)))
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = table(results, scale)
+    header = (f"Machine: {machine()}\n\nMeasured {when}: `bench/run.py{' --quick' if args.quick else ''} "
+              f"--rounds {args.rounds}`, medians of {args.rounds} rounds, brokers alternating.")
+    print(header + "\n\n" + text)
+    if str(args.output) != "-":
+        args.output.write_text(DOC.format(header=header, table=text))
+    return 0
+
+
+DOC = """# Benchmarks
+
+Odradek against the null broker (bench/null_broker.py: a Kafka-protocol server that
+acknowledges Produce without storing and answers Fetch from memory), both driven by
+librdkafka through `odradek perf`, in the same run, several rounds each with the
+brokers alternating, medians reported. The ratio is Odradek's figure divided by the
+null broker's: it says how much of what the client and the machine can do at all
+Odradek delivers. Run `make bench` (or `.venv/bin/python bench/run.py --quick`
+for a smoke run) to reproduce; absolute figures depend on the machine, ratios much less.
+
+{header}
+
+{table}
+
+Notes: producers use librdkafka defaults (linger.ms 5, batch.size 1,000,000) unless the
+workload says otherwise; consumers set fetch.queue.backoff.ms=1 so that librdkafka's
+local-queue backoff does not set the pace. End-to-end latency uses linger.ms 0 and one
+partition; each record carries its send time. The null broker keeps no data on disk, so
+its start-to-ready figures are the floor of a Python process that imports kio and listens.
+"""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
