@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "odradek.cli.consume",
     "odradek.cli.configs",
     "odradek.cli.perf",
+    "odradek.cli.groups",
 ]
 
 
