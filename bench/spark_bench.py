@@ -74,9 +74,13 @@ class DropWriter(DataSourceArrowWriter):
         return WriterCommitMessage()
 
 
+def create_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
+
+
 def fill_topic(bootstrap: str, topic: str, records: int) -> None:
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
+    create_topic(bootstrap, topic)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 1_000_000})
     for i in range(records):
@@ -106,8 +110,7 @@ def run(bootstrap: str, records: int) -> None:
     spark.dataSource.register(MemorySource)
     topic, sink_topic = f"bench-read-{time.time_ns()}", f"bench-write-{time.time_ns()}"
     fill_topic(bootstrap, topic, records)
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(sink_topic, PARTITIONS, 1)])[sink_topic].result(timeout=30)
+    create_topic(bootstrap, sink_topic)
 
     source = spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
     memory = spark.read.format("bench_memory").option("rows", str(records))
