@@ -71,7 +71,9 @@ def test_offline_dir_fails_alone(tmp_path):
     one = lm.get_or_create_log(TopicPartition("t", 0))
     two = lm.get_or_create_log(TopicPartition("t", 1))
     assert one.dir.parent != two.dir.parent
-    os.close(one.active.fd)  # the disk under dir a "fails": every write now raises OSError
+    # The disk under dir a "fails": writes through a read-only descriptor raise OSError (EBADF).
+    read_only = os.open(one.active.path, os.O_RDONLY)
+    one.active.fd = read_only
     with pytest.raises(errors.KafkaStorageError) as exc:
         one.append(build_batch([(b"k", b"v", 1)]), leader_epoch=0, now_ms=0)
     assert exc.value.error_code == errors.KafkaStorageError.error_code
@@ -84,6 +86,7 @@ def test_offline_dir_fails_alone(tmp_path):
     three = lm.get_or_create_log(TopicPartition("t", 2))
     assert three.dir.parent == two.dir.parent
     lm.shutdown()
+    os.close(read_only)
 
 
 def test_retention_by_time_and_size_with_delete_delay(tmp_path):

@@ -54,6 +54,8 @@ _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
 _TAIL = struct.Struct(">hiqqqhii")
+#: The whole 61-byte header in one unpack (hot paths read every field at once).
+HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 class InvalidBatch(ValueError):
@@ -76,11 +78,14 @@ class RecordBatch:
     writable buffer.
     """
 
-    __slots__ = ("buffer", "position")
+    __slots__ = ("buffer", "position", "fields")
 
-    def __init__(self, buffer: bytes | bytearray | memoryview, position: int = 0) -> None:
+    def __init__(self, buffer: bytes | bytearray | memoryview, position: int = 0,
+                 fields: tuple[int, ...] | None = None) -> None:
         self.buffer = buffer
         self.position = position
+        #: The unpacked header (HEADER order) when check_batch read it; stale after a patch.
+        self.fields = fields
 
     # -- header fields -------------------------------------------------
     @property
@@ -215,23 +220,39 @@ def check_batch(buffer: bytes | bytearray | memoryview, position: int, end: int,
     remaining = end - position
     if remaining < HEADER_SIZE:
         raise InvalidBatch("corrupt", f"{remaining} bytes left, fewer than a batch header ({HEADER_SIZE})")
-    batch = RecordBatch(buffer, position)
-    length = batch.batch_length
+    fields = HEADER.unpack_from(buffer, position)
+    _, length, _, magic, stored, _, delta, _, _, _, _, _, count = fields
     if length < HEADER_SIZE - LOG_OVERHEAD:
         raise InvalidBatch("corrupt", f"batchLength {length} is smaller than the header")
     if LOG_OVERHEAD + length > remaining:
         raise InvalidBatch("corrupt", f"batchLength {length} runs past the end of the records ({remaining} bytes)")
-    magic = batch.magic
     if magic != 2:
         raise InvalidBatch("magic", f"magic {magic} is not supported, only record batch v2")
     if verify_crc:
-        stored, computed = batch.crc, batch.compute_crc()
+        computed = crc32c(memoryview(buffer)[position + ATTRIBUTES : position + LOG_OVERHEAD + length])
         if stored != computed:
             raise InvalidBatch("corrupt", f"CRC32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
-    count, delta = batch.records_count, batch.last_offset_delta
     if delta < 0 or count > delta + 1 or (strict_count and count != delta + 1):
         raise InvalidBatch("invalid", f"recordsCount {count} does not match lastOffsetDelta {delta}")
-    return batch
+    return RecordBatch(buffer, position, fields)
+
+
+def stamped_header(buffer: bytes | bytearray | memoryview, position: int, size: int, *, base_offset: int,
+                   leader_epoch: int, log_append_time: int | None = None) -> bytearray:
+    """A copy of a batch's header with baseOffset and partitionLeaderEpoch set, and, with
+    ``log_append_time``, LogAppendTime stamped and the CRC recomputed over the new header
+    and the unchanged records. Lets a writer send header + original payload without
+    copying the payload."""
+    header = bytearray(memoryview(buffer)[position : position + HEADER_SIZE])
+    _I64.pack_into(header, BASE_OFFSET, base_offset)
+    _I32.pack_into(header, PARTITION_LEADER_EPOCH, leader_epoch)
+    if log_append_time is not None:
+        attributes = _I16.unpack_from(header, ATTRIBUTES)[0] | TIMESTAMP_TYPE_MASK
+        _I16.pack_into(header, ATTRIBUTES, attributes)
+        _I64.pack_into(header, MAX_TIMESTAMP, log_append_time)
+        crc = crc32c(memoryview(buffer)[position + HEADER_SIZE : position + size], crc32c(header[ATTRIBUTES:]))
+        _U32.pack_into(header, CRC, crc)
+    return header
 
 
 def iter_batches(buffer: bytes | bytearray | memoryview, *, verify_crc: bool = True,

@@ -221,14 +221,18 @@ class Log:
     @_storage_io
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int,
                assign_offsets: bool = True) -> LogAppendInfo:
-        """Validate, stamp and write a blob of v2 batches, all or nothing."""
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        """Validate, stamp and write a blob of v2 batches, all or nothing.
+
+        The payload is never copied: each batch goes out as a stamped 61-byte header
+        plus a view of its original records, all in one writev.
+        """
+        buf = memoryview(records)
         cfg = self.config
         next_offset = self.log_end_offset
         metas: list[BatchMeta] = []
+        pieces: list[bytes | bytearray | memoryview] = []
         pending: dict[int, ProducerStateEntry] = {}
-        producer_updates: list[tuple[int, int, BatchMetadata]] = []
-        append_time = now_ms if cfg.log_append_time else -1
+        append_time = now_ms if cfg.log_append_time else None
         max_ts, record_count, position, end = rb.NO_TIMESTAMP, 0, 0, len(buf)
         if end == 0:
             raise errors.InvalidRecord("empty records")
@@ -237,49 +241,54 @@ class Log:
                 batch = rb.check_batch(buf, position, end)
             except rb.InvalidBatch as exc:
                 raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
-            size = batch.size_in_bytes
+            base, length, batch_epoch, _, _, _, delta, _, batch_ts, pid, p_epoch, first_seq, count = batch.fields
+            size = rb.LOG_OVERHEAD + length
             if size > cfg.max_message_bytes:
                 raise errors.RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-            pid = batch.producer_id
+            last_seq = (first_seq + delta) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
             if pid >= 0 and assign_offsets:
-                first_seq, last_seq = batch.base_sequence, batch.last_sequence
-                dup = self.producer_state.check(pid, batch.producer_epoch, first_seq, last_seq, pending)
+                dup = self.producer_state.check(pid, p_epoch, first_seq, last_seq, pending)
                 if dup is not None:
                     if end != size:
                         raise errors.OutOfOrderSequence("a duplicate batch inside a multi-batch request")
-                    return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, append_time,
+                    return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                         -1 if append_time is None else append_time,
                                          dup.last_offset - dup.first_offset + 1, True)
             if assign_offsets:
-                batch.set_base_offset(next_offset)
-                batch.set_partition_leader_epoch(leader_epoch)
-                if append_time >= 0:
-                    batch.set_log_append_time(append_time)
-            elif batch.base_offset < next_offset:
-                raise errors.InvalidRecord(f"batch offset {batch.base_offset} is below the log end offset {next_offset}")
-            last = batch.last_offset
-            batch_ts = batch.max_timestamp
-            metas.append(BatchMeta(position, size, batch.base_offset, last, batch_ts))
+                base = next_offset
+                pieces.append(rb.stamped_header(buf, position, size, base_offset=base, leader_epoch=leader_epoch,
+                                                log_append_time=append_time))
+                pieces.append(buf[position + rb.HEADER_SIZE : position + size])
+                if append_time is not None:
+                    batch_ts = append_time
+            else:
+                if base < next_offset:
+                    raise errors.InvalidRecord(f"batch offset {base} is below the log end offset {next_offset}")
+                pieces.append(buf[position : position + size])
+            last = base + delta
+            metas.append(BatchMeta(position, size, base, last, batch_ts))
             if pid >= 0:
-                meta = BatchMetadata(batch.base_sequence, batch.last_sequence, batch.base_offset, last, batch_ts)
-                self.producer_state.update(pid, batch.producer_epoch, meta, into=pending)
-                producer_updates.append((pid, batch.producer_epoch, meta))
-            max_ts = max(max_ts, batch_ts)
-            record_count += batch.records_count
+                self.producer_state.update(pid, p_epoch, BatchMetadata(first_seq, last_seq, base, last, batch_ts),
+                                           into=pending)
+            if not assign_offsets:
+                self.leader_epoch_cache.assign(batch_epoch, base)
+            if batch_ts > max_ts:
+                max_ts = batch_ts
+            record_count += count
             next_offset = last + 1
             position += size
         first_offset, last_offset = metas[0].base_offset, metas[-1].last_offset
-        self._maybe_roll(len(buf), first_offset, last_offset, max_ts, now_ms)
-        self.active.append(buf, metas)
-        self.producer_state.commit(pending)
+        self._maybe_roll(end, first_offset, last_offset, max_ts, now_ms)
+        self.active.append(pieces, end, metas)
+        if pending:
+            self.producer_state.commit(pending)
         if assign_offsets:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        else:
-            for m in metas:
-                self.leader_epoch_cache.assign(rb.RecordBatch(buf, m.position).partition_leader_epoch, m.base_offset)
         self._unflushed_messages += record_count
         if self._unflushed_messages >= cfg.flush_messages:
             self.flush()
-        return LogAppendInfo(first_offset, last_offset, max_ts, append_time, record_count)
+        return LogAppendInfo(first_offset, last_offset, max_ts, -1 if append_time is None else append_time,
+                             record_count)
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int, now_ms: int) -> None:
         seg, cfg = self.active, self.config

@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">qi")  # baseOffset, batchLength
 _SCAN = struct.Struct(">qiiBIhiqq")  # ... up to maxTimestamp (43 bytes)
 RECOVERY_CHUNK = 8 * 1024 * 1024
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 
 def segment_name(base_offset: int) -> str:
@@ -73,15 +74,19 @@ class LogSegment:
         self._bytes_since_index = 0
 
     # -- appending -----------------------------------------------------------
-    def append(self, blob: bytes | bytearray | memoryview, batches: list[BatchMeta]) -> None:
-        """Write ``blob`` with one write and index its batches (positions relative to the blob)."""
+    def append(self, pieces: list[bytes | bytearray | memoryview], size: int, batches: list[BatchMeta]) -> None:
+        """Write ``pieces`` (``size`` bytes in all) with one writev, then index their batches
+        (BatchMeta positions are relative to the start of the write)."""
         start = self.size
-        written = os.write(self.fd, blob)
-        if written != len(blob):
-            raise OSError(f"short write to {self.path}: {written} of {len(blob)} bytes")
+        if len(pieces) > _IOV_MAX:
+            pieces = [b"".join(pieces)]
+        written = os.writev(self.fd, pieces)
+        if written != size:
+            os.ftruncate(self.fd, start)  # leave the segment as it was: all or nothing
+            raise OSError(f"short write to {self.path}: {written} of {size} bytes")
         for b in batches:
             self._index_batch(start + b.position, b)
-        self.size = start + len(blob)
+        self.size = start + size
 
     def _index_batch(self, position: int, b: BatchMeta) -> None:
         if self.first_batch_timestamp is None:
