@@ -108,6 +108,7 @@ class Log:
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._unflushed_messages = 0
+        self._unsynced_snapshots: list[Path] = []
         self.last_flush_ms = now_ms if now_ms is not None else _now_ms()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / "leader-epoch-checkpoint", lambda: self.log_end_offset)
@@ -308,12 +309,13 @@ class Log:
         return self._roll(self.log_end_offset, now_ms)
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
+        # fsync of the old segment, the snapshot and the directory is left to flush(), which the
+        # LogManager runs in a thread soon after a roll: no fsync on the event loop.
         self.active.on_become_inactive()
-        self.producer_state.take_snapshot(base_offset)
+        self._unsynced_snapshots.append(self.producer_state.take_snapshot(base_offset, sync=False))
         seg = self._new_segment(base_offset, now_ms)
         seg.on_become_active()
         self._add_segment(seg)
-        fsync_dir(self.dir)
         return seg
 
     # -- read ------------------------------------------------------------------------
@@ -498,7 +500,22 @@ class Log:
         """fsync every segment from the recovery point, then advance it to the log end offset."""
         leo = self.log_end_offset
         for seg in self._segments_from(self.recovery_point):
-            seg.flush()
+            try:
+                seg.flush()
+            except (OSError, ValueError):
+                # flush() runs in a thread; the owner may have deleted the segment meanwhile.
+                if seg in self.segments:
+                    raise
+        snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
+        for path in snapshots:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:  # superseded by a newer snapshot
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         fsync_dir(self.dir)
         self.recovery_point = leo
         self._unflushed_messages = 0

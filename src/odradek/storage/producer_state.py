@@ -116,8 +116,10 @@ class ProducerStateManager:
     def snapshot_files(self) -> list[Path]:
         return sorted(self.directory.glob(f"*{SNAPSHOT_SUFFIX}"), key=offset_of)
 
-    def take_snapshot(self, offset: int) -> None:
-        """Write ``<offset>.snapshot`` with each producer's last batch, as Kafka does."""
+    def take_snapshot(self, offset: int, *, sync: bool = True) -> Path:
+        """Write ``<offset>.snapshot`` with each producer's last batch, as Kafka does.
+
+        With ``sync`` False (a roll on the event loop) the caller fsyncs it later."""
         body = b"".join(
             _ENTRY.pack(e.producer_id, e.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset,
                         e.last_timestamp, -1, -1)
@@ -131,11 +133,14 @@ class ProducerStateManager:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-        fsync_dir(self.directory)
+        if sync:
+            fsync_dir(self.directory)
         for old in self.snapshot_files()[:-2]:  # keep the two latest
             old.unlink(missing_ok=True)
+        return path
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; its offset, or None."""
