@@ -8,7 +8,6 @@ through it so that waiters in the purgatory can be woken when a log grows.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from odradek.metadata.image import TopicImage
@@ -17,7 +16,6 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.partition import Partition
 from odradek.storage import LogAppendInfo, LogConfig, LogManager, TopicPartition
 
-log = logging.getLogger(__name__)
 
 
 class UnknownTopicOrPartition(KafkaError):

@@ -28,10 +28,6 @@ from odradek.storage import LogConfig, LogManager
 
 log = logging.getLogger(__name__)
 
-#: Node id of a fresh data dir when node.id is not configured.
-DEFAULT_NODE_ID = 1
-
-
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -59,7 +55,7 @@ class Broker:
         self.replica_manager: ReplicaManager
         self._request_channel: RequestChannel
         self._background: asyncio.Task | None = None
-        self._started: list[str] = []
+        self._logs_started = False
 
     async def _dispatch(self, connection, frame):
         return await self._request_channel.dispatch(connection, frame)
@@ -75,10 +71,9 @@ class Broker:
             self.port = self.listener.bind()
             self.log_manager = LogManager(self.config.log_dirs, self.default_log_config)
             self.log_manager.startup()
-            self._started.append("logs")
-            node_id = self.config.node_id
+            self._logs_started = True
             self.node_id, self.cluster_id = self.log_manager.ensure_meta_properties(
-                node_id if node_id is not None else None, self.config.get("cluster.id")
+                self.config.node_id, self.config.get("cluster.id")
             )
             host, port = self.advertised
             self.metadata = LocalMetadataStore(
@@ -96,7 +91,6 @@ class Broker:
                 await component.start()
                 self.components[name] = component
             await self.listener.start()
-            self._started.append("listener")
         except BaseException:
             await self.stop()
             raise
@@ -115,6 +109,6 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._background
             self._background = None
-        if "logs" in self._started:
+        if self._logs_started:
             self.log_manager.shutdown()
-        self._started.clear()
+            self._logs_started = False

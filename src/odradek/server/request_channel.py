@@ -11,7 +11,6 @@ downgrade instead of failing.
 from __future__ import annotations
 
 import importlib
-import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,6 @@ from odradek.server.context import RequestContext
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-log = logging.getLogger(__name__)
 
 
 def _resolve(path: str) -> Callable[..., Any]:
