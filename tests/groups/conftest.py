@@ -16,6 +16,8 @@ GROUP_CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "500",
     "offsets.topic.num.partitions": "5",
+    "group.consumer.heartbeat.interval.ms": "200",
+    "group.consumer.session.timeout.ms": "3000",
 }
 
 

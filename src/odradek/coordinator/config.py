@@ -18,6 +18,8 @@ class GroupCoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10_080
     offsets_retention_check_interval_ms: int = 600_000
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> GroupCoordinatorConfig:

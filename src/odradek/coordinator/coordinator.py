@@ -11,11 +11,13 @@ __consumer_offsets records (``drain_records()``) for the shell to append.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.coordinator import records as rec
+from odradek.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
 from odradek.coordinator.config import GroupCoordinatorConfig
+from odradek.coordinator.consumer_group import ConsumerGroup, ConsumerMember, union, without
 from odradek.coordinator.group import (
     ClassicGroup,
     GroupState,
@@ -41,6 +43,16 @@ class OffsetRecord:
     value: bytes | None
 
 
+@dataclass(slots=True)
+class ConsumerHeartbeatResult:
+    error: int
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    #: The member's full assignment when it changed since last sent, else None.
+    assignment: Assignment | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetCommit:
     topic: str
@@ -54,7 +66,7 @@ class OffsetCommit:
 class GroupCoordinator:
     def __init__(self, config: GroupCoordinatorConfig | None = None) -> None:
         self.config = config or GroupCoordinatorConfig()
-        self.groups: dict[str, ClassicGroup] = {}
+        self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
         self._records: list[OffsetRecord] = []
         self._last_retention_check_ms: int | None = None
 
@@ -201,6 +213,14 @@ class GroupCoordinator:
                 callback(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
                 return
             group = self._get_or_create(group_id, now_ms)
+        if isinstance(group, ConsumerGroup):
+            if group.members:
+                callback(JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id))
+                return
+            # An empty consumer-protocol group becomes a classic one, keeping its offsets.
+            classic = ClassicGroup(group_id, now_ms)
+            classic.offsets = group.offsets
+            self.groups[group_id] = group = classic
         if group.state is GroupState.DEAD:
             callback(JoinResult(ErrorCode.coordinator_not_available, member_id=member_id))
             return
@@ -384,7 +404,7 @@ class GroupCoordinator:
 
     def _check_member(self, group_id, member_id, instance_id, generation_id) -> tuple[int, ClassicGroup | None]:
         group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
+        if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
             return ErrorCode.unknown_member_id, None
         if self._fenced(group, member_id, instance_id):
             return ErrorCode.fenced_instance_id, group
@@ -442,7 +462,7 @@ class GroupCoordinator:
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> tuple[int, list[int]]:
         """Remove members given as (member id, group instance id); per-member error codes."""
         group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
+        if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
             return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members)
         errors = []
         removed = False
@@ -491,6 +511,9 @@ class GroupCoordinator:
         """The earliest moment ``poll`` has something to do, or None."""
         deadlines = []
         for group in self.groups.values():
+            if isinstance(group, ConsumerGroup):
+                deadlines.extend(m.session_deadline_ms for m in group.members.values())
+                continue
             if group.rebalance_deadline_ms is not None:
                 deadlines.append(group.rebalance_deadline_ms)
             deadlines.extend(group.pending_members.values())
@@ -502,6 +525,9 @@ class GroupCoordinator:
     def poll(self, now_ms: int) -> None:
         """Fire every deadline that has passed: session expiry, join phase end, offset retention."""
         for group in list(self.groups.values()):
+            if isinstance(group, ConsumerGroup):
+                self._expire_consumer_members(group, now_ms)
+                continue
             for pending, deadline in list(group.pending_members.items()):
                 if deadline <= now_ms:
                     del group.pending_members[pending]
@@ -522,6 +548,16 @@ class GroupCoordinator:
             self._last_retention_check_ms = now_ms
             self.expire_offsets(now_ms)
 
+    def _expire_consumer_members(self, group: ConsumerGroup, now_ms: int) -> None:
+        expired = [m for m, member in group.members.items() if member.session_deadline_ms <= now_ms]
+        for member_id in expired:
+            del group.members[member_id]
+            group.target.pop(member_id, None)
+        if expired:
+            group.group_epoch += 1
+            group.state_timestamp_ms = now_ms
+            # The target is recomputed on the next heartbeat, which carries fresh topic metadata.
+
     # ---- offsets ---------------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
@@ -536,7 +572,9 @@ class GroupCoordinator:
                 return ErrorCode.illegal_generation, [ErrorCode.illegal_generation] * len(offsets)
             group = self._get_or_create(group_id, now_ms)
         error = ErrorCode.none
-        if group.state is GroupState.DEAD:
+        if isinstance(group, ConsumerGroup):
+            error = self._check_consumer_commit(group, member_id, generation_id)
+        elif group.state is GroupState.DEAD:
             error = ErrorCode.coordinator_not_available
         elif generation_id < 0 and group.state is GroupState.EMPTY:
             pass
@@ -550,7 +588,7 @@ class GroupCoordinator:
             error = ErrorCode.illegal_generation
         if error:
             return error, [error] * len(offsets)
-        if member_id in group.members:
+        if isinstance(group, ClassicGroup) and member_id in group.members:
             self._heartbeat(group.members[member_id], now_ms)
         results = []
         for c in offsets:
@@ -563,6 +601,17 @@ class GroupCoordinator:
             self._store_offset(group_id, c.topic, c.partition, om)
             results.append(ErrorCode.none)
         return ErrorCode.none, results
+
+    def _check_consumer_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int) -> int:
+        """KIP-848: a commit names a member and its current epoch (or none at all in an empty group)."""
+        if member_epoch < 0 and not member_id and not group.members:
+            return ErrorCode.none
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
                       ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
@@ -615,20 +664,26 @@ class GroupCoordinator:
                     self._store_offset(group.group_id, topic, partition, None)
                     removed += 1
             if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
-                group.transition_to(GroupState.DEAD, now_ms)
-                self._store_group(group)
-                del self.groups[group.group_id]
+                self._drop_group(group, now_ms)
         return removed
 
     # ---- admin ---------------------------------------------------------------------------
 
     def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of live groups, filtered by state names if given."""
-        return [
-            (g.group_id, g.protocol_type or "", g.state.value)
-            for g in self.groups.values()
-            if g.state is not GroupState.DEAD and (not states or g.state.value in states)
-        ]
+        listed = []
+        for g in self.groups.values():
+            name = g.state_name if isinstance(g, ConsumerGroup) else g.state.value
+            if g.state is not GroupState.DEAD and (not states or name in states):
+                listed.append((g.group_id, g.protocol_type or "", name))
+        return listed
+
+    def _drop_group(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> None:
+        """The group is Dead: tombstone its metadata record and forget it."""
+        if isinstance(group, ClassicGroup):
+            group.transition_to(GroupState.DEAD, now_ms)
+            self._store_group(group)
+        del self.groups[group.group_id]
 
     def delete_groups(self, group_ids: list[str], now_ms: int) -> dict[str, int]:
         results = {}
@@ -644,8 +699,129 @@ class GroupCoordinator:
                 for topic, partition in list(group.offsets):
                     self._store_offset(gid, topic, partition, None)
                 group.offsets.clear()
-                group.transition_to(GroupState.DEAD, now_ms)
-                self._store_group(group)
-                del self.groups[gid]
+                self._drop_group(group, now_ms)
                 results[gid] = ErrorCode.none
         return results
+
+    # ---- consumer protocol (KIP-848) ---------------------------------------------------------
+
+    def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_topic_names: list[str] | None,
+        server_assignor: str | None,
+        owned: Assignment | None,
+        client_id: str,
+        client_host: str,
+        topics: Mapping[str, tuple[uuid.UUID, int]],
+        now_ms: int,
+    ) -> ConsumerHeartbeatResult:
+        """ConsumerGroupHeartbeat: join (epoch 0), leave (-1/-2), or heartbeat and reconcile."""
+        interval = self.config.group_consumer_heartbeat_interval_ms
+        if not group_id:
+            return ConsumerHeartbeatResult(ErrorCode.invalid_group_id, member_id, member_epoch, interval)
+        if server_assignor is not None and server_assignor not in ASSIGNORS:
+            return ConsumerHeartbeatResult(ErrorCode.unsupported_assignor, member_id, member_epoch, interval)
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            if group.members or group.pending_members:
+                # A live classic group is not converted here.
+                return ConsumerHeartbeatResult(ErrorCode.group_id_not_found, member_id, member_epoch, interval)
+            converted = ConsumerGroup(group_id, now_ms)
+            converted.offsets = group.offsets
+            self.groups[group_id] = group = converted
+        if group is None:
+            if member_epoch != 0:
+                return ConsumerHeartbeatResult(ErrorCode.unknown_member_id, member_id, member_epoch, interval)
+            group = self.groups[group_id] = ConsumerGroup(group_id, now_ms)
+        assert isinstance(group, ConsumerGroup)
+        session = self.config.group_consumer_session_timeout_ms
+        if member_epoch in (-1, -2):
+            if group.members.pop(member_id, None) is not None:
+                group.target.pop(member_id, None)
+                group.group_epoch += 1
+                group.state_timestamp_ms = now_ms
+                self._compute_target(group, topics)
+            return ConsumerHeartbeatResult(ErrorCode.none, member_id, member_epoch, interval)
+        member = group.members.get(member_id) if member_id else None
+        # Whatever changes in this heartbeat bumps the group epoch once.
+        changed = False
+        if member_epoch == 0:
+            if not member_id:
+                member_id = str(uuid.uuid4())
+            if member is not None:
+                # Rejoin with epoch 0 (after a fence): start over, owning nothing.
+                member.assigned, member.member_epoch, member.last_sent, member.reported_owned = {}, 0, None, {}
+            else:
+                member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host,
+                                        list(subscribed_topic_names or []), server_assignor, rebalance_timeout_ms,
+                                        now_ms + session)
+                group.members[member_id] = member
+                group.state_timestamp_ms = now_ms
+                changed = True
+        elif member is None:
+            return ConsumerHeartbeatResult(ErrorCode.unknown_member_id, member_id, member_epoch, interval)
+        elif member_epoch not in (member.member_epoch, member.previous_member_epoch):
+            return ConsumerHeartbeatResult(ErrorCode.fenced_member_epoch, member_id, member_epoch, interval)
+        member.session_deadline_ms = now_ms + session
+        if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(
+                member.subscribed_topic_names):
+            member.subscribed_topic_names = list(subscribed_topic_names)
+            changed = True
+        if server_assignor is not None:
+            member.server_assignor = server_assignor
+        metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
+        if changed or metadata != group.subscribed_metadata:
+            group.group_epoch += 1
+        if group.assignment_epoch != group.group_epoch:
+            self._compute_target(group, topics)
+        self._reconcile(group, member, owned)
+        assignment = None
+        if member.last_sent != member.to_send:
+            assignment = {t: set(ps) for t, ps in member.to_send.items()}
+            member.last_sent = assignment
+        return ConsumerHeartbeatResult(ErrorCode.none, member_id, member.member_epoch, interval, assignment)
+
+    def _compute_target(self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> None:
+        group.subscribed_metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
+        subscriptions = {
+            m.member_id: {topics[t][0] for t in m.subscribed_topic_names if t in topics}
+            for m in group.members.values()
+        }
+        partitions = dict(group.subscribed_metadata.values())
+        preferred = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        assignor = ASSIGNORS[preferred[0] if preferred else DEFAULT_ASSIGNOR]
+        group.target = assignor(subscriptions, partitions, {m.member_id: m.assigned for m in group.members.values()})
+        group.assignment_epoch = group.group_epoch
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
+        """Revoke first; once the member confirms, hand it the target partitions nobody else holds.
+
+        ``owned`` is what the member reports owning, None when unchanged since its last report.
+        """
+        if owned is not None:
+            member.reported_owned = owned
+        target = group.target.get(member.member_id, {})
+        revoking = without(member.assigned, target)
+        if revoking:
+            if without(revoking, member.reported_owned) != revoking:
+                # Still owned by the member: tell it its assignment without them and wait.
+                member.to_send = without(member.assigned, revoking)
+                return
+            member.assigned = without(member.assigned, revoking)
+        taken = group.owned_by_others(member.member_id)
+        for topic_id, parts in without(target, member.assigned).items():
+            free = {p for p in parts if (topic_id, p) not in taken}
+            if free:
+                member.assigned.setdefault(topic_id, set()).update(free)
+        member.to_send = member.assigned
+        # Until the member reports otherwise, it owns what it was given.
+        member.reported_owned = union(member.reported_owned, member.assigned)
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = group.assignment_epoch

@@ -45,7 +45,8 @@ class GroupCoordinatorService:
             "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
             "group.max.size", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
             "offsets.topic.segment.bytes", "offset.metadata.max.bytes", "offsets.retention.minutes",
-            "offsets.retention.check.interval.ms",
+            "offsets.retention.check.interval.ms", "group.consumer.session.timeout.ms",
+            "group.consumer.heartbeat.interval.ms",
         )}
         self.config = GroupCoordinatorConfig.from_properties(props)
         self.core = GroupCoordinator(self.config)

@@ -8,6 +8,8 @@ __consumer_offsets, so it is the coordinator of every group.
 
 from __future__ import annotations
 
+from odradek.coordinator.assignors import DEFAULT_ASSIGNOR
+from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.coordinator import OffsetCommit
 from odradek.coordinator.group import GroupState, JoinResult, SyncResult
 from odradek.coordinator.service import GroupCoordinatorService
@@ -219,6 +221,12 @@ async def handle_describe_groups(ctx: RequestContext, request):
     described = []
     for group_id in request.groups:
         group = core.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            described.append(schemas.build(
+                module.DescribedGroup, error_code=ErrorCode.group_id_not_found, group_id=group_id,
+                group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=(),
+                authorized_operations=-2147483648))
+            continue
         if group is None:
             described.append(schemas.build(
                 module.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
@@ -258,3 +266,74 @@ async def handle_delete_groups(ctx: RequestContext, request):
     module = _module(ctx, ApiKey.DELETE_GROUPS)
     return schemas.build(_cls(ctx, ApiKey.DELETE_GROUPS), throttle_time=0, results=tuple(
         schemas.build(module.DeletableGroupResult, group_id=gid, error_code=err) for gid, err in results.items()))
+
+
+# -- Consumer protocol (KIP-848) --------------------------------------------------------------
+
+
+def _topic_metadata(ctx: RequestContext) -> dict[str, tuple]:
+    return {name: (t.topic_id, len(t.partitions)) for name, t in ctx.broker.metadata.topics().items()
+            if not t.internal}
+
+
+async def handle_consumer_group_heartbeat(ctx: RequestContext, request):
+    svc = _service(ctx)
+    owned = None
+    if request.topic_partitions is not None:
+        owned = {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions if tp.partitions}
+    result = svc.call(
+        svc.core.consumer_group_heartbeat, request.group_id, request.member_id, request.member_epoch,
+        request.instance_id, request.rack_id, int(request.rebalance_timeout.total_seconds() * 1000),
+        None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
+        request.server_assignor, owned, ctx.header.client_id or "", "/" + ctx.connection.peer_host,
+        _topic_metadata(ctx),
+    )
+    module = _module(ctx, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    assignment = None
+    if result.assignment is not None and result.error == ErrorCode.none:
+        assignment = schemas.build(module.Assignment, topic_partitions=tuple(
+            schemas.build(module.TopicPartitions, topic_id=t, partitions=tuple(sorted(ps)))
+            for t, ps in result.assignment.items()))
+    return schemas.build(
+        _cls(ctx, ApiKey.CONSUMER_GROUP_HEARTBEAT), throttle_time=0, error_code=result.error, error_message=None,
+        member_id=result.member_id or None, member_epoch=result.member_epoch,
+        heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment,
+    )
+
+
+async def handle_consumer_group_describe(ctx: RequestContext, request):
+    core = _service(ctx).core
+    module = _module(ctx, ApiKey.CONSUMER_GROUP_DESCRIBE)
+    names = {t.topic_id: name for name, t in ctx.broker.metadata.topics().items()}
+
+    def assignment(a) -> object:
+        return schemas.build(module.Assignment, topic_partitions=tuple(
+            schemas.build(module.TopicPartitions, topic_id=t, topic_name=names.get(t, ""),
+                          partitions=tuple(sorted(ps)))
+            for t, ps in a.items()))
+
+    described = []
+    for group_id in request.group_ids:
+        group = core.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            described.append(schemas.build(
+                module.DescribedGroup, error_code=ErrorCode.group_id_not_found,
+                error_message=f"Group {group_id} is not a consumer group.", group_id=group_id, group_state="Dead",
+                group_epoch=-1, assignment_epoch=-1, assignor_name="", members=(),
+                authorized_operations=-2147483648))
+            continue
+        members = tuple(
+            schemas.build(
+                module.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                subscribed_topic_names=tuple(m.subscribed_topic_names), subscribed_topic_regex=None,
+                assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})))
+            for m in group.members.values()
+        )
+        assignors = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        described.append(schemas.build(
+            module.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
+            group_state=group.state_name, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+            assignor_name=assignors[0] if assignors else DEFAULT_ASSIGNOR, members=members,
+            authorized_operations=-2147483648))
+    return schemas.build(_cls(ctx, ApiKey.CONSUMER_GROUP_DESCRIBE), throttle_time=0, groups=tuple(described))

@@ -1,0 +1,95 @@
+"""A consumer-protocol group (KIP-848): the broker assigns, members reconcile.
+
+The group epoch moves whenever membership, subscriptions or the subscribed
+topics' partition counts change; the target assignment is then recomputed by
+the server-side assignor and stamped with that epoch. Each member reconciles
+toward its target on its heartbeats: first it is asked to revoke what it must
+give up, then it gets the partitions that no other member still owns, and its
+member epoch advances to the target's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from odradek.coordinator.assignors import Assignment
+from odradek.coordinator.group import GroupState
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    server_assignor: str | None
+    rebalance_timeout_ms: int
+    session_deadline_ms: int
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    assigned: Assignment = field(default_factory=dict)
+    #: What the member should own now (its assignment minus partitions being revoked).
+    to_send: Assignment = field(default_factory=dict)
+    #: The assignment as last sent, so unchanged ones are not sent again.
+    last_sent: Assignment | None = None
+    #: What the member last reported owning.
+    reported_owned: Assignment = field(default_factory=dict)
+
+
+def without(a: Assignment, b: Assignment) -> Assignment:
+    out = {t: ps - b.get(t, set()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def union(a: Assignment, b: Assignment) -> Assignment:
+    out = {t: set(ps) for t, ps in a.items()}
+    for t, ps in b.items():
+        out.setdefault(t, set()).update(ps)
+    return out
+
+
+class ConsumerGroup:
+    protocol_type = "consumer"
+
+    def __init__(self, group_id: str, now_ms: int) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerMember] = {}
+        self.target: dict[str, Assignment] = {}
+        #: topic name -> (topic id, partition count) of every subscribed topic, when the target was computed.
+        self.subscribed_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        self.offsets: dict = {}
+        self.state_timestamp_ms = now_ms
+        self.pending_members: dict[str, int] = {}
+        self.static_members: dict[str, str] = {}
+
+    @property
+    def state(self) -> GroupState:
+        return GroupState.STABLE if self.members else GroupState.EMPTY
+
+    @property
+    def state_name(self) -> str:
+        """KIP-848 state: Empty, Assigning, Reconciling or Stable."""
+        if not self.members:
+            return "Empty"
+        if self.assignment_epoch != self.group_epoch:
+            return "Assigning"
+        if any(m.member_epoch != self.assignment_epoch or m.assigned != self.target.get(m.member_id, {})
+               for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    @property
+    def generation_id(self) -> int:
+        return self.group_epoch
+
+    def subscribed_topics(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+
+    def owned_by_others(self, member_id: str) -> set[tuple[uuid.UUID, int]]:
+        return {(t, p) for m in self.members.values() if m.member_id != member_id
+                for t, ps in m.assigned.items() for p in ps}
