@@ -1,9 +1,13 @@
-"""Streaming: checkpointed offsets, restarts without duplicates or gaps, rate limits, new partitions."""
+"""Streaming: checkpointed offsets, restarts without duplicates or gaps, new matching topics,
+rate limits, and records deleted before they were read."""
 
 from __future__ import annotations
 
 import uuid
 
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 
 
 def stream(spark, bootstrap, **options):
@@ -55,3 +59,19 @@ def test_checkpoint_holds_offsets_as_json(spark, bootstrap, new_topic, tmp_path,
     offset_files = sorted((tmp_path / "c" / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
     last = offset_files[-1].read_text().splitlines()[-1]
     assert f'"{topic}":{{"0":4}}' in last.replace(" ", "")
+
+
+def test_records_deleted_before_a_restart_fail_or_are_skipped(spark, bootstrap, new_topic, tmp_path, produce):
+    topic = new_topic()
+    out, ckpt = tmp_path / "t", tmp_path / "c"
+    produce(topic, [{"value": b"early%d" % i} for i in range(5)])
+    run_to_parquet(spark, bootstrap, out, ckpt, subscribe=topic)
+    produce(topic, [{"value": b"late%d" % i} for i in range(10)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 10)], request_timeout=30).values():
+        future.result(timeout=30)
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        run_to_parquet(spark, bootstrap, out, ckpt, subscribe=topic)
+    run_to_parquet(spark, bootstrap, out, ckpt, subscribe=topic, failOnDataLoss="false")
+    offsets = sorted(r.offset for r in spark.read.parquet(str(out)).collect())
+    assert offsets == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
