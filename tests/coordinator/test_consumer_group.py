@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from odradek.coordinator.assignors import range_assign, uniform_assign
 from odradek.coordinator.config import GroupCoordinatorConfig
@@ -76,3 +76,67 @@ def test_assignors_assign_each_partition_exactly_once_and_balanced(subs, sizes):
         assert sorted(owned) == sorted((t, p) for t, n in partitions.items() for p in range(n))
     loads = [sum(len(ps) for ps in a.values()) for a in uniform_assign(subs, partitions, {}).values()]
     assert max(loads) - min(loads) <= 1
+
+
+schedule = st.lists(st.tuples(st.sampled_from(["hb", "hb", "join", "leave", "tick"]), st.integers(0, 2),
+                              st.integers(0, 4_000)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(schedule, st.sampled_from(["uniform", "range"]))
+def test_no_partition_is_ever_owned_by_two_members_and_the_group_converges(ops, assignor):
+    """Members that honestly report what they own never overlap, and settle on the target."""
+    gc = GroupCoordinator(GroupCoordinatorConfig(group_consumer_session_timeout_ms=10_000))
+    owned: dict[str, dict] = {}  # what each client owns right now
+    revoking: dict[str, dict] = {}  # taken away by the last response, released before the next heartbeat
+    epochs: dict[str, int] = {}
+    now = 0
+
+    def beat(member_id: str, epoch: int, topics=None) -> None:
+        # Like a real client, it finishes revoking (commits, callbacks) before it reports what it owns.
+        mine = owned.setdefault(member_id, {})
+        for t, ps in revoking.pop(member_id, {}).items():
+            mine[t] = mine.get(t, set()) - ps
+        report = {t: set(ps) for t, ps in mine.items() if ps}
+        r = hb(gc, member_id, epoch, owned=report, topics=topics, now=now, assignor=assignor)
+        if r.error == ErrorCode.none and epoch >= 0:
+            epochs[member_id] = r.member_epoch
+            if r.assignment is not None:
+                for t, ps in r.assignment.items():
+                    mine.setdefault(t, set()).update(ps)
+                revoking[member_id] = {t: ps - r.assignment.get(t, set()) for t, ps in mine.items()}
+        elif r.error != ErrorCode.none:
+            owned.pop(member_id, None)
+            epochs.pop(member_id, None)
+
+    for op, who, dt in ops:
+        now += dt
+        member_id = f"m{who}"
+        if op == "join" and member_id not in epochs:
+            beat(member_id, 0, topics=("t",))
+        elif op == "hb" and member_id in epochs:
+            beat(member_id, epochs[member_id])
+        elif op == "leave" and member_id in epochs:
+            hb(gc, member_id, -1, topics=None, now=now)
+            owned.pop(member_id, None)
+            revoking.pop(member_id, None)
+            epochs.pop(member_id)
+        else:
+            gc.poll(now)
+            group = gc.groups.get("cg")
+            for gone in [m for m in epochs if group is None or m not in group.members]:
+                owned.pop(gone, None)  # expired: the client would lose its partitions
+                revoking.pop(gone, None)
+                epochs.pop(gone)
+        claimed = [(t, p) for a in owned.values() for t, ps in a.items() for p in ps]
+        assert len(claimed) == len(set(claimed)), "a partition owned by two members"
+    # Everyone keeps heartbeating: the group reaches its target assignment.
+    for _ in range(4):
+        for member_id in list(epochs):
+            beat(member_id, epochs[member_id])
+    if epochs:
+        group = gc.groups["cg"]
+        assert group.state_name == "Stable"
+        claimed = sorted((t, p) for m, a in owned.items() for t, ps in a.items() for p in ps
+                         if p not in revoking.get(m, {}).get(t, set()))
+        assert claimed == [(T, p) for p in range(4)]
