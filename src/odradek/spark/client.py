@@ -23,9 +23,7 @@ from odradek.spark.options import (
     Assign,
     OffsetSpec,
     SourceOptions,
-    Strategy,
     Subscribe,
-    SubscribePattern,
 )
 from odradek.spark.schema import records_to_batch
 
@@ -87,8 +85,9 @@ class OffsetReader:
             self._consumer.close()
             self._consumer = None
 
-    def partitions(self, strategy: Strategy | None = None) -> list[tuple[str, int]]:
-        strategy = strategy or self.options.strategy
+    def partitions(self) -> list[tuple[str, int]]:
+        """The query's partitions now: new ones matching a pattern appear, deleted ones vanish."""
+        strategy = self.options.strategy
         if isinstance(strategy, Assign):
             return list(strategy.partitions)
         metadata = self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
