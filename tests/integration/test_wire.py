@@ -114,7 +114,8 @@ def test_long_poll_returns_when_data_arrives(broker: EmbeddedBroker) -> None:
 
 def test_metadata_with_1000_partitions() -> None:
     with EmbeddedBroker(config={"num.partitions": "1000"}) as broker:
-        client = WireClient(broker.bootstrap_servers)
+        # Creating 1,000 logs fsyncs each new directory: allow minutes on a loaded machine.
+        client = WireClient(broker.bootstrap_servers, timeout=240)
         try:
             response = client.call(metadata_request("wide"))
             topic = response.topics[0]
