@@ -210,7 +210,15 @@ class RecordBatch:
 
 def check_batch(buffer: bytes | bytearray | memoryview, position: int, end: int, *, verify_crc: bool = True,
                 strict_count: bool = True) -> RecordBatch:
-    """The batch at ``position`` after checking sizes, magic and (optionally) CRC.
+    """check_header, returning a RecordBatch view (fields filled in)."""
+    return RecordBatch(buffer, position, check_header(buffer, position, end, verify_crc=verify_crc,
+                                                      strict_count=strict_count))
+
+
+def check_header(buffer: bytes | bytearray | memoryview, position: int, end: int, *, verify_crc: bool = True,
+                 strict_count: bool = True) -> tuple[int, ...]:
+    """The header fields (HEADER order) of the batch at ``position`` after checking sizes,
+    magic and (optionally) CRC.
 
     Raises InvalidBatch when the batch is truncated, not magic 2, has a bad CRC
     or a record count inconsistent with lastOffsetDelta. A producer's batch has
@@ -234,7 +242,7 @@ def check_batch(buffer: bytes | bytearray | memoryview, position: int, end: int,
             raise InvalidBatch("corrupt", f"CRC32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
     if delta < 0 or count > delta + 1 or (strict_count and count != delta + 1):
         raise InvalidBatch("invalid", f"recordsCount {count} does not match lastOffsetDelta {delta}")
-    return RecordBatch(buffer, position, fields)
+    return fields
 
 
 def stamped_header(buffer: bytes | bytearray | memoryview, position: int, size: int, *, base_offset: int,

@@ -29,6 +29,8 @@ class _SparseIndex:
         self.max_entries = max(1, max_index_size // self.entry.size)
         self.keys: list[int] = []
         self.values: list[int] = []
+        #: While True (a rebuild), entries stay in memory until write_deferred().
+        self.deferred = False
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
     # -- file ----------------------------------------------------------------
@@ -75,9 +77,16 @@ class _SparseIndex:
         return len(self.keys)
 
     def _write(self, key: int, value: int) -> None:
-        os.pwrite(self.fd, self.entry.pack(key, value), len(self.keys) * self.entry.size)
+        if not self.deferred:
+            os.pwrite(self.fd, self.entry.pack(key, value), len(self.keys) * self.entry.size)
         self.keys.append(key)
         self.values.append(value)
+
+    def write_deferred(self) -> None:
+        """Write every entry held back while ``deferred`` with one pwrite."""
+        pack = self.entry.pack
+        os.pwrite(self.fd, b"".join(pack(k, v) for k, v in zip(self.keys, self.values)), 0)
+        self.deferred = False
 
     def _truncate_entries(self, count: int) -> None:
         del self.keys[count:], self.values[count:]

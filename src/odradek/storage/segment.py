@@ -85,21 +85,20 @@ class LogSegment:
             os.ftruncate(self.fd, start)  # leave the segment as it was: all or nothing
             raise OSError(f"short write to {self.path}: {written} of {size} bytes")
         for b in batches:
-            self._index_batch(start + b.position, b)
+            self._index_batch(start + b.position, b.size, b.base_offset, b.last_offset, b.max_timestamp)
         self.size = start + size
 
-    def _index_batch(self, position: int, b: BatchMeta) -> None:
+    def _index_batch(self, position: int, size: int, base: int, last: int, max_ts: int) -> None:
         if self.first_batch_timestamp is None:
-            self.first_batch_timestamp = b.max_timestamp
-        if b.max_timestamp > self.max_timestamp:
-            self.max_timestamp = b.max_timestamp
-            self.offset_of_max_timestamp = b.last_offset
+            self.first_batch_timestamp = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
         if self._bytes_since_index >= self.index_interval or not self.offset_index.keys:
-            self.offset_index.append(b.base_offset, position)
+            self.offset_index.append(base, position)
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
-        self._bytes_since_index += b.size
-        self.next_offset = b.last_offset + 1
+        self._bytes_since_index += size
+        self.next_offset = last + 1
 
     # -- loading and recovery ------------------------------------------------
     def load(self, *, recover: bool, contiguous: bool = True) -> int:
@@ -134,7 +133,7 @@ class LogSegment:
         first = next(self.scan_headers(0), None)
         self.first_batch_timestamp = first.max_timestamp if first else None
 
-    def recover(self, on_batch=None, *, contiguous: bool = True) -> int:
+    def recover(self, *, contiguous: bool = True) -> int:
         """Re-validate every batch (CRC32C included), truncate at the first bad one, rebuild indexes.
 
         baseOffset is outside the CRC, so offsets are checked too: each batch must
@@ -151,17 +150,20 @@ class LogSegment:
         file_size = os.fstat(self.fd).st_size
         position = 0
         error = None
+        self.offset_index.deferred = self.time_index.deferred = True  # one write each at the end
         while position < file_size and error is None:
             chunk = os.pread(self.fd, min(RECOVERY_CHUNK, file_size - position), position)
             if len(chunk) >= rb.LOG_OVERHEAD:
                 first_size = rb.LOG_OVERHEAD + _HEAD.unpack_from(chunk, 0)[1]
                 if len(chunk) < first_size <= file_size - position:  # one batch larger than the chunk
                     chunk = os.pread(self.fd, first_size, position)
-            pos, error = self._recover_chunk(memoryview(chunk), position, on_batch)
+            pos, error = self._recover_chunk(memoryview(chunk), position)
             if pos == 0 and error is None:
                 error = "torn batch at the end of the file"
             position += pos
         valid_end = position
+        self.offset_index.write_deferred()
+        self.time_index.write_deferred()
         cut = file_size - valid_end
         if cut:
             log.warning("recovery of %s: %s; truncating %d bytes at position %d", self.path, error, cut, valid_end)
@@ -169,23 +171,22 @@ class LogSegment:
         self.size = valid_end
         return cut
 
-    def _recover_chunk(self, view: memoryview, position: int, on_batch) -> tuple[int, str | None]:
+    def _recover_chunk(self, view: memoryview, position: int) -> tuple[int, str | None]:
         """Validate and index the whole batches of ``view``; (bytes consumed, error or None)."""
         pos, end = 0, len(view)
-        while end - pos >= rb.LOG_OVERHEAD and pos + rb.LOG_OVERHEAD + _HEAD.unpack_from(view, pos)[1] <= end:
+        contiguous, max_relative = self._contiguous, self.base_offset + 2**31 - 1
+        check, head, index = rb.check_header, _HEAD.unpack_from, self._index_batch
+        while end - pos >= rb.LOG_OVERHEAD and pos + rb.LOG_OVERHEAD + head(view, pos)[1] <= end:
             try:
-                batch = rb.check_batch(view, pos, end, strict_count=self._contiguous)
+                base, length, _, _, _, _, delta, _, max_ts, *_ = check(view, pos, end, strict_count=contiguous)
             except rb.InvalidBatch as exc:
                 return pos, str(exc)
-            base = batch.base_offset
-            if base < self.next_offset or (self._contiguous and base != self.next_offset) \
-                    or batch.last_offset - self.base_offset > 2**31 - 1:
+            last = base + delta
+            if base < self.next_offset or (contiguous and base != self.next_offset) or last > max_relative:
                 return pos, f"batch offset {base} does not follow {self.next_offset}"
-            meta = BatchMeta(position + pos, batch.size_in_bytes, batch.base_offset, batch.last_offset, batch.max_timestamp)
-            self._index_batch(meta.position, meta)
-            if on_batch is not None:
-                on_batch(batch)
-            pos += meta.size
+            size = rb.LOG_OVERHEAD + length
+            index(position + pos, size, base, last, max_ts)
+            pos += size
         return pos, None
 
     def scan_headers(self, position: int = 0, end: int | None = None):
