@@ -140,3 +140,15 @@ def test_startup_loads_many_partitions_in_parallel(tmp_path):
     lm2 = started([tmp_path])
     assert sorted(lg.log_end_offset for lg in lm2.all_logs()) == list(range(1, 13))
     lm2.shutdown()
+
+
+def test_deleted_log_answers_storage_error_without_taking_the_dir_offline(tmp_path):
+    lm = started([tmp_path])
+    log = lm.get_or_create_log(TP)
+    log.append(build_batch([(b"k", b"v", 1)]), leader_epoch=0, now_ms=0)
+    lm.delete_log(TP)
+    with pytest.raises(errors.KafkaStorageError):
+        log.flush()  # as a background flush racing the deletion would
+    assert not lm.offline_dirs
+    assert lm.get_or_create_log(TP).log_end_offset == 0
+    lm.shutdown()

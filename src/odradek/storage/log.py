@@ -86,6 +86,8 @@ def _storage_io(method: F) -> F:
         try:
             return method(self, *args, **kwargs)
         except OSError as exc:
+            if self.deleted:  # files closed under a thread's feet by delete_log: not a disk failure
+                raise errors.KafkaStorageError(f"log {self.dir} was deleted") from exc
             self.offline = True
             log.error("I/O error on %s: %s", self.dir, exc)
             if self.on_io_error is not None:
@@ -103,6 +105,8 @@ class Log:
         self.topic_partition = TopicPartition.from_dir_name(self.dir.name)
         self.config = config
         self.offline = False
+        #: Set by LogManager.delete_log; the object then answers KAFKA_STORAGE_ERROR.
+        self.deleted = False
         self.on_io_error = on_io_error
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []

@@ -190,7 +190,7 @@ class LogManager:
         lg = self._logs.pop(tp, None)
         if lg is None:
             return
-        lg.offline = True  # any holder of the object now gets KafkaStorageError instead of a closed file
+        lg.deleted = lg.offline = True  # any holder of the object now gets KafkaStorageError, not a closed file
         for seg in lg.segments:
             try:
                 seg.close()
