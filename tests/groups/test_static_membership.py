@@ -29,6 +29,7 @@ def test_static_member_restart_keeps_assignment_without_rebalance(broker):
     assert a2.assignment == before_a
     produce(bs, topic, [b"after"] * PARTITIONS, PARTITIONS)
     wait_for(lambda: a2.seen.count(b"after") + b.seen.count(b"after") == PARTITIONS)
-    assert b.assignments == rebalances_b  # b never saw a rebalance
+    # b never saw a rebalance.
+    assert b.assignments == rebalances_b, (rebalances_b, b.assignments, b.assignment, a2.assignment)
     a2.stop()
     b.stop()
