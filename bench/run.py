@@ -130,7 +130,9 @@ def create_topic(broker: Broker, name: str, partitions: int) -> float:
     """Seconds for CreateTopics of ``partitions`` partitions to complete."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    # A long request timeout: creating thousands of partitions may take the broker minutes, and
+    # that figure is the measurement rather than a failure.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": "600000"})
     start = time.perf_counter()
     admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=600)[name].result(600)
     return time.perf_counter() - start
