@@ -52,6 +52,7 @@ class LogManager:
         self.offline_dirs: set[Path] = set()
         self._logs: dict[TopicPartition, Log] = {}
         self._lock_fds: dict[Path, int] = {}
+        self._dir_counts: dict[Path, int] = {}  # partitions per dir, to place new ones
         self.cleaner = LogCleaner()
 
     # -- start-up ----------------------------------------------------------------
@@ -113,7 +114,7 @@ class LogManager:
         else:
             loaded = [load(item) for item in partition_dirs]
         for lg in loaded:
-            self._logs[lg.topic_partition] = lg
+            self._add_log(lg)
         log.info("loaded %d partitions from %s (%s shutdown)", len(loaded), d, "clean" if clean else "unclean")
         marker.unlink(missing_ok=True)
 
@@ -171,11 +172,7 @@ class LogManager:
         dirs = self.online_dirs
         if not dirs:
             raise errors.KafkaStorageError("every log dir is offline")
-        counts = {d: 0 for d in dirs}
-        for lg in self._logs.values():
-            if lg.dir.parent in counts:
-                counts[lg.dir.parent] += 1
-        target = min(dirs, key=lambda d: counts[d])
+        target = min(dirs, key=lambda d: self._dir_counts.get(d, 0))
         try:
             lg = Log(target / tp.dir_name, config or self.default_config,
                      producer_id_expiration_ms=self.producer_id_expiration_ms, on_io_error=self._mark_offline)
@@ -183,13 +180,19 @@ class LogManager:
         except OSError as exc:
             self._mark_offline(target)
             raise errors.KafkaStorageError(f"cannot create {tp} in {target}: {exc}") from exc
-        self._logs[tp] = lg
+        self._add_log(lg)
         return lg
+
+    def _add_log(self, lg: Log) -> None:
+        self._logs[lg.topic_partition] = lg
+        parent = lg.dir.parent
+        self._dir_counts[parent] = self._dir_counts.get(parent, 0) + 1
 
     def delete_log(self, tp: TopicPartition) -> None:
         lg = self._logs.pop(tp, None)
         if lg is None:
             return
+        self._dir_counts[lg.dir.parent] -= 1
         lg.deleted = lg.offline = True  # any holder of the object now gets KafkaStorageError, not a closed file
         for seg in lg.segments:
             try:
@@ -303,12 +306,20 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Close every log (flush, producer snapshots), write checkpoints and the clean-shutdown marker."""
-        for lg in self.all_logs():
+        def close(lg: Log) -> None:
             try:
                 lg.close()
             except (OSError, errors.KafkaStorageError) as exc:
                 log.error("closing %s failed: %s", lg.dir, exc)
                 self._mark_offline(lg.dir.parent)
+
+        logs = self.all_logs()
+        if len(logs) > 4:  # closing is fsync-bound: overlap them
+            with ThreadPoolExecutor(8, thread_name_prefix="log-close") as pool:
+                list(pool.map(close, logs))
+        else:
+            for lg in logs:
+                close(lg)
         self.checkpoint()
         for d in self.online_dirs:
             try:
@@ -316,6 +327,7 @@ class LogManager:
             except OSError as exc:
                 log.error("cannot write the clean-shutdown marker in %s: %s", d, exc)
         self._logs.clear()
+        self._dir_counts.clear()
         self._unlock_all()
 
 
