@@ -64,8 +64,8 @@ class ConsumerGroup:
         self.subscribed_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         self.offsets: dict = {}
         self.state_timestamp_ms = now_ms
+        #: Always empty (no KIP-394 round trip here); offset expiry reads it for any group.
         self.pending_members: dict[str, int] = {}
-        self.static_members: dict[str, str] = {}
 
     @property
     def state(self) -> GroupState:
@@ -82,10 +82,6 @@ class ConsumerGroup:
                for m in self.members.values()):
             return "Reconciling"
         return "Stable"
-
-    @property
-    def generation_id(self) -> int:
-        return self.group_epoch
 
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed_topic_names}

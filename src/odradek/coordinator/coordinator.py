@@ -154,11 +154,6 @@ class GroupCoordinator:
         group.state = GroupState.STABLE if v.members else GroupState.EMPTY
         self.groups[k.group] = group
 
-    def unload_partition(self, partition: int) -> None:
-        """Forget the groups of a partition this broker no longer leads."""
-        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
-            del self.groups[gid]
-
     # ---- helpers ------------------------------------------------------------------------
 
     def _get_or_create(self, group_id: str, now_ms: int) -> ClassicGroup:

@@ -123,12 +123,6 @@ class ClassicGroup:
         self.state = state
         self.state_timestamp_ms = now_ms
 
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
-
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
-
     def add_member(self, member: Member) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
