@@ -128,6 +128,8 @@ def test_offsets_by_time(log_dir):
     for target in range(0, 34):
         expected = next(((i * 2 + j, t + j) for i, t in enumerate(ts) for j in (0, 1) if t + j >= target), None)
         assert log.fetch_offset_by_timestamp(target) == expected, target
+    log.append(build_batch([(b"k", b"v", 31), (b"k", b"w", 50), (b"k", b"w", 7)]), leader_epoch=0, now_ms=0)
+    assert log.fetch_offset_by_timestamp(-3) == (17, 50)  # the record, not the batch's last offset
 
 
 def test_log_append_time(log_dir):

@@ -366,7 +366,7 @@ class Log:
             best = max(self.segments, key=lambda s: s.max_timestamp)
             if best.max_timestamp < 0 and best.size == 0:
                 return None
-            return best.offset_of_max_timestamp, best.max_timestamp
+            return best.find_offset_by_timestamp(best.max_timestamp)  # the first record carrying it
         for seg in self._segments_from(self.log_start_offset):
             if seg.max_timestamp >= timestamp:
                 found = seg.find_offset_by_timestamp(timestamp)
