@@ -45,7 +45,8 @@ def test_meta_properties(tmp_path):
 
 def test_checkpoints_and_clean_shutdown(tmp_path):
     lm = started([tmp_path])
-    log = lm.get_or_create_log(TP, LogConfig(segment_bytes=300))
+    log = lm.get_or_create_log(TP, LogConfig(segment_bytes=300), topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    assert (tmp_path / "orders-0" / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
     assert lm.get_or_create_log(TP) is log
     for i in range(10):
         log.append(build_batch([(b"k", b"v" * 50, i)]), leader_epoch=0, now_ms=0)

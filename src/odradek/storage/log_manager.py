@@ -34,6 +34,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+PARTITION_METADATA = "partition.metadata"
 
 
 class LogManager:
@@ -161,7 +162,12 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tp)
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None,
+                          topic_id: str | None = None) -> Log:
+        """The partition's log, created in the online dir holding the fewest partitions.
+
+        With ``topic_id`` (Kafka's base64 topic UUID) a new log gets its partition.metadata.
+        """
         existing = self._logs.get(tp)
         if existing is not None:
             if existing.offline:
@@ -176,6 +182,8 @@ class LogManager:
         try:
             lg = Log(target / tp.dir_name, config or self.default_config,
                      producer_id_expiration_ms=self.producer_id_expiration_ms, on_io_error=self._mark_offline)
+            if topic_id is not None:
+                write_atomically(lg.dir / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}")
             fsync_dir(target)
         except OSError as exc:
             self._mark_offline(target)
