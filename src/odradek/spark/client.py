@@ -58,6 +58,9 @@ def consumer_config(options: SourceOptions, group_prefix: str = "spark-odradek-s
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
+        # A task drains its range as fast as it can; librdkafka's default 1 s pause when its
+        # prefetch queue is full would idle the task for most of a large range.
+        "fetch.queue.backoff.ms": 10,
     }
     config.update(options.consumer_config_dict())
     return config
