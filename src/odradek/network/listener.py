@@ -149,14 +149,17 @@ class Listener:
         idle = self.config.connections_max_idle_ms / 1000
         max_bytes = self.config.socket_request_max_bytes
         while not self._stopping:
+            # asyncio.timeout arms one timer; wait_for would also wrap each read in a new Task.
             try:
-                prefix = await asyncio.wait_for(reader.readexactly(SIZE_PREFIX_LEN), idle)
+                async with asyncio.timeout(idle):
+                    prefix = await reader.readexactly(SIZE_PREFIX_LEN)
             except asyncio.TimeoutError:
                 log.info("closing connection %s: idle for connections.max.idle.ms", info.connection_id)
                 return
             size = frame_size(prefix, max_bytes)
             try:
-                frame = await asyncio.wait_for(reader.readexactly(size), idle)
+                async with asyncio.timeout(idle):
+                    frame = await reader.readexactly(size)
             except asyncio.TimeoutError:
                 raise CloseConnection("truncated frame: no bytes for connections.max.idle.ms") from None
             self._connections[task] = True
