@@ -132,7 +132,7 @@ def create_topic(broker: Broker, name: str, partitions: int) -> float:
 
     # A long request timeout: creating thousands of partitions may take the broker minutes, and
     # that figure is the measurement rather than a failure.
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": "600000"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": "300000"})
     start = time.perf_counter()
     admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=600)[name].result(600)
     return time.perf_counter() - start
@@ -196,7 +196,10 @@ def one_round(name: str, scale: Scale, r: int, work: Path) -> dict[str, float | 
     broker = Broker(name, data)
     broker.start()
     try:
-        create_topic(broker, "spread", scale.spread_partitions)
+        try:
+            create_topic(broker, "spread", scale.spread_partitions)
+        except Exception as e:  # noqa: BLE001 - reported; the produce below then fails too
+            print(f"  {name} create spread: FAILED {e}", file=sys.stderr)
         res = perf(broker, "produce", "--topic", "spread", "--round-robin", "--records", str(scale.records_spread),
                    "--record-size", "100")
         record("produce_spread_rps", res, "records_per_s")
