@@ -1,6 +1,6 @@
 """Where Odradek's time goes: py-spy samples a fresh broker while `odradek perf` drives one workload.
 
-    .venv/bin/python bench/profile.py produce|consume|e2e [--records N] [--top 25] [--raw FILE]
+    .venv/bin/python bench/profile.py produce|consume|e2e [--records N] [--record-size 100] [--top 25] [--raw FILE]
 
 Needs py-spy (`pip install -e '.[bench]'`). Prints the functions with the most
 samples on the stack (inclusive) and at the top of it (self), as percentages of
@@ -23,9 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import PY, Broker  # noqa: E402
 
 
-def workload(test: str, records: int) -> list[list[str]]:
+def workload(test: str, records: int, record_size: int) -> list[list[str]]:
     """The perf commands to run: a consume or e2e run needs its topic filled first (not profiled)."""
-    produce = ["produce", "--topic", "prof", "--partitions", "6", "--records", str(records)]
+    produce = ["produce", "--topic", "prof", "--partitions", "6", "--records", str(records),
+               "--record-size", str(record_size)]
     if test == "produce":
         return [produce]
     if test == "consume":
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("test", choices=("produce", "consume", "e2e"))
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw (collapsed stack) output here")
     args = parser.parse_args(argv)
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         broker = Broker("odradek", Path(tmp) / "data")
         broker.start()
         try:
-            *setup, measured = workload(args.test, args.records)
+            *setup, measured = workload(args.test, args.records, args.record_size)
             for cmd in setup:
                 subprocess.run([PY, "-m", "odradek", "perf", *cmd, "--bootstrap-server", broker.bootstrap],
                                check=True, timeout=600)
