@@ -1,6 +1,6 @@
 """Where Odradek's time goes: py-spy samples a fresh broker while `odradek perf` drives one workload.
 
-    .venv/bin/python bench/profile.py produce|consume|e2e [--records N] [--record-size 100] [--top 25] [--raw FILE]
+    .venv/bin/python bench/profile_broker.py produce|consume|e2e [--records N] [--record-size 100] [--top 25] [--raw FILE]
 
 Needs py-spy (`pip install -e '.[bench]'`). Prints the functions with the most
 samples on the stack (inclusive) and at the top of it (self), as percentages of
