@@ -8,11 +8,12 @@ survives a crash.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from dataclasses import replace
 from collections.abc import Mapping
 from pathlib import Path
+
+from odradek.durable import write_atomically
 
 from odradek.metadata.image import BrokerImage, PartitionImage, TopicImage
 from odradek.metadata.store import (
@@ -156,14 +157,4 @@ class LocalMetadataStore(MetadataStore):
                 for t in self._topics.values()
             ],
         }
-        tmp = self._path.with_name(self._path.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        fd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomically(self._path, json.dumps(state))

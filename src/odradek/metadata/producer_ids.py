@@ -12,9 +12,10 @@ epoch bump (KIP-98), and KIP-360 epoch bumps by a live producer are accepted.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from odradek.durable import write_atomically
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -101,14 +102,4 @@ class ProducerIdManager:
                 tid: [p.producer_id, p.epoch] for tid, p in sorted(self._transactional.items())
             },
         }
-        tmp = self._path.with_name(self._path.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        dir_fd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(self._path, json.dumps(state))

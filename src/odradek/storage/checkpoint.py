@@ -5,9 +5,10 @@ Written to a .tmp file, fsynced and renamed, so a crash leaves the old or the ne
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from odradek.durable import write_atomically
 
 VERSION = 0
 
@@ -32,24 +33,6 @@ def read_checkpoint_lines(path: Path) -> list[str]:
 
 def write_checkpoint_lines(path: Path, entries: list[str]) -> None:
     write_atomically(path, "".join(f"{line}\n" for line in [str(VERSION), str(len(entries)), *entries]))
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_offsets(path: Path) -> dict[tuple[str, int], int]:

@@ -20,7 +20,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from odradek.protocol import records as rb
 from odradek.storage import errors
-from odradek.storage.checkpoint import fsync_dir, read_checkpoint_lines, write_checkpoint_lines
+from odradek.durable import fsync_dir
+from odradek.storage.checkpoint import read_checkpoint_lines, write_checkpoint_lines
 from odradek.storage.cleaner import CleanPlan
 from odradek.storage.config import LogConfig
 from odradek.storage.leader_epoch import LeaderEpochFileCache

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from odradek.storage import errors
 from odradek.storage.cleaner import LogCleaner
-from odradek.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offsets, write_atomically, write_offsets
+from odradek.durable import fsync_dir, write_atomically
+from odradek.storage.checkpoint import CorruptCheckpoint, read_offsets, write_offsets
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log, TopicPartition
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from odradek.storage.checkpoint import fsync_dir
+from odradek.durable import fsync_dir
 from odradek.storage.errors import InvalidProducerEpoch, OutOfOrderSequence
 
 NUM_BATCHES_TO_RETAIN = 5

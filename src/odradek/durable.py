@@ -1,0 +1,31 @@
+"""Crash-safe small-file writes shared by storage and metadata.
+
+A checkpoint or metadata file must be either the old version or the new one
+after a crash, never a torn mix: write a temporary file, fsync it, rename it over
+the target, then fsync the directory so the rename itself survives power loss.
+It lives at the package root because storage and metadata are sibling layers
+that may not import each other.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
