@@ -16,12 +16,9 @@ import sys
 import time
 from collections.abc import Iterator
 
-# bench/ holds a profile.py, which would shadow the standard library's (pyspark imports cProfile).
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
-
-import pyarrow as pa  # noqa: E402
+import pyarrow as pa
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
 from odradek.spark.schema import arrow_schema, source_ddl
