@@ -5,15 +5,55 @@ offset, 4-byte position in the .log file. .timeindex entries are 12 bytes:
 8-byte timestamp, 4-byte relative offset. Files are preallocated to
 segment.index.bytes while the segment is active and trimmed to their entries
 on roll and close. Entries are mirrored in two Python lists so lookups are a
-bisect, and appends are one pwrite.
+bisect, and appends are one store into a memory map of the file.
+
+As in Kafka, an index holds no file descriptor: the file is opened only to be
+resized (preallocate, trim, truncate) and mapped, then closed at once. A
+broker with tens of thousands of partitions would otherwise keep two extra
+descriptors per partition and hit the process's open-file limit.
 """
 
 from __future__ import annotations
 
 import bisect
+import ctypes
+import mmap
 import os
 import struct
 from pathlib import Path
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MS_SYNC = 4  # Linux
+
+
+class _Mapping:
+    """A shared read-write map of a whole file that, unlike mmap.mmap before Python 3.13
+    (which dup()s the descriptor), keeps no file descriptor open."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        addr = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if addr == _MAP_FAILED:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+        self.addr, self.size = addr, size
+        self.buf = (ctypes.c_char * size).from_address(addr)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        if _libc.msync(self.addr, self.size, _MS_SYNC) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    def close(self) -> None:
+        del self.buf
+        _libc.munmap(self.addr, self.size)
 
 
 class CorruptIndex(Exception):
@@ -31,12 +71,34 @@ class _SparseIndex:
         self.values: list[int] = []
         #: While True (a rebuild), entries stay in memory until write_deferred().
         self.deferred = False
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        #: The file mapped for writing; None while the file is empty.
+        self._map: _Mapping | None = None
+        self._resize(None)
 
     # -- file ----------------------------------------------------------------
+    def _resize(self, size: int | None) -> None:
+        """Set the file to ``size`` bytes (None: keep it) and remap it; no descriptor outlives this."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if self._map is not None:
+                self._map.close()
+                self._map = None
+            if size is not None:
+                os.ftruncate(fd, size)
+            else:
+                size = os.fstat(fd).st_size
+            if size:
+                self._map = _Mapping(fd, size)
+        finally:
+            os.close(fd)
+
+    @property
+    def file_size(self) -> int:
+        return len(self._map) if self._map is not None else 0
+
     def load(self) -> None:
         """Read the entries of an existing file; raise CorruptIndex when they are inconsistent."""
-        data = os.pread(self.fd, os.fstat(self.fd).st_size, 0)
+        data = self._map.buf.raw if self._map is not None else b""
         size = self.entry.size
         keys, values = [], []
         for i in range(0, len(data) - len(data) % size, size):
@@ -52,22 +114,25 @@ class _SparseIndex:
         raise NotImplementedError
 
     def preallocate(self) -> None:
-        os.ftruncate(self.fd, self.max_entries * self.entry.size)
+        self._resize(max(self.max_entries, len(self.keys)) * self.entry.size)
 
     def trim(self) -> None:
-        os.ftruncate(self.fd, len(self.keys) * self.entry.size)
+        self._resize(len(self.keys) * self.entry.size)
 
     def reset(self) -> None:
         self.keys, self.values = [], []
-        os.ftruncate(self.fd, 0)
+        self._resize(0)
         self.preallocate()
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        if self._map is not None:
+            self._map.flush()
 
     def close(self) -> None:
         self.trim()
-        os.close(self.fd)
+        if self._map is not None:
+            self._map.close()
+            self._map = None
 
     @property
     def is_full(self) -> bool:
@@ -76,21 +141,31 @@ class _SparseIndex:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def _ensure_room(self, entries: int) -> ctypes.Array:
+        """The map, grown first if ``entries`` would not fit (an index written past its preallocation)."""
+        if self.file_size < entries * self.entry.size:
+            self._resize(max(self.max_entries, entries) * self.entry.size)
+        assert self._map is not None
+        return self._map.buf
+
     def _write(self, key: int, value: int) -> None:
         if not self.deferred:
-            os.pwrite(self.fd, self.entry.pack(key, value), len(self.keys) * self.entry.size)
+            n = len(self.keys)
+            self.entry.pack_into(self._ensure_room(n + 1), n * self.entry.size, key, value)
         self.keys.append(key)
         self.values.append(value)
 
     def write_deferred(self) -> None:
-        """Write every entry held back while ``deferred`` with one pwrite."""
-        pack = self.entry.pack
-        os.pwrite(self.fd, b"".join(pack(k, v) for k, v in zip(self.keys, self.values)), 0)
+        """Write every entry held back while ``deferred`` in one go."""
+        if self.keys:
+            pack = self.entry.pack
+            data = b"".join(pack(k, v) for k, v in zip(self.keys, self.values))
+            self._ensure_room(len(self.keys))[: len(data)] = data
         self.deferred = False
 
     def _truncate_entries(self, count: int) -> None:
         del self.keys[count:], self.values[count:]
-        os.ftruncate(self.fd, count * self.entry.size)
+        self._resize(count * self.entry.size)
         self.preallocate()
 
 
