@@ -69,7 +69,13 @@ class Broker:
         try:
             self._request_channel = RequestChannel(self)
             self.port = self.listener.bind()
-            self.log_manager = LogManager(self.config.log_dirs, self.default_log_config)
+            self.log_manager = LogManager(
+                self.config.log_dirs,
+                self.default_log_config,
+                retention_check_interval_ms=self.config["log.retention.check.interval.ms"],
+                checkpoint_interval_ms=self.config["log.flush.offset.checkpoint.interval.ms"],
+                producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
+            )
             self.log_manager.startup()
             self._logs_started = True
             self.node_id, self.cluster_id = self.log_manager.ensure_meta_properties(
