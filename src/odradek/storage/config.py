@@ -53,6 +53,10 @@ class LogConfig:
     index_interval_bytes: int = _kafka_field("int", "Bytes between offset index entries.", 4096, 0)
     max_compaction_lag_ms: int = _kafka_field("long", "Longest a record stays uncompacted.", LONG_MAX, 1)
     max_message_bytes: int = _kafka_field("int", "Largest record batch accepted.", 1048588, 0)
+    message_timestamp_after_max_ms: int = _kafka_field(
+        "long", "How far a CreateTime timestamp may lie ahead of the broker's clock.", 3600000, 0)
+    message_timestamp_before_max_ms: int = _kafka_field(
+        "long", "How far a CreateTime timestamp may lie behind the broker's clock.", LONG_MAX, 0)
     message_timestamp_type: str = _kafka_field(
         "string", "CreateTime or LogAppendTime.", "CreateTime", choices=("CreateTime", "LogAppendTime"))
     min_cleanable_dirty_ratio: float = _kafka_field("double", "Dirty ratio that makes a log cleanable.", 0.5, 0)

@@ -59,3 +59,15 @@ class LogDirLocked(KafkaStorageError):
 
 class InconsistentMetaProperties(KafkaStorageError):
     """meta.properties of the log dirs disagree with each other or with the broker config."""
+
+
+class RecordValidationError(KafkaError):
+    """A batch rejected because of some of its records (Kafka's RecordValidationException).
+
+    ``record_errors`` holds (batch_index, message) for each bad record, the index
+    counted across the partition's records of the request, for Produce v8+.
+    """
+
+    def __init__(self, message: str, error_code: ErrorCode, record_errors: list[tuple[int, str | None]]) -> None:
+        super().__init__(message, error_code)
+        self.record_errors = record_errors

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import gzip
 import logging
 import os
 import random
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
+
+import cramjam
 
 from odradek.protocol import records as rb
 from odradek.storage import errors
@@ -242,15 +245,23 @@ class Log:
         max_ts, record_count, position, end = rb.NO_TIMESTAMP, 0, 0, len(buf)
         if end == 0:
             raise errors.InvalidRecord("empty records")
+        low, high = now_ms - cfg.message_timestamp_before_max_ms, now_ms + cfg.message_timestamp_after_max_ms
+        key_errors: list[tuple[int, str | None]] = []
+        ts_errors: list[tuple[int, str | None]] = []
         while position < end:
             try:
                 batch = rb.check_batch(buf, position, end)
             except rb.InvalidBatch as exc:
                 raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
-            base, length, batch_epoch, _, _, _, delta, _, batch_ts, pid, p_epoch, first_seq, count = batch.fields
+            base, length, batch_epoch, _, _, attrs, delta, base_ts, batch_ts, pid, p_epoch, first_seq, count = batch.fields
             size = rb.LOG_OVERHEAD + length
             if size > cfg.max_message_bytes:
                 raise errors.RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            if assign_offsets and not attrs & rb.CONTROL_MASK:
+                if cfg.compact:
+                    key_errors += _null_key_indices(batch, record_count)
+                if append_time is None and not (low <= base_ts <= high and low <= batch_ts <= high):
+                    ts_errors += _out_of_range_timestamps(batch, record_count, low, high)
             last_seq = (first_seq + delta) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
             if pid >= 0 and assign_offsets:
                 dup = self.producer_state.check(pid, p_epoch, first_seq, last_seq, pending)
@@ -283,6 +294,13 @@ class Log:
             record_count += count
             next_offset = last + 1
             position += size
+        if key_errors:
+            raise errors.RecordValidationError(
+                f"Compacted topic cannot accept message without key in topic partition "
+                f"{self.topic_partition.topic}-{self.topic_partition.partition}.",
+                errors.ErrorCode.invalid_record, key_errors)
+        if ts_errors:
+            raise errors.RecordValidationError(ts_errors[0][1] or "", errors.ErrorCode.invalid_timestamp, ts_errors)
         first_offset, last_offset = metas[0].base_offset, metas[-1].last_offset
         self._maybe_roll(end, first_offset, last_offset, max_ts, now_ms)
         self.active.append(pieces, end, metas)
@@ -536,6 +554,70 @@ class Log:
                 seg.close()
             except OSError:
                 pass
+
+
+# -- per-record validation (only compacted topics and out-of-window timestamps pay for it) -------
+
+
+def _null_key_indices(batch: rb.RecordBatch, first_index: int) -> list[tuple[int, str | None]]:
+    """(batch index, None) of each record without a key, as Kafka's LogValidator reports them."""
+    return [(first_index + i, None) for i, (_, key_null) in enumerate(_record_fields(batch)) if key_null]
+
+
+def _out_of_range_timestamps(batch: rb.RecordBatch, first_index: int, low: int,
+                             high: int) -> list[tuple[int, str | None]]:
+    """(batch index, message) of each CreateTime timestamp outside [low, high] (NO_TIMESTAMP passes)."""
+    return [(first_index + i, (f"Timestamp {ts} of message with batch index {first_index + i} is out of range. "
+                               f"The timestamp should be within [{low}, {high}]"))
+            for i, (ts, _) in enumerate(_record_fields(batch))
+            if ts != rb.NO_TIMESTAMP and not low <= ts <= high]
+
+
+def _record_fields(batch: rb.RecordBatch) -> list[tuple[int, bool]]:
+    """(timestamp, key is null) of each record, decompressing the payload when needed."""
+    payload: bytes | memoryview = batch.records_payload()
+    codec = batch.compression_type
+    if codec:
+        payload = _decompress(codec, bytes(payload))
+    base_ts = batch.base_timestamp
+    out = []
+    position = 0
+    try:
+        for _ in range(batch.records_count):
+            length, position = rb.read_varint(payload, position)
+            end = position + length
+            position += 1  # attributes
+            ts_delta, position = rb.read_varint(payload, position)
+            _, position = rb.read_varint(payload, position)  # offset delta
+            key_length, position = rb.read_varint(payload, position)
+            out.append((base_ts + ts_delta, key_length < 0))
+            position = end
+    except IndexError:
+        raise errors.CorruptRecord("record runs past the end of its batch") from None
+    return out
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
+    """The records of a compressed batch (gzip, snappy with or without xerial framing, lz4 frame, zstd)."""
+    if codec == 1:
+        return gzip.decompress(data)
+    if codec == 2:
+        if data.startswith(_XERIAL_MAGIC):
+            out, position = bytearray(), 16
+            while position < len(data):
+                size = int.from_bytes(data[position:position + 4], "big")
+                out += cramjam.snappy.decompress_raw(data[position + 4:position + 4 + size])
+                position += 4 + size
+            return bytes(out)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    if codec == 3:
+        return bytes(cramjam.lz4.decompress(data))
+    if codec == 4:
+        return bytes(cramjam.zstd.decompress(data))
+    raise errors.CorruptRecord(f"unknown compression codec {codec}")
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
 def _segment_timestamp(seg: LogSegment) -> int:

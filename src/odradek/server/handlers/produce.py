@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
+from kio.static.primitive import i32
+
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.produce import ProduceRequest
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
+from odradek.storage.errors import RecordValidationError
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +30,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest):
     replicas = ctx.broker.replica_manager
     if request.acks not in (-1, 0, 1):
         code = ErrorCode.invalid_required_acks
-        results = {t.name: [(p.index, code, -1, None, -1, None) for p in t.partitions] for t in request.topics}
+        results = {t.name: [(p.index, code, -1, None, -1, None, ()) for p in t.partitions] for t in request.topics}
     else:
         results = {}
         for topic in request.topics:
@@ -38,18 +41,24 @@ async def handle(ctx: RequestContext, request: ProduceRequest):
                     if p.records is None:
                         raise KafkaError("null records", ErrorCode.invalid_record)
                     info = replicas.append_records(tp, p.records, request.acks, ctx.now_ms)
+                except RecordValidationError as e:
+                    record_errors = tuple(module.BatchIndexAndErrorMessage(batch_index=i32(index),
+                                                                           batch_index_error_message=message)
+                                          for index, message in e.record_errors) if ctx.api_version >= 8 else ()
+                    out.append((p.index, e.error_code, -1, None, -1, str(e), record_errors))
+                    continue
                 except KafkaError as e:
-                    out.append((p.index, e.error_code, -1, None, -1, str(e)))
+                    out.append((p.index, e.error_code, -1, None, -1, str(e), ()))
                     continue
                 except Exception as e:
                     log.exception("append to %s failed", tp)
-                    out.append((p.index, ErrorCode.unknown_server_error, -1, None, -1, str(e)))
+                    out.append((p.index, ErrorCode.unknown_server_error, -1, None, -1, str(e), ()))
                     continue
                 append_time = None
                 if info.log_append_time_ms >= 0:
                     append_time = datetime.fromtimestamp(info.log_append_time_ms / 1000, tz=timezone.utc)
                 start = replicas.partition(tp).log_start_offset
-                out.append((p.index, ErrorCode.none, info.first_offset, append_time, start, None))
+                out.append((p.index, ErrorCode.none, info.first_offset, append_time, start, None, ()))
     if request.acks == 0:
         return None
     topics = tuple(
@@ -64,10 +73,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest):
                     base_offset=base_offset,
                     log_append_time=append_time,
                     log_start_offset=start,
-                    record_errors=(),
+                    record_errors=record_errors,
                     error_message=message,
                 )
-                for index, code, base_offset, append_time, start, message in parts
+                for index, code, base_offset, append_time, start, message, record_errors in parts
             ),
         )
         for name, parts in results.items()
