@@ -60,3 +60,10 @@ def test_advertised_listeners() -> None:
     assert BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"}).advertised_listener(40000) == ("127.0.0.1", 40000)
     with pytest.raises(ConfigError, match="listeners"):
         BrokerConfig({"advertised.listeners": "nonsense"})
+
+
+def test_flush_ms_falls_back_to_the_scheduler_interval() -> None:
+    """Kafka's synonym order for flush.ms: log.flush.interval.ms, else log.flush.scheduler.interval.ms."""
+    assert BrokerConfig({"log.flush.scheduler.interval.ms": "3000"}).log_config_properties()["flush.ms"] == "3000"
+    both = BrokerConfig({"log.flush.interval.ms": "100", "log.flush.scheduler.interval.ms": "3000"})
+    assert both.log_config_properties()["flush.ms"] == "100"

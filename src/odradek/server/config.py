@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
+
 log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
@@ -99,21 +101,6 @@ _DEFS = [
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
-#: Broker config -> topic config it is the default of (ms values are derived below).
-_LOG_CONFIG_SYNONYMS = {
-    "log.segment.bytes": "segment.bytes",
-    "log.retention.bytes": "retention.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "message.max.bytes": "max.message.bytes",
-    "min.insync.replicas": "min.insync.replicas",
-}
-
-
 def read_properties(path: str | Path) -> dict[str, str]:
     """A Java-style .properties file (key=value or key: value, # and ! comments)."""
     props: dict[str, str] = {}
@@ -193,22 +180,17 @@ class BrokerConfig:
         return host, port or bound_port
 
     def log_config_properties(self) -> dict[str, str]:
-        """The topic-level config defaults these broker configs set (Kafka's synonyms)."""
-        props = {topic: str(self.originals.get(b, CONFIG_DEFS[b].default))
-                 for b, topic in _LOG_CONFIG_SYNONYMS.items()
-                 if self.originals.get(b, CONFIG_DEFS[b].default) is not None}
-        props["cleanup.policy"] = ",".join(self["log.cleanup.policy"])
-        props["retention.ms"] = str(self._ms("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
-        props["segment.ms"] = str(self._ms("log.roll.ms", None, "log.roll.hours"))
-        props["segment.jitter.ms"] = str(self._ms("log.roll.jitter.ms", None, "log.roll.jitter.hours"))
-        return props
+        """The topic-level config defaults these broker configs set (Kafka's synonyms, first set wins).
 
-    def _ms(self, ms: str, minutes: str | None, hours: str) -> int:
-        if self[ms] is not None:
-            return self[ms]
-        if minutes is not None and self[minutes] is not None:
-            return self[minutes] * 60_000 if self[minutes] >= 0 else -1
-        return self[hours] * 3_600_000 if self[hours] >= 0 else -1
+        Every known broker config counts with its value or Kafka default, so
+        retention.ms comes from log.retention.ms, else .minutes, else .hours.
+        """
+        effective = {name: str(self.originals.get(name, definition.default))
+                     for name, definition in CONFIG_DEFS.items()
+                     if self.originals.get(name, definition.default) is not None}
+        props = topic_defaults_from_broker(effective)
+        props["cleanup.policy"] = ",".join(self["log.cleanup.policy"])
+        return props
 
 
 def parse_listener(uri: str) -> tuple[str, str, int]:
