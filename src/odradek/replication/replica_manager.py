@@ -50,17 +50,20 @@ class ReplicaManager:
                 self.log_manager.delete_log(tp)
             return
         config = self.log_config(after)
+        new = []
         for p in after.partitions:
             tp = TopicPartition(after.name, p.partition)
             partition = self._partitions.get(tp)
             if partition is None:
-                if p.leader != self.node_id:
-                    continue
-                log_ = self.log_manager.get_or_create_log(tp, config)
-                log_.leader_epoch_cache.assign(p.leader_epoch, log_.log_end_offset)
-                self._partitions[tp] = Partition(log_, self.node_id, p.leader_epoch)
+                if p.leader == self.node_id:
+                    new.append((tp, p.leader_epoch))
             elif before is not None and before.configs != after.configs:
                 partition.log.update_config(config)
+        # One call for all new partitions: the log dirs are fsynced once, not once per partition.
+        logs = self.log_manager.get_or_create_logs([tp for tp, _ in new], config)
+        for (tp, leader_epoch), log_ in zip(new, logs):
+            log_.leader_epoch_cache.assign(leader_epoch, log_.log_end_offset)
+            self._partitions[tp] = Partition(log_, self.node_id, leader_epoch)
 
     def update_default_config(self, default_config: LogConfig) -> None:
         """Broker-level log.* defaults changed: every topic's effective config is recomputed."""

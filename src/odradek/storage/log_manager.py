@@ -169,13 +169,43 @@ class LogManager:
 
         With ``topic_id`` (Kafka's base64 topic UUID) a new log gets its partition.metadata.
         """
-        existing = self._logs.get(tp)
-        if existing is not None:
-            if existing.offline:
-                raise errors.KafkaStorageError(f"the log dir of {tp} is offline")
-            if config is not None and config != existing.config:
-                existing.update_config(config)
-            return existing
+        return self.get_or_create_logs([tp], config, topic_id)[0]
+
+    def get_or_create_logs(self, tps: list[TopicPartition], config: LogConfig | None = None,
+                           topic_id: str | None = None) -> list[Log]:
+        """get_or_create_log for many partitions of one topic, with one fsync per log dir.
+
+        A new partition dir is durable once its parent dir is fsynced; doing that
+        once after the whole batch rather than per partition is what makes
+        creating a topic with thousands of partitions affordable. Every created
+        dir is synced before this returns (so before any CreateTopics response).
+        """
+        logs: list[Log] = []
+        touched: set[Path] = set()
+        try:
+            for tp in tps:
+                existing = self._logs.get(tp)
+                if existing is not None:
+                    if existing.offline:
+                        raise errors.KafkaStorageError(f"the log dir of {tp} is offline")
+                    if config is not None and config != existing.config:
+                        existing.update_config(config)
+                    logs.append(existing)
+                    continue
+                lg = self._create_log(tp, config, topic_id)
+                touched.add(lg.dir.parent)
+                logs.append(lg)
+        finally:
+            for target in touched:
+                try:
+                    fsync_dir(target)
+                except OSError as exc:
+                    self._mark_offline(target)
+                    raise errors.KafkaStorageError(f"cannot sync {target}: {exc}") from exc
+        return logs
+
+    def _create_log(self, tp: TopicPartition, config: LogConfig | None, topic_id: str | None) -> Log:
+        """A new log in the online dir holding the fewest partitions; the caller fsyncs that dir."""
         dirs = self.online_dirs
         if not dirs:
             raise errors.KafkaStorageError("every log dir is offline")
@@ -185,7 +215,6 @@ class LogManager:
                      producer_id_expiration_ms=self.producer_id_expiration_ms, on_io_error=self._mark_offline)
             if topic_id is not None:
                 write_atomically(lg.dir / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}")
-            fsync_dir(target)
         except OSError as exc:
             self._mark_offline(target)
             raise errors.KafkaStorageError(f"cannot create {tp} in {target}: {exc}") from exc
