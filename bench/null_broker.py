@@ -25,20 +25,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import signal
 import socket
 import struct
 import uuid
 from collections import deque
-from datetime import timedelta
-from functools import cache
 from typing import Any
 
-from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-from kio.static.constants import EntityType
+
+from odradek.protocol.schemas import build, decode_request, encode, is_flexible, response_module, response_schema
+from odradek.protocol.wire import (
+    array_length,
+    read_array_length,
+    read_string,
+    read_uvarint,
+    skip_tagged_fields,
+    string,
+    uvarint,
+)
 
 READY = "null-broker ready"
 
@@ -64,104 +69,13 @@ _I8, _I16, _I32, _I64 = (struct.Struct(f) for f in (">b", ">h", ">i", ">q"))
 BATCH_LENGTH_AT, LAST_OFFSET_DELTA_AT, BATCH_OVERHEAD = 8, 23, 12
 
 
-# ---------------------------------------------------------------- wire primitives
-
-
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _skip_tags(buf: memoryview, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    return pos
-
-
-def _array_len(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
-    if flexible:
-        n, pos = _uvarint(buf, pos)
-        return n - 1, pos
-    return _I32.unpack_from(buf, pos)[0], pos + 4
-
-
-def _string(buf: memoryview, pos: int, flexible: bool) -> tuple[str | None, int]:
-    if flexible:
-        n, pos = _uvarint(buf, pos)
-        n -= 1
-    else:
-        n = _I16.unpack_from(buf, pos)[0]
-        pos += 2
-    if n < 0:
-        return None, pos
-    return str(buf[pos : pos + n], "utf-8"), pos + n
-
-
-def _write_string(value: str, flexible: bool) -> bytes:
-    raw = value.encode()
-    return (_uvarint_bytes(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
-
-
-def _write_array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint_bytes(n + 1) if flexible else _I32.pack(n)
-
-
 # ---------------------------------------------------------------- kio control plane
-
-
-@cache
-def _flexible(api_key: int, api_version: int) -> bool:
-    return bool(load_request_schema(api_key, api_version).__flexible__)
-
-
-@cache
-def _request_reader(api_key: int, api_version: int) -> Any:
-    return entity_reader(load_request_schema(api_key, api_version))
 
 
 def _response(api_key: int, api_version: int, entity: str | None = None, **fields: Any) -> Any:
     """A kio response (or nested ``entity``) of this version, keeping the fields it defines."""
-    if entity is None:
-        cls = load_response_schema(api_key, api_version)
-    else:
-        cls = getattr(load_payload_module(api_key, api_version, EntityType.response), entity)
-    known = cls.__dataclass_fields__
-    kwargs = {}
-    for name, value in fields.items():
-        f = known.get(name)
-        if f is None:
-            continue
-        kafka_type = f.metadata.get("kafka_type", "")
-        if type(value) is int and kafka_type.startswith("timedelta"):
-            value = timedelta(milliseconds=value)
-        elif type(value) is int and kafka_type == "error_code":
-            value = ErrorCode(value)
-        kwargs[name] = value
-    return cls(**kwargs)
-
-
-def _encode(entity: Any) -> bytes:
-    out = io.BytesIO()
-    entity_writer(type(entity))(out, entity)
-    return out.getvalue()
+    cls = response_schema(api_key, api_version) if entity is None else getattr(response_module(api_key, api_version), entity)
+    return build(cls, **fields)
 
 
 # ---------------------------------------------------------------- state
@@ -308,15 +222,15 @@ class Connection(asyncio.Protocol):
         api_key, api_version, correlation_id = struct.unpack_from(">hhi", buf, 0)
         versions = SUPPORTED.get(api_key)
         if api_key == API_VERSIONS and not versions[0] <= api_version <= versions[1]:
-            self.send(correlation_id, False, [_encode(self._api_18(0, None, ErrorCode.unsupported_version))])
+            self.send(correlation_id, False, [encode(self._api_18(0, None, ErrorCode.unsupported_version))])
             return
         if versions is None or not versions[0] <= api_version <= versions[1]:
             self.transport.close()
             return
-        flexible = _flexible(api_key, api_version)
-        _client_id, pos = _string(buf, 8, False)
+        flexible = is_flexible(api_key, api_version)
+        _client_id, pos = read_string(buf, 8, False)
         if flexible:
-            pos = _skip_tags(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
         body = buf[pos:]
         response_flexible = flexible and api_key != API_VERSIONS
         if api_key == PRODUCE:
@@ -326,29 +240,29 @@ class Connection(asyncio.Protocol):
         elif api_key == FETCH:
             self._fetch(api_version, body, correlation_id)
         else:
-            request, _ = _request_reader(api_key, api_version)(body, 0)
+            request = decode_request(api_key, api_version, body)
             response = getattr(self, f"_api_{api_key}")(api_version, request)
-            self.send(correlation_id, response_flexible, [_encode(response)])
+            self.send(correlation_id, response_flexible, [encode(response)])
 
     # -- Produce (hand-written)
 
     def _produce(self, v: int, body: memoryview) -> list | None:
         flexible = v >= 9
-        _txn, pos = _string(body, 0, flexible)
+        _txn, pos = read_string(body, 0, flexible)
         acks = _I16.unpack_from(body, pos)[0]
         pos += 6
-        n_topics, pos = _array_len(body, pos, flexible)
-        out = [_write_array_len(n_topics, flexible)]  # throttle_time_ms comes after the topics
+        n_topics, pos = read_array_length(body, pos, flexible)
+        out = [array_length(n_topics, flexible)]  # throttle_time_ms comes after the topics
         retain = self.broker.retain_bytes
         for _ in range(n_topics):
-            name, pos = _string(body, pos, flexible)
-            n_parts, pos = _array_len(body, pos, flexible)
-            out.append(_write_string(name, flexible) + _write_array_len(n_parts, flexible))
+            name, pos = read_string(body, pos, flexible)
+            n_parts, pos = read_array_length(body, pos, flexible)
+            out.append(string(name, flexible) + array_length(n_parts, flexible))
             for _ in range(n_parts):
                 index = _I32.unpack_from(body, pos)[0]
                 pos += 4
                 if flexible:
-                    n, pos = _uvarint(body, pos)
+                    n, pos = read_uvarint(body, pos)
                     n -= 1
                 else:
                     n = _I32.unpack_from(body, pos)[0]
@@ -356,7 +270,7 @@ class Connection(asyncio.Protocol):
                 records = body[pos : pos + max(n, 0)]
                 pos += max(n, 0)
                 if flexible:
-                    pos = _skip_tags(body, pos)
+                    pos = skip_tagged_fields(body, pos)
                 partition = self.broker.partition(name, index)
                 if partition is None:
                     code, base = ErrorCode.unknown_topic_or_partition.value, -1
@@ -366,12 +280,12 @@ class Connection(asyncio.Protocol):
                 if v >= 5:
                     part += _I64.pack(0)  # log_start_offset
                 if v >= 8:
-                    part += _write_array_len(0, flexible) + (b"\x00" if flexible else b"\xff\xff")
+                    part += array_length(0, flexible) + (b"\x00" if flexible else b"\xff\xff")
                 if flexible:
                     part += b"\x00"
                 out.append(part)
             if flexible:
-                pos = _skip_tags(body, pos)
+                pos = skip_tagged_fields(body, pos)
                 out.append(b"\x00")
         if acks == 0:
             return None
@@ -387,10 +301,10 @@ class Connection(asyncio.Protocol):
         if v >= 7:
             pos += 8  # session_id, session_epoch
         wanted: list[tuple[str, list[tuple[int, int, int]]]] = []
-        n_topics, pos = _array_len(body, pos, flexible)
+        n_topics, pos = read_array_length(body, pos, flexible)
         for _ in range(n_topics):
-            name, pos = _string(body, pos, flexible)
-            n_parts, pos = _array_len(body, pos, flexible)
+            name, pos = read_string(body, pos, flexible)
+            n_parts, pos = read_array_length(body, pos, flexible)
             parts = []
             for _ in range(n_parts):
                 index = _I32.unpack_from(body, pos)[0]
@@ -404,10 +318,10 @@ class Connection(asyncio.Protocol):
                 partition_max = _I32.unpack_from(body, pos)[0]
                 pos += 4
                 if flexible:
-                    pos = _skip_tags(body, pos)
+                    pos = skip_tagged_fields(body, pos)
                 parts.append((index, offset, partition_max))
             if flexible:
-                pos = _skip_tags(body, pos)
+                pos = skip_tagged_fields(body, pos)
             wanted.append((name, parts))
         response, size = self._fetch_response(v, wanted, max_bytes)
         if size >= min_bytes or max_wait_ms <= 0:
@@ -444,11 +358,11 @@ class Connection(asyncio.Protocol):
         head = bytearray(_I32.pack(0))
         if v >= 7:
             head += _I16.pack(0) + _I32.pack(0)  # error_code, session_id (sessionless)
-        head += _write_array_len(len(wanted), flexible)
+        head += array_length(len(wanted), flexible)
         out: list = []
         total = 0
         for name, parts in wanted:
-            head += _write_string(name, flexible) + _write_array_len(len(parts), flexible)
+            head += string(name, flexible) + array_length(len(parts), flexible)
             for index, offset, partition_max in parts:
                 partition = self.broker.partition(name, index)
                 chunks: list = []
@@ -465,7 +379,7 @@ class Connection(asyncio.Protocol):
                 head += b"\x00" if flexible else b"\xff\xff\xff\xff"  # aborted_transactions: null
                 if v >= 11:
                     head += _I32.pack(-1)
-                head += _uvarint_bytes(size + 1) if flexible else _I32.pack(size)
+                head += uvarint(size + 1) if flexible else _I32.pack(size)
                 if chunks:
                     out.append(bytes(head))
                     out.extend(chunks)
@@ -483,7 +397,7 @@ class Connection(asyncio.Protocol):
     # -- control plane (kio)
 
     def _api_18(self, v: int, request: Any, error: ErrorCode = ErrorCode.none) -> Any:  # ApiVersions
-        module = load_payload_module(API_VERSIONS, v, EntityType.response)
+        module = response_module(API_VERSIONS, v)
         keys = tuple(
             module.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())
         )
