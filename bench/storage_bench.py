@@ -27,13 +27,15 @@ from spec import build_batch  # noqa: E402
 
 from odradek.storage import Log, LogConfig  # noqa: E402
 
+#: The batches carry this CreateTime; appends happen "now" so the timestamps are in range.
+NOW_MS = 1_700_000_000_000
 BIG = LogConfig(segment_bytes=1 << 30, max_message_bytes=8 << 20)
 
 
 def make_batch(size: int) -> bytes:
     value = b"x" * 1000
     n = max(1, size // 1030)
-    return build_batch([(b"key", value, 1_700_000_000_000)] * n)
+    return build_batch([(b"key", value, NOW_MS)] * n)
 
 
 def compare(runs: int, plain, odradek) -> tuple[float, float]:
@@ -65,7 +67,7 @@ def bench_append(tmp: Path, batch_size: int, total: int) -> tuple[float, float]:
         log = Log(d, BIG)
         t = time.perf_counter()
         for _ in range(count):
-            log.append(batch, leader_epoch=0, now_ms=0)
+            log.append(batch, leader_epoch=0, now_ms=NOW_MS)
         elapsed = time.perf_counter() - t
         log.close()
         for f in d.iterdir():
@@ -80,7 +82,7 @@ def bench_read(tmp: Path, total: int, fetch_bytes: int) -> tuple[float, float]:
     log = Log(d, BIG)
     batch = make_batch(16 * 1024)
     for _ in range(total // len(batch)):
-        log.append(batch, leader_epoch=0, now_ms=0)
+        log.append(batch, leader_epoch=0, now_ms=NOW_MS)
     leo = log.log_end_offset
     step = batch[57:61]  # recordsCount
     per_batch = struct.unpack(">i", step)[0]
@@ -129,7 +131,7 @@ def bench_recovery(tmp: Path, total: int) -> tuple[float, float]:
     log = Log(d, cfg)
     batch = make_batch(16 * 1024)
     for _ in range(total // len(batch)):
-        log.append(batch, leader_epoch=0, now_ms=0)
+        log.append(batch, leader_epoch=0, now_ms=NOW_MS)
     log.flush()
     files = sorted(d.glob("*.log"))
     # an unclean stop: no clean-shutdown marker, no trusted indexes beyond recovery point 0

@@ -8,7 +8,7 @@ on roll and close. Entries are mirrored in two Python lists so lookups are a
 bisect, and appends are one store into a memory map of the file.
 
 As in Kafka, an index holds no file descriptor: the file is opened only to be
-resized (preallocate, trim, truncate) and mapped, then closed at once. A
+resized (preallocate, trim, truncate) and mapped, or fsynced, then closed at once. A
 broker with tens of thousands of partitions would otherwise keep two extra
 descriptors per partition and hit the process's open-file limit.
 """
@@ -26,9 +26,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-_libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _MAP_FAILED = ctypes.c_void_p(-1).value
-_MS_SYNC = 4  # Linux
 
 
 class _Mapping:
@@ -45,11 +43,6 @@ class _Mapping:
 
     def __len__(self) -> int:
         return self.size
-
-    def flush(self) -> None:
-        if _libc.msync(self.addr, self.size, _MS_SYNC) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
 
     def close(self) -> None:
         del self.buf
@@ -123,10 +116,6 @@ class _SparseIndex:
         self.keys, self.values = [], []
         self._resize(0)
         self.preallocate()
-
-    def flush(self) -> None:
-        if self._map is not None:
-            self._map.flush()
 
     def close(self) -> None:
         self.trim()

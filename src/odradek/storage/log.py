@@ -14,6 +14,7 @@ import gzip
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -117,6 +118,10 @@ class Log:
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._unflushed_messages = 0
         self._unsynced_snapshots: list[Path] = []
+        #: Counts truncations, so a flush in another thread does not move the recovery point past one;
+        #: the lock makes "no truncation since the flush began, so advance" one step.
+        self._truncations = 0
+        self._recovery_point_lock = threading.Lock()
         self.last_flush_ms = now_ms if now_ms is not None else _now_ms()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / "leader-epoch-checkpoint", lambda: self.log_end_offset)
@@ -408,9 +413,16 @@ class Log:
         self.active.truncate_to(offset)
         self.active.on_become_active()
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._truncated(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()
+
+    def _truncated(self, log_end_offset: int, *, emptied: bool = False) -> None:
+        """After a truncation: pull the recovery point back (to the new start of an
+        ``emptied`` log) and tell flushes in flight."""
+        with self._recovery_point_lock:
+            self.recovery_point = log_end_offset if emptied else min(self.recovery_point, log_end_offset)
+            self._truncations += 1
 
     @_storage_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -421,7 +433,8 @@ class Log:
         seg = self._new_segment(offset, now)
         seg.on_become_active()
         self._add_segment(seg)
-        self.log_start_offset = self.recovery_point = offset
+        self.log_start_offset = offset
+        self._truncated(offset, emptied=True)
         self.leader_epoch_cache.clear_and_start_at(offset)
         self.producer_state.truncate_and_reload(-1)
 
@@ -520,15 +533,16 @@ class Log:
     # -- durability --------------------------------------------------------------------
     @_storage_io
     def flush(self, now_ms: int | None = None) -> None:
-        """fsync every segment from the recovery point, then advance it to the log end offset."""
+        """fsync every segment from the recovery point, then advance it to the log end offset.
+
+        Runs in a LogManager thread while the owner appends, rolls, truncates and deletes:
+        a segment closed meanwhile flushes as a no-op, and a truncation meanwhile keeps the
+        recovery point where the truncation put it.
+        """
+        truncations = self._truncations
         leo = self.log_end_offset
         for seg in self._segments_from(self.recovery_point):
-            try:
-                seg.flush()
-            except (OSError, ValueError):
-                # flush() runs in a thread; the owner may have deleted the segment meanwhile.
-                if seg in self.segments:
-                    raise
+            seg.flush()
         snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
         for path in snapshots:
             try:
@@ -540,7 +554,9 @@ class Log:
             finally:
                 os.close(fd)
         fsync_dir(self.dir)
-        self.recovery_point = leo
+        with self._recovery_point_lock:
+            if truncations == self._truncations:
+                self.recovery_point = max(self.recovery_point, leo)
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms() if now_ms is None else now_ms
 

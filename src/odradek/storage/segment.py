@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -72,6 +73,9 @@ class LogSegment:
         self._contiguous = True
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index = 0
+        #: Guards ``closed`` and the descriptor against flush() in another thread (see flush).
+        self._close_lock = threading.Lock()
+        self.closed = False
 
     # -- appending -----------------------------------------------------------
     def append(self, pieces: list[bytes | bytearray | memoryview], size: int, batches: list[BatchMeta]) -> None:
@@ -266,9 +270,27 @@ class LogSegment:
         return self.offset_index.is_full or self.time_index.is_full
 
     def flush(self) -> None:
-        os.fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        """fsync the .log and both index files; safe from any thread, a no-op once closed.
+
+        The LogManager runs this in a thread while the owner may roll, trim, truncate
+        or close the segment. So it never touches the index memory maps (which the
+        owner unmaps and remaps) nor the segment's own descriptor (which close() may
+        hand to another file): it takes private descriptors under the close lock and
+        fsyncs those. An fsync of the file covers pages dirtied through a shared
+        mapping (Linux tracks them at fault time), so no msync is needed.
+        """
+        fds: list[int] = []
+        try:
+            with self._close_lock:
+                if self.closed:
+                    return
+                fds.append(os.dup(self.fd))
+                fds.extend(os.open(index.path, os.O_RDONLY) for index in (self.offset_index, self.time_index))
+            for fd in fds:
+                os.fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def on_become_active(self) -> None:
         self.offset_index.preallocate()
@@ -279,16 +301,11 @@ class LogSegment:
         self.time_index.trim()
 
     def close(self) -> None:
-        self.offset_index.close()
-        self.time_index.close()
-        self.file.close()
+        with self._close_lock:
+            self.closed = True
+            self.offset_index.close()
+            self.time_index.close()
+            self.file.close()
 
     def files(self) -> list[Path]:
         return [self.path, self.offset_index.path, self.time_index.path]
-
-    def rename_suffix(self, old: str, new: str) -> None:
-        """Rename all three files from ``old`` suffix to ``new`` (e.g. '' -> '.deleted')."""
-        for holder in (self, self.offset_index, self.time_index):
-            target = Path(str(holder.path)[: len(str(holder.path)) - len(old)] + new) if old else Path(str(holder.path) + new)
-            os.rename(holder.path, target)
-            holder.path = target
