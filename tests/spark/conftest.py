@@ -24,6 +24,8 @@ def spark() -> Iterator[object]:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.streaming.minBatchesToRetain", "10")
+        # Tests read micro-batch sizes from recentProgress, idle triggers included.
+        .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

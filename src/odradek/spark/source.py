@@ -160,7 +160,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.offsets = OffsetReader(options)
         self._available_now_target: PartitionOffsets | None = None
         self._latest: PartitionOffsets = {}
-        self._last_trigger = time.monotonic()
+        # As Spark's lastTriggerMillis = 0: the first trigger is never delayed by minOffsetsPerTrigger.
+        self._last_trigger: float | None = None
 
     def initialOffset(self) -> dict:
         tps = self.offsets.partitions()
@@ -192,23 +193,34 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = self._admitted(effective, latest, limit)
             if end is None:
                 return start
-        self._last_trigger = time.monotonic()
         # Partitions that vanished stay out of `end`; planning reports them as data loss.
         return to_json_dict(end)
 
     def _admitted(
         self, start: PartitionOffsets, latest: PartitionOffsets, limit: ReadLimit
     ) -> PartitionOffsets | None:
-        minimum = self.options.min_offsets_per_trigger
-        if isinstance(limit, ReadMinRows):
-            minimum = limit.min_rows
-        if minimum is not None:
-            waited_ms = (time.monotonic() - self._last_trigger) * 1000
-            if records_between(start, latest) < minimum and waited_ms < self.options.max_trigger_delay_ms:
-                return None
+        """End offsets under the read limit, or None to skip this trigger (too few records yet).
+
+        Trigger.AvailableNow ignores the minimum: it must drain its target and stop,
+        not wait for records that may never come.
+        """
+        minimum = limit.min_rows if isinstance(limit, ReadMinRows) else self.options.min_offsets_per_trigger
+        if minimum is not None and self._available_now_target is None and self._delay_batch(minimum, start, latest):
+            return None
         if isinstance(limit, ReadMaxRows):
             return rate_limit(start, latest, limit.max_rows)
         return latest
+
+    def _delay_batch(self, minimum: int, start: PartitionOffsets, latest: PartitionOffsets) -> bool:
+        """Spark's delayBatch: wait for `minimum` records unless maxTriggerDelay has passed since the last batch."""
+        now = time.monotonic()
+        if self._last_trigger is None or (now - self._last_trigger) * 1000 >= self.options.max_trigger_delay_ms:
+            self._last_trigger = now
+            return False
+        if records_between(start, latest) < minimum:
+            return True
+        self._last_trigger = now
+        return False
 
     def reportLatestOffset(self) -> dict | None:
         return to_json_dict(self._latest) if self._latest else None
