@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 import mmap
+import operator
 import os
 import struct
 from pathlib import Path
@@ -41,9 +43,6 @@ class _Mapping:
         self.addr, self.size = addr, size
         self.buf = (ctypes.c_char * size).from_address(addr)
 
-    def __len__(self) -> int:
-        return self.size
-
     def close(self) -> None:
         del self.buf
         _libc.munmap(self.addr, self.size)
@@ -66,6 +65,8 @@ class _SparseIndex:
         self.deferred = False
         #: The file mapped for writing; None while the file is empty.
         self._map: _Mapping | None = None
+        #: Entries the mapped file has room for (appends check this, not the map).
+        self._capacity = 0
         self._resize(None)
 
     # -- file ----------------------------------------------------------------
@@ -76,31 +77,27 @@ class _SparseIndex:
             if self._map is not None:
                 self._map.close()
                 self._map = None
+                self._capacity = 0
             if size is not None:
                 os.ftruncate(fd, size)
             else:
                 size = os.fstat(fd).st_size
             if size:
                 self._map = _Mapping(fd, size)
+                self._capacity = size // self.entry.size
         finally:
             os.close(fd)
-
-    @property
-    def file_size(self) -> int:
-        return len(self._map) if self._map is not None else 0
 
     def load(self) -> None:
         """Read the entries of an existing file; raise CorruptIndex when they are inconsistent."""
         data = self._map.buf.raw if self._map is not None else b""
         size = self.entry.size
-        keys, values = [], []
-        for i in range(0, len(data) - len(data) % size, size):
-            k, v = self.entry.unpack_from(data, i)
-            if k == 0 and v == 0 and i > 0:
-                break  # preallocated zeros: the end of the entries
-            keys.append(k)
-            values.append(v)
-        self.keys, self.values = keys, values
+        # Zeros after the first entry are preallocated room (a first entry may be all zeros).
+        count = min(len(data) // size, max(1, -(-len(data.rstrip(b"\0")) // size))) if data else 0
+        if count:
+            self.keys, self.values = (list(column) for column in zip(*self.entry.iter_unpack(data[: count * size])))
+        else:
+            self.keys, self.values = [], []
         self.sanity_check()
 
     def sanity_check(self) -> None:
@@ -123,25 +120,23 @@ class _SparseIndex:
             self._map.close()
             self._map = None
 
-    @property
-    def is_full(self) -> bool:
-        return len(self.keys) >= self.max_entries
-
     def __len__(self) -> int:
         return len(self.keys)
 
     def _ensure_room(self, entries: int) -> ctypes.Array:
         """The map, grown first if ``entries`` would not fit (an index written past its preallocation)."""
-        if self.file_size < entries * self.entry.size:
+        if self._capacity < entries:
             self._resize(max(self.max_entries, entries) * self.entry.size)
         assert self._map is not None
         return self._map.buf
 
     def _write(self, key: int, value: int) -> None:
+        keys = self.keys
         if not self.deferred:
-            n = len(self.keys)
-            self.entry.pack_into(self._ensure_room(n + 1), n * self.entry.size, key, value)
-        self.keys.append(key)
+            n = len(keys)
+            buf = self._map.buf if n < self._capacity else self._ensure_room(n + 1)  # type: ignore[union-attr]
+            self.entry.pack_into(buf, n * self.entry.size, key, value)
+        keys.append(key)
         self.values.append(value)
 
     def write_deferred(self) -> None:
@@ -165,7 +160,7 @@ class OffsetIndex(_SparseIndex):
 
     def sanity_check(self) -> None:
         keys = self.keys
-        if any(b <= a for a, b in zip(keys, keys[1:])) or any(b < a for a, b in zip(self.values, self.values[1:])):
+        if not (_increasing(keys, strictly=True) and _increasing(self.values)):
             raise CorruptIndex(f"{self.path}: entries not increasing")
         if keys and keys[0] < 0:
             raise CorruptIndex(f"{self.path}: negative relative offset")
@@ -201,7 +196,7 @@ class TimeIndex(_SparseIndex):
     entry = struct.Struct(">qi")
 
     def sanity_check(self) -> None:
-        if any(b < a for a, b in zip(self.keys, self.keys[1:])) or any(b < a for a, b in zip(self.values, self.values[1:])):
+        if not (_increasing(self.keys) and _increasing(self.values)):
             raise CorruptIndex(f"{self.path}: entries not increasing")
 
     def append(self, timestamp: int, offset: int) -> None:
@@ -222,3 +217,8 @@ class TimeIndex(_SparseIndex):
 
     def truncate_to(self, offset: int) -> None:
         self._truncate_entries(bisect.bisect_left(self.values, offset - self.base_offset))
+
+
+def _increasing(values: list[int], *, strictly: bool = False) -> bool:
+    """Whether ``values`` never decrease (never repeat either, ``strictly``); a C-speed pass."""
+    return all(map(operator.lt if strictly else operator.le, values, itertools.islice(values, 1, None)))

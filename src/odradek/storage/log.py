@@ -30,7 +30,7 @@ from odradek.storage.cleaner import CleanPlan
 from odradek.storage.config import LogConfig
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
-from odradek.storage.segment import BatchMeta, FileRegion, LogSegment
+from odradek.storage.segment import FileRegion, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,11 @@ SWAP_SUFFIX = ".swap"
 #: Per partition (Kafka keeps one per log dir): the offset below which segments were compacted,
 #: so recovery knows where offsets may have gaps. Written before any cleaned segment is swapped in.
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+_check_header = rb.check_header
+_HEADER = rb.HEADER
+_HEADER_SIZE = rb.HEADER_SIZE
+_LOG_OVERHEAD = rb.LOG_OVERHEAD
+_CONTROL_MASK = rb.CONTROL_MASK
 _INVALID_BATCH_ERRORS: dict[str, type[errors.KafkaError]] = {
     "corrupt": errors.CorruptRecord,
     "magic": errors.UnsupportedForMessageFormat,
@@ -91,13 +96,7 @@ def _storage_io(method: F) -> F:
         try:
             return method(self, *args, **kwargs)
         except OSError as exc:
-            if self.deleted:  # files closed under a thread's feet by delete_log: not a disk failure
-                raise errors.KafkaStorageError(f"log {self.dir} was deleted") from exc
-            self.offline = True
-            log.error("I/O error on %s: %s", self.dir, exc)
-            if self.on_io_error is not None:
-                self.on_io_error(self.dir.parent)
-            raise errors.KafkaStorageError(f"I/O error on {self.dir}: {exc}") from exc
+            raise self._io_failed(exc) from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -129,6 +128,16 @@ class Log:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self._load(clean_shutdown, self.last_flush_ms)
+
+    def _io_failed(self, exc: OSError) -> errors.KafkaStorageError:
+        """Take the log (and its dir) offline after an I/O error; the error to raise."""
+        if self.deleted:  # files closed under a thread's feet by delete_log: not a disk failure
+            return errors.KafkaStorageError(f"log {self.dir} was deleted")
+        self.offline = True
+        log.error("I/O error on %s: %s", self.dir, exc)
+        if self.on_io_error is not None:
+            self.on_io_error(self.dir.parent)
+        return errors.KafkaStorageError(f"I/O error on {self.dir}: {exc}")
 
     # -- loading -----------------------------------------------------------------
     def _load(self, clean_shutdown: bool, now_ms: int) -> None:
@@ -232,68 +241,80 @@ class Log:
         return self.segments[i:]
 
     # -- append ----------------------------------------------------------------------
-    @_storage_io
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int,
                assign_offsets: bool = True) -> LogAppendInfo:
         """Validate, stamp and write a blob of v2 batches, all or nothing.
 
         The payload is never copied: each batch goes out as a stamped 61-byte header
-        plus a view of its original records, all in one writev.
+        plus a view of its original records, all in one writev. This is the produce
+        hot path, so each header is unpacked once and records are parsed only for
+        compacted topics and CreateTime timestamps outside the accepted window.
         """
-        buf = memoryview(records)
-        cfg = self.config
-        next_offset = self.log_end_offset
-        metas: list[BatchMeta] = []
-        pieces: list[bytes | bytearray | memoryview] = []
-        pending: dict[int, ProducerStateEntry] = {}
-        append_time = now_ms if cfg.log_append_time else None
-        max_ts, record_count, position, end = rb.NO_TIMESTAMP, 0, 0, len(buf)
+        if self.offline:
+            raise errors.KafkaStorageError(f"log {self.dir} is offline")
+        buf = records if type(records) is memoryview else memoryview(records)
+        end = len(buf)
         if end == 0:
             raise errors.InvalidRecord("empty records")
+        cfg = self.config
+        max_message_bytes = cfg.max_message_bytes
+        append_time = now_ms if cfg.log_append_time else None
+        compact = assign_offsets and cfg.compact
         low, high = now_ms - cfg.message_timestamp_before_max_ms, now_ms + cfg.message_timestamp_after_max_ms
+        seg = self.segments[-1]
+        first_offset = next_offset = seg.next_offset
+        batches: list[tuple[int, int, int, int, int]] = []
+        pieces: list[bytes | bytearray | memoryview] = []
+        pending: dict[int, ProducerStateEntry] = {}
+        duplicates: list[BatchMetadata] = []
+        epoch_starts: list[tuple[int, int]] = []
         key_errors: list[tuple[int, str | None]] = []
         ts_errors: list[tuple[int, str | None]] = []
+        max_ts, record_count, position = rb.NO_TIMESTAMP, 0, 0
         while position < end:
             try:
-                batch = rb.check_batch(buf, position, end)
+                fields = _check_header(buf, position, end)
             except rb.InvalidBatch as exc:
                 raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
-            base, length, batch_epoch, _, _, attrs, delta, base_ts, batch_ts, pid, p_epoch, first_seq, count = batch.fields
-            size = rb.LOG_OVERHEAD + length
-            if size > cfg.max_message_bytes:
-                raise errors.RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-            if assign_offsets and not attrs & rb.CONTROL_MASK:
-                if cfg.compact:
-                    key_errors += _null_key_indices(batch, record_count)
+            base, length, batch_epoch, magic, crc, attrs, delta, base_ts, batch_ts, pid, p_epoch, first_seq, count = fields
+            size = _LOG_OVERHEAD + length
+            if size > max_message_bytes:
+                raise errors.RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+            if assign_offsets and not attrs & _CONTROL_MASK:
+                if compact:
+                    key_errors += _null_key_indices(rb.RecordBatch(buf, position, fields), record_count)
                 if append_time is None and not (low <= base_ts <= high and low <= batch_ts <= high):
-                    ts_errors += _out_of_range_timestamps(batch, record_count, low, high)
-            last_seq = (first_seq + delta) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
-            if pid >= 0 and assign_offsets:
-                dup = self.producer_state.check(pid, p_epoch, first_seq, last_seq, pending)
-                if dup is not None:
-                    if end != size:
-                        raise errors.OutOfOrderSequence("a duplicate batch inside a multi-batch request")
-                    return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                         -1 if append_time is None else append_time,
-                                         dup.last_offset - dup.first_offset + 1, True)
+                    ts_errors += _out_of_range_timestamps(rb.RecordBatch(buf, position, fields), record_count,
+                                                          low, high)
+            if pid >= 0:
+                last_seq = (first_seq + delta) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
+                if assign_offsets:
+                    duplicate = self.producer_state.check(pid, p_epoch, first_seq, last_seq, pending)
+                    if duplicate is not None:
+                        duplicates.append(duplicate)
+                        record_count += count
+                        position += size
+                        continue
             if assign_offsets:
-                base = next_offset
-                pieces.append(rb.stamped_header(buf, position, size, base_offset=base, leader_epoch=leader_epoch,
-                                                log_append_time=append_time))
-                pieces.append(buf[position + rb.HEADER_SIZE : position + size])
-                if append_time is not None:
+                if append_time is None:
+                    pieces.append(_HEADER.pack(next_offset, length, leader_epoch, magic, crc, attrs, delta, base_ts,
+                                               batch_ts, pid, p_epoch, first_seq, count))
+                else:
+                    pieces.append(rb.stamped_header(buf, position, size, base_offset=next_offset,
+                                                    leader_epoch=leader_epoch, log_append_time=append_time))
                     batch_ts = append_time
+                pieces.append(buf[position + _HEADER_SIZE : position + size])
+                base = next_offset
             else:
                 if base < next_offset:
                     raise errors.InvalidRecord(f"batch offset {base} is below the log end offset {next_offset}")
                 pieces.append(buf[position : position + size])
+                epoch_starts.append((batch_epoch, base))
             last = base + delta
-            metas.append(BatchMeta(position, size, base, last, batch_ts))
+            batches.append((position, size, base, last, batch_ts))
             if pid >= 0:
                 self.producer_state.update(pid, p_epoch, BatchMetadata(first_seq, last_seq, base, last, batch_ts),
                                            into=pending)
-            if not assign_offsets:
-                self.leader_epoch_cache.assign(batch_epoch, base)
             if batch_ts > max_ts:
                 max_ts = batch_ts
             record_count += count
@@ -306,29 +327,48 @@ class Log:
                 errors.ErrorCode.invalid_record, key_errors)
         if ts_errors:
             raise errors.RecordValidationError(ts_errors[0][1] or "", errors.ErrorCode.invalid_timestamp, ts_errors)
-        first_offset, last_offset = metas[0].base_offset, metas[-1].last_offset
-        self._maybe_roll(end, first_offset, last_offset, max_ts, now_ms)
-        self.active.append(pieces, end, metas)
-        if pending:
-            self.producer_state.commit(pending)
-        if assign_offsets:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        if duplicates:
+            return self._duplicate_info(duplicates, bool(batches), record_count, append_time)
+        last_offset = next_offset - 1
+        try:
+            if seg.size:  # roll as Kafka: segment.bytes, segment.ms (+ jitter), a full index, relative offsets
+                rolling_ts = seg.first_batch_timestamp
+                if (seg.size > cfg.segment_bytes - end or seg.index_full
+                        or now_ms - (seg.created_ms if rolling_ts is None or rolling_ts == -1 else rolling_ts)
+                        > cfg.segment_ms - seg.roll_jitter_ms
+                        or last_offset - seg.base_offset > INT_MAX):
+                    seg = self._roll(first_offset, now_ms)
+            seg.append(pieces, end, batches)
+            if pending:
+                self.producer_state.commit(pending)
+            epochs = self.leader_epoch_cache
+            if assign_offsets:
+                if leader_epoch > epochs.latest_epoch:
+                    epochs.assign(leader_epoch, first_offset)
+            else:
+                for epoch, start in epoch_starts:  # a follower keeps the leader's epochs
+                    epochs.assign(epoch, start)
+        except OSError as exc:
+            raise self._io_failed(exc) from exc
         self._unflushed_messages += record_count
         if self._unflushed_messages >= cfg.flush_messages:
             self.flush()
         return LogAppendInfo(first_offset, last_offset, max_ts, -1 if append_time is None else append_time,
                              record_count)
 
-    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int, now_ms: int) -> None:
-        seg, cfg = self.active, self.config
-        if seg.size == 0:
-            return
-        rolling_ts = seg.first_batch_timestamp if seg.first_batch_timestamp not in (None, -1) else seg.created_ms
-        if (seg.size > cfg.segment_bytes - size
-                or now_ms - rolling_ts > cfg.segment_ms - seg.roll_jitter_ms
-                or seg.index_full
-                or last_offset - seg.base_offset > INT_MAX):
-            self._roll(first_offset, now_ms)
+    @staticmethod
+    def _duplicate_info(duplicates: list[BatchMetadata], new_batches: bool, record_count: int,
+                        append_time: int | None) -> LogAppendInfo:
+        """The answer to a retried request: the offsets its batches got the first time.
+
+        A retry repeats a whole request, and a request was appended all or nothing, so
+        either every batch is a duplicate or none is; a mix is a client out of sequence.
+        """
+        if new_batches or any(b.first_offset != a.last_offset + 1 for a, b in zip(duplicates, duplicates[1:])):
+            raise errors.OutOfOrderSequence("a request mixing duplicate and new batches")
+        return LogAppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset,
+                             max(d.timestamp for d in duplicates), -1 if append_time is None else append_time,
+                             record_count, True)
 
     def roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the log end offset (no-op when the active one is empty)."""
