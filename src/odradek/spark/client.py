@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -31,6 +32,8 @@ METADATA_TIMEOUT_S = 30.0
 # Records per Arrow batch handed to Spark: large enough to amortise the Arrow
 # and JVM hand-off, small enough to bound executor memory.
 BATCH_RECORDS = 20_000
+# Longest wait of one consume() call; kafkaConsumer.pollTimeoutMs bounds the wait for progress.
+CONSUME_WAIT_S = 0.1
 
 
 class DataLossError(RuntimeError):
@@ -209,15 +212,21 @@ def read_range(
     until = offset_range.until_offset
     position = offset_range.from_offset
     consumer.assign([TopicPartition(topic, partition, position)])
-    deadline_s = options.poll_timeout_ms / 1000.0
+    patience_s = options.poll_timeout_ms / 1000.0
+    deadline = time.monotonic() + patience_s
     try:
         while position < until:
-            messages = consumer.consume(num_messages=min(BATCH_RECORDS, until - position), timeout=deadline_s)
+            # consume() waits for its full count or its timeout: with holes in the offsets
+            # (control records, compaction) the count may never come, so wait briefly and loop.
+            messages = consumer.consume(num_messages=min(BATCH_RECORDS, until - position), timeout=CONSUME_WAIT_S)
             if not messages:
-                raise TimeoutError(
-                    f"Cannot fetch records in [{position}, {until}) of {topic}-{partition} within "
-                    f"{options.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
-                )
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"Cannot fetch records in [{position}, {until}) of {topic}-{partition} within "
+                        f"{options.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
+                    )
+                continue
+            deadline = time.monotonic() + patience_s
             records = []
             next_position = None
             for message in messages:
