@@ -1,99 +1,216 @@
-"""Compaction keeps exactly the latest record per key and the right tombstones, across crashes."""
+"""LogCleaner cases one at a time: compressed keys, KIP-534 delete horizons, control batches,
+idempotent producers' empty batches, partial cleaning, bounded memory, the per-dir
+cleaner-offset-checkpoint, and the LogManager running it in the background.
+(test_cleaner_model.py checks random histories against a model.)"""
 
 from __future__ import annotations
 
 import asyncio
-import tempfile
+import random
+import struct
+import tracemalloc
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from spec import build_batch, parse_batches
+import pytest
+from codec_spec import CODECS, build, parse
+from spec import build_batch
 
 from odradek.storage import Log, LogConfig, LogManager, TopicPartition
+from odradek.storage.checkpoint import read_offsets, write_checkpoint_lines
 from odradek.storage.cleaner import LogCleaner
+from odradek.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT
 
 CFG = LogConfig(cleanup_policy=("compact",), segment_bytes=400, min_cleanable_dirty_ratio=0.01,
                 delete_retention_ms=1000, index_interval_bytes=50)
 NOW = 1_000_000
 
-writes_st = st.lists(st.lists(st.tuples(st.integers(0, 6), st.booleans(), st.integers(0, 2000)), min_size=1, max_size=4),
-                     min_size=1, max_size=25)
-
-
-def append_all(log: Log, writes) -> list[tuple[int, int, bytes | None, int]]:
-    """Append batches of (key, tombstone?, age); returns (offset, key, value, ts) of every record."""
-    model = []
-    for n, batch in enumerate(writes):
-        recs = [(b"k%d" % k, None if tomb else b"v%d.%d" % (n, i), NOW - age) for i, (k, tomb, age) in enumerate(batch)]
-        info = log.append(build_batch(recs, producer_id=11, producer_epoch=2, base_sequence=log.log_end_offset),
-                          leader_epoch=0, now_ms=NOW)
-        model += [(info.first_offset + i, k, v, ts) for i, (k, v, ts) in enumerate(recs)]
-    return model
-
 
 def served(log: Log):
-    data = b"".join(r.read_bytes() for r in log.read(log.log_start_offset, 1 << 30).regions)
-    return parse_batches(data)
+    return parse(b"".join(r.read_bytes() for r in log.read(log.log_start_offset, 1 << 30).regions))
 
 
-def expected_after_cleaning(model, cleaned_below: int):
-    latest = {}  # the cleaner maps only the cleanable range, as Kafka's dirty section
-    for offset, key, _, _ in model:
-        if offset < cleaned_below:
-            latest[key] = offset
-    keep = []
-    for offset, key, value, ts in model:
-        if offset >= cleaned_below:
-            keep.append((offset, key, value))
-        elif latest[key] == offset and not (value is None and ts < NOW - CFG.delete_retention_ms):
-            keep.append((offset, key, value))
-    return keep
+def records_of(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.offset, r.key, r.value) for b in served(log) for r in b.records]
 
 
-@settings(max_examples=25, deadline=None)
-@given(writes_st, st.sampled_from(["none", "after_prepare", "after_swap_rename"]))
-def test_compaction_keeps_latest_per_key(writes, crash):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "compacted-0"
-        log = Log(path, CFG)
-        model = append_all(log, writes)
-        plan = LogCleaner().prepare(log, NOW)
-        if plan is None:
-            assert len(log.segments) == 1 or all(s.size == 0 for s in log.segments[:-1])
-            return
-        if crash == "after_prepare":  # .cleaned files written, nothing swapped
-            del log
-            log = Log(path, CFG, clean_shutdown=False)
-            assert not list(path.glob("*.cleaned"))
-            got = [(r.offset, r.key, r.value) for b in served(log) for r in b.records]
-            assert got == [(o, k, v) for o, k, v, _ in model]
-            return
-        if crash == "after_swap_rename":  # checkpoint written, the first .cleaned renamed to .swap
-            from odradek.storage.checkpoint import write_checkpoint_lines
-            write_checkpoint_lines(path / "cleaner-offset-checkpoint", [str(plan.cleaner_offset)])
-            for base, cleaned in plan.cleaned:
-                cleaned.rename(cleaned.with_name(f"{base:020d}.log.swap"))
-            del log
-            log = Log(path, CFG, clean_shutdown=True, recovery_point=10**9)  # indexes of swapped segments rebuilt
-        else:
-            log.install_cleaned(plan, NOW)
-        batches = served(log)
-        got = [(r.offset, r.key, r.value) for b in batches for r in b.records]
-        assert got == expected_after_cleaning(model, plan.cleaner_offset)
-        # batches keep producer id and epoch, offsets only grow
-        assert all(b.producer_id == 11 and b.producer_epoch == 2 for b in batches)
-        offsets = [o for o, _, _ in got]
-        assert offsets == sorted(offsets)
-        # a reopened log (unclean) serves the same, and offset lookups still land on batches
-        log.close()
-        reopened = Log(path, CFG, clean_shutdown=False)
-        assert [(r.offset, r.key, r.value) for b in served(reopened) for r in b.records] == got
-        assert reopened.log_end_offset == model[-1][0] + 1
-        for o in offsets:
-            first = parse_batches(reopened.read(o, 1).regions[0].read_bytes())[0]
-            assert first.base_offset <= o
-        reopened.close()
+def clean(log: Log, now: int, cleaner: LogCleaner | None = None) -> bool:
+    cleaner = cleaner or LogCleaner()
+    plan = cleaner.prepare(log, now)
+    return plan is not None and cleaner.install(log, plan, now)
+
+
+def roll(log: Log) -> None:
+    log.roll(NOW)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_keys_inside_compressed_batches_are_cleaned(tmp_path, codec):
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    for round_ in range(3):
+        log.append(build([(b"a", b"a%d" % round_, NOW), (b"b", b"b%d" % round_, NOW), (b"c%d" % round_, b"c", NOW)],
+                         codec=CODECS[codec]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    assert clean(log, NOW)
+    batches = served(log)
+    assert [(r.offset, r.key, r.value) for b in batches for r in b.records] == [
+        (2, b"c0", b"c"), (5, b"c1", b"c"), (6, b"a", b"a2"), (7, b"b", b"b2"), (8, b"c2", b"c")]
+    # every batch keeps its codec and its offsets (the first lost a and b, so it is rebuilt)
+    assert [(b.base_offset, b.last_offset, b.codec) for b in batches] == [
+        (0, 2, CODECS[codec]), (3, 5, CODECS[codec]), (6, 8, CODECS[codec])]
+    log.close()
+
+
+def test_tombstone_gets_a_delete_horizon_then_goes(tmp_path):
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    log.append(build([(b"k", b"v", NOW), (b"x", b"1", NOW)], codec=CODECS["zstd"]), leader_epoch=0, now_ms=NOW)
+    log.append(build([(b"k", None, NOW), (b"x", b"2", NOW)], codec=CODECS["zstd"]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    assert clean(log, NOW + 5)
+    (second,) = served(log)  # the first batch lost k and x: gone
+    assert [(r.key, r.value) for r in second.records] == [(b"k", None), (b"x", b"2")]
+    # KIP-534: attributes bit 6 and deleteHorizonMs in the base timestamp; record timestamps unchanged
+    assert second.delete_horizon == NOW + 5 + CFG.delete_retention_ms
+    assert [r.timestamp for r in second.records] == [NOW, NOW]
+    assert second.codec == CODECS["zstd"]
+    # a cleaning before the horizon keeps it (and the horizon), one at or after it removes it
+    log.append(build([(b"y", b"1", NOW)]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    assert clean(log, NOW + 1004)
+    assert (b"k", None) in [(r.key, r.value) for r in served(log)[0].records]
+    assert served(log)[0].delete_horizon == NOW + 1005
+    log.append(build([(b"z", b"1", NOW)]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    assert clean(log, NOW + 1005)
+    assert [(k, v) for _, k, v in records_of(log)] == [(b"x", b"2"), (b"y", b"1"), (b"z", b"1")]
+    log.close()
+
+
+def control_batch(marker_type: int, producer_id: int) -> bytes:
+    """A COMMIT (1) or ABORT (0) marker as the transaction coordinator writes it."""
+    key = struct.pack(">hh", 0, marker_type)
+    value = struct.pack(">hi", 0, 0)
+    return build([(key, value, NOW)], producer_id=producer_id, producer_epoch=0, base_sequence=-1,
+                 extra_attributes=0x20 | 0x10)
+
+
+def test_control_batches_are_kept(tmp_path):
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    log.append(build([(b"k", b"1", NOW)], producer_id=5, producer_epoch=0, base_sequence=0, extra_attributes=0x10),
+               leader_epoch=0, now_ms=NOW)
+    log.append(control_batch(1, 5), leader_epoch=0, now_ms=NOW)
+    log.append(build([(b"k", b"2", NOW)]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    assert clean(log, NOW)
+    batches = served(log)
+    markers = [b for b in batches if b.attributes & 0x20]
+    assert [(b.base_offset, b.records[0].key) for b in markers] == [(1, struct.pack(">hh", 0, 1))]
+    assert records_of(log)[-1] == (2, b"k", b"2")
+    log.close()
+
+
+def test_last_batch_of_an_idempotent_producer_stays_empty(tmp_path):
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    log.append(build([(b"k", b"1", NOW), (b"j", b"1", NOW)], codec=CODECS["lz4"], producer_id=9, producer_epoch=4,
+                     base_sequence=0), leader_epoch=0, now_ms=NOW)
+    log.append(build([(b"k", b"2", NOW), (b"j", b"2", NOW)]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    assert clean(log, NOW)
+    empty, kept = served(log)
+    assert (empty.base_offset, empty.last_offset, empty.records) == (0, 1, [])
+    assert (empty.producer_id, empty.producer_epoch, empty.base_sequence) == (9, 4, 0)
+    assert [r.value for r in kept.records] == [b"2", b"2"]
+    log.close()
+    reopened = Log(tmp_path / "t-0", CFG, now_ms=NOW)  # unclean: recovery accepts the empty batch
+    entry = reopened.producer_state.producers[9]
+    assert (entry.batches[-1].last_seq, entry.batches[-1].last_offset) == (1, 1)
+    reopened.close()
+
+
+def test_a_small_offset_map_cleans_in_part_then_catches_up(tmp_path):
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    for i in range(30):
+        log.append(build([(b"k%d" % (i % 6), b"v%d" % i, NOW)]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    cleaner = LogCleaner(dedupe_buffer_size=24 * 3)  # room for 2 keys (load factor 0.9)
+    first_uncleanable = log.active.base_offset
+    offsets = []
+    while clean(log, NOW, cleaner):
+        offsets.append(log.cleaner_offset)
+    assert offsets[0] < first_uncleanable and offsets[-1] == first_uncleanable
+    assert offsets == sorted(offsets)
+    assert {k: v for _, k, v in records_of(log)} == {b"k%d" % k: b"v%d" % (24 + k) for k in range(6)}
+    assert [o for o, _, _ in records_of(log)] == list(range(24, 30))
+    log.close()
+
+
+def test_cleaning_streams_a_segment_in_bounded_memory(tmp_path):
+    cfg = LogConfig(cleanup_policy=("compact",), segment_bytes=64 << 20, min_cleanable_dirty_ratio=0.01)
+    log = Log(tmp_path / "t-0", cfg, now_ms=NOW)
+    rng = random.Random(1)
+    for i in range(40):  # 40 batches of 100 records: ~4 MB in one segment
+        log.append(build([(b"k%d" % (j % 250), rng.randbytes(1000), NOW) for j in range(i * 100, i * 100 + 100)],
+                         codec=CODECS["zstd"] if i % 2 else 0), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    size = log.segments[0].size
+    assert size > 2 << 20
+    cleaner = LogCleaner(io_buffer_size=64 * 1024)
+    tracemalloc.start()
+    try:
+        plan = cleaner.prepare(log, NOW)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert plan is not None
+    assert peak < size / 4, (peak, size)  # never the whole segment
+    cleaner.install(log, plan, NOW)
+    assert len(records_of(log)) == 250
+    log.close()
+
+
+def test_cleaning_is_dropped_when_the_log_is_truncated_meanwhile(tmp_path):
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    for i in range(12):
+        log.append(build([(b"k", b"v%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    cleaner = LogCleaner()
+    plan = cleaner.prepare(log, NOW)
+    before = records_of(log)
+    log.truncate_to(3)
+    for i in range(3, 12):
+        log.append(build([(b"k", b"w%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW)
+    log.roll(NOW)
+    assert not cleaner.install(log, plan, NOW)
+    assert not list(log.dir.glob("*.cleaned"))
+    assert [v for _, _, v in records_of(log)][:3] == [v for _, _, v in before][:3]
+    assert len(records_of(log)) == 12
+    log.close()
+
+
+def test_cleaner_checkpoint_is_one_file_per_log_dir(tmp_path):
+    a, b = Log(tmp_path / "a-0", CFG, now_ms=NOW), Log(tmp_path / "b-3", CFG, now_ms=NOW)
+    for log in (a, b):
+        for i in range(10):
+            log.append(build([(b"k", b"v%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW)
+        roll(log)
+        assert clean(log, NOW)
+    assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {("a", 0): a.cleaner_offset, ("b", 3): b.cleaner_offset}
+    assert not (a.dir / CLEANER_OFFSET_CHECKPOINT).exists()
+    a.close()
+    b.close()
+    assert Log(tmp_path / "a-0", CFG, now_ms=NOW).cleaner_offset == a.cleaner_offset > 0
+
+
+def test_old_per_partition_checkpoint_is_carried_over_once(tmp_path):
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    for i in range(10):
+        log.append(build([(b"k%d" % i, b"v", NOW)]), leader_epoch=0, now_ms=NOW)
+    log.close()
+    write_checkpoint_lines(tmp_path / "t-0" / CLEANER_OFFSET_CHECKPOINT, ["4"])  # what earlier versions wrote
+    reopened = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    assert reopened.cleaner_offset == 4
+    assert not (tmp_path / "t-0" / CLEANER_OFFSET_CHECKPOINT).exists()
+    assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {("t", 0): 4}
+    reopened.close()
 
 
 def test_log_manager_cleans_in_background(tmp_path):
@@ -107,4 +224,22 @@ def test_log_manager_cleans_in_background(tmp_path):
     assert log.size_in_bytes < before
     values = {r.key: r.value for b in served(log) for r in b.records}
     assert values == {b"key%d" % k: b"value-%d" % i + b"x" * 40 for i, k in ((39, 0), (37, 1), (38, 2))}
+    assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {("__consumer_offsets", 0): log.cleaner_offset}
+    lm.delete_log(TopicPartition("__consumer_offsets", 0))
+    assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {}
     lm.shutdown()
+
+
+def test_a_corrupt_batch_makes_the_log_uncleanable_not_the_broker_fail(tmp_path):
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    for i in range(10):
+        log.append(build([(b"k", b"v%d" % i + b"x" * 40, NOW)], codec=CODECS["gzip"]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    path: Path = log.segments[0].path
+    data = bytearray(path.read_bytes())
+    data[70] ^= 0xFF  # inside the first batch's compressed records: the CRC no longer matches
+    path.write_bytes(bytes(data))
+    cleaner = LogCleaner()
+    assert cleaner.prepare(log, NOW) is None
+    assert log.dir in cleaner.uncleanable and not list(log.dir.glob("*.cleaned"))
+    log.close()

@@ -46,6 +46,10 @@ class LogConfig:
     compression_type: str = _kafka_field(
         "string", "Final compression of the topic; 'producer' keeps what the producer sent.", "producer",
         choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"))
+    compression_gzip_level: int = _kafka_field(
+        "int", "gzip level when the broker compresses (1-9, or -1 for the codec's default).", -1, -1)
+    compression_lz4_level: int = _kafka_field("int", "lz4 level when the broker compresses (1-17).", 9, 1)
+    compression_zstd_level: int = _kafka_field("int", "zstd level when the broker compresses (up to 22).", 3, -131072)
     delete_retention_ms: int = _kafka_field("long", "How long tombstones stay in a compacted log.", 86400000, 0)
     file_delete_delay_ms: int = _kafka_field("long", "Delay before a .deleted file is removed.", 60000, 0)
     flush_messages: int = _kafka_field("long", "fsync after this many messages.", LONG_MAX, 1)
@@ -77,6 +81,12 @@ class LogConfig:
                 raise InvalidConfig(f"cleanup.policy: unknown policy {policy!r}")
         if self.min_cleanable_dirty_ratio > 1:
             raise InvalidConfig("min.cleanable.dirty.ratio must be at most 1")
+        if self.compression_gzip_level == 0 or self.compression_gzip_level > 9:
+            raise InvalidConfig("compression.gzip.level must be -1 or between 1 and 9")
+        if self.compression_lz4_level > 17:
+            raise InvalidConfig("compression.lz4.level must be at most 17")
+        if self.compression_zstd_level > 22:
+            raise InvalidConfig("compression.zstd.level must be at most 22")
 
     @property
     def compact(self) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import gzip
 import logging
 import os
 import random
@@ -20,27 +19,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-import cramjam
-
 from odradek.protocol import records as rb
 from odradek.storage import errors
 from odradek.durable import fsync_dir
-from odradek.storage.checkpoint import read_checkpoint_lines, write_checkpoint_lines
-from odradek.storage.cleaner import CleanPlan
+from odradek.storage.cleaner import CLEANED_SUFFIX, CleanPlan
+from odradek.storage.cleaner_checkpoint import load_cleaner_offset, save_cleaner_offset
+from odradek.storage.compression import decompress
 from odradek.storage.config import LogConfig
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+from odradek.storage.recompress import recompress_batches
 from odradek.storage.segment import FileRegion, LogSegment
 
 log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-#: Per partition (Kafka keeps one per log dir): the offset below which segments were compacted,
-#: so recovery knows where offsets may have gaps. Written before any cleaned segment is swapped in.
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _check_header = rb.check_header
 _HEADER = rb.HEADER
 _HEADER_SIZE = rb.HEADER_SIZE
@@ -142,8 +137,8 @@ class Log:
     # -- loading -----------------------------------------------------------------
     def _load(self, clean_shutdown: bool, now_ms: int) -> None:
         self._complete_leftovers()
-        entries = read_checkpoint_lines(self.dir / CLEANER_OFFSET_CHECKPOINT)
-        self.cleaner_offset = int(entries[0]) if entries else 0
+        #: Below it the cleaner has been (offsets may have gaps); from the log dir's cleaner-offset-checkpoint.
+        self.cleaner_offset = load_cleaner_offset(self.dir)
         bases = sorted(int(p.name[:20]) for p in self.dir.glob("*.log") if p.name[:20].isdigit())
         cfg = self.config
         for i, base in enumerate(bases):
@@ -252,6 +247,8 @@ class Log:
         """
         if self.offline:
             raise errors.KafkaStorageError(f"log {self.dir} is offline")
+        if assign_offsets and self.config.compression_type != "producer":
+            records = recompress_batches(records, self.config)  # LogValidator: the topic's codec
         buf = records if type(records) is memoryview else memoryview(records)
         end = len(buf)
         if end == 0:
@@ -549,7 +546,8 @@ class Log:
     @_storage_io
     def install_cleaned(self, plan: CleanPlan, now_ms: int) -> None:
         """Swap in the segments a LogCleaner wrote (on the thread that owns the log)."""
-        write_checkpoint_lines(self.dir / CLEANER_OFFSET_CHECKPOINT, [str(plan.cleaner_offset)])
+        # First: recovery must know that offsets below this may have gaps.
+        save_cleaner_offset(self.dir, plan.cleaner_offset)
         self.cleaner_offset = plan.cleaner_offset
         for base, cleaned in plan.cleaned:
             i = bisect.bisect_left(self._bases, base)
@@ -634,7 +632,7 @@ def _record_fields(batch: rb.RecordBatch) -> list[tuple[int, bool]]:
     payload: bytes | memoryview = batch.records_payload()
     codec = batch.compression_type
     if codec:
-        payload = _decompress(codec, bytes(payload))
+        payload = decompress(codec, payload)
     base_ts = batch.base_timestamp
     out = []
     position = 0
@@ -651,29 +649,6 @@ def _record_fields(batch: rb.RecordBatch) -> list[tuple[int, bool]]:
     except IndexError:
         raise errors.CorruptRecord("record runs past the end of its batch") from None
     return out
-
-
-def _decompress(codec: int, data: bytes) -> bytes:
-    """The records of a compressed batch (gzip, snappy with or without xerial framing, lz4 frame, zstd)."""
-    if codec == 1:
-        return gzip.decompress(data)
-    if codec == 2:
-        if data.startswith(_XERIAL_MAGIC):
-            out, position = bytearray(), 16
-            while position < len(data):
-                size = int.from_bytes(data[position:position + 4], "big")
-                out += cramjam.snappy.decompress_raw(data[position + 4:position + 4 + size])
-                position += 4 + size
-            return bytes(out)
-        return bytes(cramjam.snappy.decompress_raw(data))
-    if codec == 3:
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == 4:
-        return bytes(cramjam.zstd.decompress(data))
-    raise errors.CorruptRecord(f"unknown compression codec {codec}")
-
-
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
 def _segment_timestamp(seg: LogSegment) -> int:

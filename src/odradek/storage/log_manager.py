@@ -21,6 +21,7 @@ from pathlib import Path
 
 from odradek.storage import errors
 from odradek.storage.cleaner import LogCleaner
+from odradek.storage.cleaner_checkpoint import forget_cleaner_offset
 from odradek.durable import fsync_dir, write_atomically
 from odradek.storage.checkpoint import CorruptCheckpoint, read_offsets, write_offsets
 from odradek.storage.config import LogConfig
@@ -231,6 +232,7 @@ class LogManager:
         if lg is None:
             return
         self._dir_counts[lg.dir.parent] -= 1
+        forget_cleaner_offset(lg.dir)
         lg.deleted = lg.offline = True  # any holder of the object now gets KafkaStorageError, not a closed file
         for seg in lg.segments:
             try:
@@ -310,7 +312,7 @@ class LogManager:
             try:
                 plan = await asyncio.to_thread(self.cleaner.prepare, lg, now_ms)
                 if plan is not None:
-                    lg.install_cleaned(plan, now_ms)
+                    self.cleaner.install(lg, plan, now_ms)
                     log.info("cleaned %s: %d -> %d bytes", lg.topic_partition, plan.bytes_before, plan.bytes_after)
             except OSError as exc:
                 log.error("cleaning %s failed: %s", lg.dir, exc)
