@@ -6,7 +6,6 @@ Needs the `spark` extra (pyspark, pyarrow) and Java 17.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 
@@ -56,8 +55,9 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _session(args: argparse.Namespace):  # noqa: ANN202 - pyspark is imported lazily
-    # Spark's Python workers must find the same interpreter (and so pyspark_odradek).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from odradek.spark import use_this_python
+
+    use_this_python()
     from pyspark.sql import SparkSession
 
     return (

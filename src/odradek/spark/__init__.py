@@ -7,6 +7,21 @@ Kafka-compatible broker through librdkafka (confluent-kafka).
 
 from __future__ import annotations
 
+import os
+import sys
+
 FORMAT_NAME = "odradek"
 
-__all__ = ["FORMAT_NAME"]
+
+def use_this_python() -> None:
+    """Let Spark's Python workers run this interpreter, unless PYSPARK_PYTHON says otherwise.
+
+    Spark starts its workers with PYSPARK_PYTHON, else whatever `python3` is on
+    the PATH, which after `pip install odradek[spark]` into a virtualenv is often
+    an interpreter that cannot import pyspark_odradek. Call before the
+    SparkSession is created: Spark reads the variable when its context starts.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+__all__ = ["FORMAT_NAME", "use_this_python"]
