@@ -4,8 +4,10 @@
   indexed read + sendfile       Log.read + os.sendfile vs os.sendfile      (target >= 0.95)
   recovery after unclean stop   Log load of ~1 GiB vs reading it with CRC  (target >= 0.8)
 
-A ratio is baseline time / Odradek time (1.0 = as fast as the bare syscalls).
-Usage: python bench/storage_bench.py [--recovery-mib 1024] [--append-mib 256]
+A ratio is baseline time / Odradek time (1.0 = as fast as the bare syscalls); each
+benchmark takes the best of a few interleaved runs of both, and with --rounds the
+median ratio of the rounds is printed.
+Usage: python bench/storage_bench.py [--rounds 5] [--only append16k ...] [--recovery-mib 1024] [--append-mib 256]
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -175,21 +178,34 @@ def main() -> None:
     parser.add_argument("--read-mib", type=int, default=256)
     parser.add_argument("--recovery-mib", type=int, default=1024)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat every benchmark; print the median ratio")
+    parser.add_argument("--only", choices=("append16k", "append1m", "read", "recovery"), action="append",
+                        help="run only these benchmarks (repeatable)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp_name:
-        tmp = Path(tmp_name)
-        rows = []
-        for label, size in (("append 16 KB batches", 16 * 1024), ("append 1 MB batches", 1024 * 1024)):
-            base, ours = bench_append(tmp, size, args.append_mib << 20)
-            rows.append((label, base, ours, 0.8 if size < 1 << 20 else 0.95, args.append_mib))
-        base, ours = bench_read(tmp, args.read_mib << 20, 1 << 20)
-        rows.append(("indexed read + sendfile (1 MiB fetches)", base, ours, 0.95, None))
-        base, ours = bench_recovery(tmp, args.recovery_mib << 20)
-        rows.append((f"recovery of {args.recovery_mib} MiB, unclean", base, ours, 0.8, args.recovery_mib))
-    print(f"{'benchmark':44} {'baseline s':>11} {'odradek s':>10} {'ratio':>6} {'target':>7}")
-    for label, base, ours, target, _ in rows:
-        ratio = base / ours
-        print(f"{label:44} {base:11.3f} {ours:10.3f} {ratio:6.2f} {target:7.2f} {'ok' if ratio >= target else 'BELOW'}")
+    benches = {
+        "append16k": ("append 16 KB batches", 0.8, lambda tmp: bench_append(tmp, 16 * 1024, args.append_mib << 20)),
+        "append1m": ("append 1 MB batches", 0.95, lambda tmp: bench_append(tmp, 1024 * 1024, args.append_mib << 20)),
+        "read": ("indexed read + sendfile (1 MiB fetches)", 0.95,
+                 lambda tmp: bench_read(tmp, args.read_mib << 20, 1 << 20)),
+        "recovery": (f"recovery of {args.recovery_mib} MiB, unclean", 0.8,
+                     lambda tmp: bench_recovery(tmp, args.recovery_mib << 20)),
+    }
+    chosen = args.only or list(benches)
+    ratios: dict[str, list[float]] = {name: [] for name in chosen}
+    loads = []
+    for _ in range(args.rounds):
+        for name in chosen:
+            with tempfile.TemporaryDirectory(dir=args.dir) as tmp_name:
+                loads.append(os.getloadavg()[0])
+                base, ours = benches[name][2](Path(tmp_name))
+                ratios[name].append(base / ours)
+    print(f"{'benchmark':44} {'ratio':>6} {'min':>6} {'max':>6} {'target':>7}   ({args.rounds} rounds, "
+          f"1-min load {min(loads):.1f}-{max(loads):.1f})")
+    for name in chosen:
+        label, target, _ = benches[name]
+        r = ratios[name]
+        median = statistics.median(r)
+        print(f"{label:44} {median:6.2f} {min(r):6.2f} {max(r):6.2f} {target:7.2f} {'ok' if median >= target else 'BELOW'}")
 
 
 if __name__ == "__main__":

@@ -130,20 +130,25 @@ class _SparseIndex:
         assert self._map is not None
         return self._map.buf
 
-    def _write(self, key: int, value: int) -> None:
-        keys = self.keys
-        if not self.deferred:
-            n = len(keys)
-            buf = self._map.buf if n < self._capacity else self._ensure_room(n + 1)  # type: ignore[union-attr]
-            self.entry.pack_into(buf, n * self.entry.size, key, value)
-        keys.append(key)
-        self.values.append(value)
+    def extend(self, keys: list[int], values: list[int]) -> None:
+        """Add entries after the last one (the caller knows they increase), with one write to
+        the map; keys and values as stored (offsets relative to the segment's base offset)."""
+        n = len(self.keys)
+        self.keys += keys
+        self.values += values
+        if self.deferred:
+            return
+        count, size = len(self.keys), self.entry.size
+        buf = self._map.buf if count <= self._capacity else self._ensure_room(count)  # type: ignore[union-attr]
+        if len(keys) == 1:
+            self.entry.pack_into(buf, n * size, keys[0], values[0])
+        else:
+            buf[n * size : count * size] = b"".join(map(self.entry.pack, keys, values))
 
     def write_deferred(self) -> None:
         """Write every entry held back while ``deferred`` in one go."""
         if self.keys:
-            pack = self.entry.pack
-            data = b"".join(pack(k, v) for k, v in zip(self.keys, self.values))
+            data = b"".join(map(self.entry.pack, self.keys, self.values))
             self._ensure_room(len(self.keys))[: len(data)] = data
         self.deferred = False
 
@@ -154,7 +159,7 @@ class _SparseIndex:
 
 
 class OffsetIndex(_SparseIndex):
-    """Relative offset -> position of a batch start, every index.interval.bytes."""
+    """Relative offset -> position of a batch start, every index.interval.bytes; keys strictly increase."""
 
     entry = struct.Struct(">ii")
 
@@ -164,12 +169,6 @@ class OffsetIndex(_SparseIndex):
             raise CorruptIndex(f"{self.path}: entries not increasing")
         if keys and keys[0] < 0:
             raise CorruptIndex(f"{self.path}: negative relative offset")
-
-    def append(self, offset: int, position: int) -> None:
-        rel = offset - self.base_offset
-        if self.keys and rel <= self.keys[-1]:
-            return
-        self._write(rel, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below ``offset``, or (base, 0)."""
@@ -191,18 +190,14 @@ class OffsetIndex(_SparseIndex):
 
 
 class TimeIndex(_SparseIndex):
-    """Largest timestamp so far -> relative offset of the batch holding it."""
+    """Largest timestamp so far -> relative offset of the batch holding it; an entry is added
+    with an offset index entry when the largest timestamp grew, so keys strictly increase."""
 
     entry = struct.Struct(">qi")
 
     def sanity_check(self) -> None:
         if not (_increasing(self.keys) and _increasing(self.values)):
             raise CorruptIndex(f"{self.path}: entries not increasing")
-
-    def append(self, timestamp: int, offset: int) -> None:
-        if self.keys and timestamp <= self.keys[-1]:
-            return
-        self._write(timestamp, offset - self.base_offset)
 
     def lookup_before(self, timestamp: int) -> int:
         """An offset such that every record before it has a timestamp below ``timestamp``."""

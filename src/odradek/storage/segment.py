@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">qi")  # baseOffset, batchLength
 _SCAN = struct.Struct(">qiiBIhiqq")  # ... up to maxTimestamp (43 bytes)
 RECOVERY_CHUNK = 8 * 1024 * 1024
+INT_MAX = 2**31 - 1
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 #: Blocks are reserved ahead of the writes of a segment once it holds PREALLOCATE_FROM bytes,
@@ -30,6 +31,7 @@ _fallocate = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)
 if _fallocate is not None:
     _fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 _NEVER = 2**63
+_NO_ENTRY = -(2**63) - 1  # below any timestamp
 
 
 def segment_name(base_offset: int) -> str:
@@ -108,9 +110,7 @@ class LogSegment:
         if written != size:
             os.ftruncate(self.fd, start)  # leave the segment as it was: all or nothing
             raise OSError(f"short write to {self.path}: {written} of {size} bytes")
-        index = self._index_batch
-        for position, batch_size, base, last, max_ts in batches:
-            index(start + position, batch_size, base, last, max_ts)
+        self._index_batches(batches, start)
         self.size = end
 
     def _reserve(self, end: int) -> None:
@@ -134,19 +134,42 @@ class LogSegment:
             os.ftruncate(self.fd, self.size)
         self._reserved = max(self.size, PREALLOCATE_FROM)
 
-    def _index_batch(self, position: int, size: int, base: int, last: int, max_ts: int) -> None:
-        if self.first_batch_timestamp is None:
-            self.first_batch_timestamp = max_ts
-        if max_ts > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
-        if self._bytes_since_index >= self.index_interval:
-            self.offset_index.append(base, position)
-            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
-            self._bytes_since_index = size
+    def _index_batches(self, batches: list[tuple[int, int, int, int, int]], start: int) -> None:
+        """Take in batches (position relative to ``start``, size, base offset, last offset, max
+        timestamp) that now follow the segment's last batch, as Kafka indexes them: an offset
+        index entry once index.interval.bytes went by since the last one, and with it a time
+        index entry when the largest timestamp grew. Appends pass a batch or a few, recovery
+        a chunk's worth."""
+        base_offset, interval = self.base_offset, self.index_interval
+        since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
+        time_keys = self.time_index.keys
+        last_time = time_keys[-1] if time_keys else _NO_ENTRY
+        offsets: list[int] = []
+        positions: list[int] = []
+        times: list[int] = []
+        time_offsets: list[int] = []
+        for position, size, base, last, batch_max_ts in batches:
+            if batch_max_ts > max_ts:
+                max_ts, max_ts_offset = batch_max_ts, last
+            if since >= interval:
+                offsets.append(base - base_offset)
+                positions.append(start + position)
+                if max_ts > last_time:
+                    times.append(max_ts)
+                    time_offsets.append(max_ts_offset - base_offset)
+                    last_time = max_ts
+                since = size
+            else:
+                since += size
+        if offsets:
+            self.offset_index.extend(offsets, positions)
+            if times:
+                self.time_index.extend(times, time_offsets)
             self._indexes_changed()
-        else:
-            self._bytes_since_index += size
-        self.next_offset = last + 1
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = batches[0][4]
+        self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = since, max_ts, max_ts_offset
+        self.next_offset = batches[-1][3] + 1
 
     # -- loading and recovery ------------------------------------------------
     def load(self, *, recover: bool, contiguous: bool = True) -> int:
@@ -199,17 +222,19 @@ class LogSegment:
         self.first_batch_timestamp = None
         self._bytes_since_index = _NEVER
         file_size = os.fstat(self.fd).st_size
+        buffer = memoryview(bytearray(min(RECOVERY_CHUNK, file_size)))  # reused: no allocation per chunk
         position = 0
         error = None
         self.offset_index.deferred = self.time_index.deferred = True  # one write each at the end
         while position < file_size and error is None:
-            chunk = os.pread(self.fd, min(RECOVERY_CHUNK, file_size - position), position)
-            if len(chunk) >= rb.LOG_OVERHEAD:
-                first_size = rb.LOG_OVERHEAD + _HEAD.unpack_from(chunk, 0)[1]
-                if len(chunk) < first_size <= file_size - position:  # one batch larger than the chunk
-                    chunk = os.pread(self.fd, first_size, position)
-            pos, error = self._recover_chunk(memoryview(chunk), position)
-            if pos == 0 and error is None:
+            remaining = file_size - position
+            read = os.preadv(self.fd, [buffer[:remaining]], position)
+            pos, error = self._recover_chunk(buffer[:read], position)
+            if pos == 0 and error is None:  # the first batch is not whole in the buffer
+                size = rb.LOG_OVERHEAD + _HEAD.unpack_from(buffer, 0)[1] if read >= rb.LOG_OVERHEAD else 0
+                if len(buffer) < size <= remaining:  # a batch larger than the buffer: read it whole
+                    buffer = memoryview(bytearray(size))
+                    continue
                 error = "torn batch at the end of the file"
             position += pos
         valid_end = position
@@ -225,22 +250,34 @@ class LogSegment:
         return cut
 
     def _recover_chunk(self, view: memoryview, position: int) -> tuple[int, str | None]:
-        """Validate and index the whole batches of ``view``; (bytes consumed, error or None)."""
+        """Validate and index the whole batches at the start of ``view`` (read at ``position``);
+        (bytes consumed, the error that stopped it or None when it stopped at a batch that
+        continues past the end of ``view``)."""
         pos, end = 0, len(view)
-        contiguous, max_relative = self._contiguous, self.base_offset + 2**31 - 1
-        check, head, index = rb.check_header, _HEAD.unpack_from, self._index_batch
-        while end - pos >= rb.LOG_OVERHEAD and pos + rb.LOG_OVERHEAD + head(view, pos)[1] <= end:
+        contiguous, max_last = self._contiguous, self.base_offset + INT_MAX
+        next_offset = self.next_offset
+        check = rb.check_header
+        batches: list[tuple[int, int, int, int, int]] = []
+        error = None
+        while pos < end:
             try:
-                base, length, _, _, _, _, delta, _, max_ts, *_ = check(view, pos, end, strict_count=contiguous)
+                base, length, _, _, _, _, delta, _, max_ts, _, _, _, _ = check(view, pos, end, strict_count=contiguous)
             except rb.InvalidBatch as exc:
-                return pos, str(exc)
+                if end - pos < rb.HEADER_SIZE or pos + rb.LOG_OVERHEAD + _HEAD.unpack_from(view, pos)[1] > end:
+                    break  # not whole in this chunk
+                error = str(exc)
+                break
             last = base + delta
-            if base < self.next_offset or (contiguous and base != self.next_offset) or last > max_relative:
-                return pos, f"batch offset {base} does not follow {self.next_offset}"
+            if base < next_offset or (contiguous and base != next_offset) or last > max_last:
+                error = f"batch offset {base} does not follow {next_offset}"
+                break
             size = rb.LOG_OVERHEAD + length
-            index(position + pos, size, base, last, max_ts)
+            batches.append((pos, size, base, last, max_ts))
+            next_offset = last + 1
             pos += size
-        return pos, None
+        if batches:
+            self._index_batches(batches, position)
+        return pos, error
 
     def scan_headers(self, position: int = 0, end: int | None = None):
         """BatchMeta of every batch from ``position`` (a batch boundary), headers only."""
