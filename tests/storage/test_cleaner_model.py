@@ -13,6 +13,7 @@ and batches keep their codec, producer id, epoch, base sequence and last offset.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -24,7 +25,10 @@ from hypothesis import strategies as st
 
 from odradek.storage import Log, LogConfig
 from odradek.storage.cleaner import LogCleaner
-from odradek.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT, save_cleaner_offset
+from odradek.storage.cleaner_checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    save_cleaner_offset,
+)
 
 NOW = 1_000_000
 RETENTION = 1000
@@ -223,7 +227,7 @@ def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer):
             assert not list(path.glob("*.cleaned")) and not list(path.glob("*.swap"))
             if checkpointed:
                 model.first_dirty = plan.cleaner_offset
-            seg_ends = {s.base_offset: n.base_offset for s, n in zip(segments, segments[1:])}
+            seg_ends = {s.base_offset: n.base_offset for s, n in itertools.pairwise(segments)}
             model.apply(changes, {b.base for b in model.batches
                                   if any(base <= b.base < seg_ends[base] for base in swapped | half)})
             # segments not swapped keep their originals; the rest of the plan is never installed

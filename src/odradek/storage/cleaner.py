@@ -49,8 +49,17 @@ from pathlib import Path
 
 from odradek.protocol import records as rb
 from odradek.storage import errors
-from odradek.storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_LOAD_FACTOR, OffsetMap
-from odradek.storage.records_builder import build_batch, delete_horizon_ms, empty_batch, read_records
+from odradek.storage.offset_map import (
+    DEFAULT_DEDUPE_BUFFER_SIZE,
+    DEFAULT_LOAD_FACTOR,
+    OffsetMap,
+)
+from odradek.storage.records_builder import (
+    build_batch,
+    delete_horizon_ms,
+    empty_batch,
+    read_records,
+)
 from odradek.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -195,9 +204,9 @@ class LogCleaner:
                     continue
                 if not batch.is_control:
                     for record in read_records(batch):
-                        if record.key is not None and record.offset >= start:
-                            if not offset_map.put(record.key, record.offset):
-                                return offset_map
+                        if record.key is not None and record.offset >= start and not offset_map.put(
+                                record.key, record.offset):
+                            return offset_map
                 offset_map.update_latest_offset(batch.last_offset)
             next_base = segments[i + 1].base_offset if i + 1 < len(segments) else cleanable.first_uncleanable
             offset_map.update_latest_offset(next_base - 1)
