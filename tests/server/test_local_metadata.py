@@ -62,3 +62,46 @@ def test_listeners_hear_every_change(tmp_path: Path) -> None:
     grown = store.create_partitions("t", 2)
     store.delete_topic("t")
     assert heard == [(None, created), (created, grown), (grown, None)]
+
+
+def test_broker_configs_per_resource_persist(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.set_broker_configs({"log.retention.ms": "5"})
+    store.set_broker_configs({"log.retention.ms": "7", "log.retention.bytes": "9"}, "1")
+    reopened = open_store(tmp_path)
+    assert reopened.broker_configs() == {"log.retention.ms": "5"}
+    assert reopened.broker_configs("1") == {"log.retention.ms": "7", "log.retention.bytes": "9"}
+    assert reopened.broker_configs("2") == {}
+    reopened.set_broker_configs({}, "1")
+    assert open_store(tmp_path).broker_configs("1") == {}
+
+
+def test_a_reserved_topic_is_invisible_and_taken(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    heard: list = []
+
+    class Listener:
+        def on_topic_changed(self, before, after) -> None:
+            heard.append(after)
+
+    store.subscribe(Listener())
+    image = store.new_topic("t", 3, 1)
+    assert store.topic("t") is None and store.pending_topics() == {"t"} and heard == []
+    with pytest.raises(TopicExists):
+        store.new_topic("t", 1, 1)
+    store.abandon_new_topic("t")
+    image = store.new_topic("t", 3, 1)
+    assert store.commit_new_topic(image) == store.topic("t") == open_store(tmp_path).topic("t")
+    assert heard == [image] and store.pending_topics() == set()
+
+
+def test_grown_partitions_commit_only_onto_the_same_topic(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.create_topic("t", 1, 1)
+    grown = store.grown_topic("t", 3)
+    assert len(store.topic("t").partitions) == 1
+    store.delete_topic("t")
+    store.create_topic("t", 1, 1)
+    with pytest.raises(UnknownTopic):
+        store.commit_partitions(grown)
+    assert len(store.commit_partitions(store.grown_topic("t", 2)).partitions) == 2

@@ -37,7 +37,9 @@ class LocalMetadataStore(MetadataStore):
         self._cluster_id = cluster_id
         self._broker = broker
         self._topics: dict[str, TopicImage] = {}
-        self._broker_configs: dict[str, str] = {}
+        #: BROKER config resource name ("" cluster default, or a node id) -> its dynamic configs.
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        self._pending: set[str] = set()
         if self._path.exists():
             self._load()
 
@@ -55,8 +57,8 @@ class LocalMetadataStore(MetadataStore):
     def topics(self) -> dict[str, TopicImage]:
         return dict(self._topics)
 
-    def create_topic(self, name, partitions, replication_factor, configs=None, internal=False) -> TopicImage:
-        if name in self._topics:
+    def new_topic(self, name, partitions, replication_factor, configs=None, internal=False) -> TopicImage:
+        if name in self._topics or name in self._pending:
             raise TopicExists(f"Topic '{name}' already exists.")
         if partitions < 1:
             raise InvalidPartitions("Number of partitions must be larger than 0.")
@@ -68,21 +70,33 @@ class LocalMetadataStore(MetadataStore):
                 f"The target replication factor of {replication_factor} cannot be reached "
                 f"because only {len(self.brokers())} broker(s) are registered."
             )
-        topic = TopicImage(
+        self._pending.add(name)
+        return TopicImage(
             name=name,
             topic_id=uuid.uuid4(),
             partitions=tuple(self._new_partition(p) for p in range(partitions)),
             configs=dict(configs or {}),
             internal=internal,
         )
+
+    def commit_new_topic(self, topic: TopicImage) -> TopicImage:
+        self._pending.discard(topic.name)
+        if topic.name in self._topics:
+            raise TopicExists(f"Topic '{topic.name}' already exists.")
         return self._commit(None, topic)
+
+    def abandon_new_topic(self, name: str) -> None:
+        self._pending.discard(name)
+
+    def pending_topics(self) -> set[str]:
+        return set(self._pending)
 
     def delete_topic(self, name: str) -> TopicImage:
         before = self._require(name)
         self._commit(before, None)
         return before
 
-    def create_partitions(self, name: str, total: int) -> TopicImage:
+    def grown_topic(self, name: str, total: int) -> TopicImage:
         before = self._require(name)
         current = len(before.partitions)
         if total <= current:
@@ -91,17 +105,32 @@ class LocalMetadataStore(MetadataStore):
                 f"equal to the requested {total}."
             )
         added = tuple(self._new_partition(p) for p in range(current, total))
+        return replace(before, partitions=before.partitions + added)
+
+    def commit_partitions(self, grown: TopicImage) -> TopicImage:
+        before = self._require(grown.name)
+        if before.topic_id != grown.topic_id:
+            raise UnknownTopic(f"Topic '{grown.name}' was deleted while its partitions were being created.")
+        if len(grown.partitions) <= len(before.partitions):
+            raise InvalidPartitions(
+                f"Topic currently has {len(before.partitions)} partitions, which is higher than or "
+                f"equal to the requested {len(grown.partitions)}."
+            )
+        added = grown.partitions[len(before.partitions):]
         return self._commit(before, replace(before, partitions=before.partitions + added))
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
         before = self._require(name)
         return self._commit(before, replace(before, configs=dict(configs)))
 
-    def broker_configs(self) -> dict[str, str]:
-        return dict(self._broker_configs)
+    def broker_configs(self, resource: str = "") -> dict[str, str]:
+        return dict(self._broker_configs.get(resource, {}))
 
-    def set_broker_configs(self, configs: Mapping[str, str]) -> None:
-        self._broker_configs = dict(configs)
+    def set_broker_configs(self, configs: Mapping[str, str], resource: str = "") -> None:
+        if configs:
+            self._broker_configs[resource] = dict(configs)
+        else:
+            self._broker_configs.pop(resource, None)
         self._save()
 
     def _new_partition(self, partition: int) -> PartitionImage:
@@ -126,7 +155,10 @@ class LocalMetadataStore(MetadataStore):
 
     def _load(self) -> None:
         state = json.loads(self._path.read_text())
-        self._broker_configs = state.get("broker_configs", {})
+        self._broker_configs = {}
+        if state.get("broker_configs"):
+            self._broker_configs[""] = state["broker_configs"]
+        self._broker_configs.update(state.get("per_broker_configs", {}))
         for t in state.get("topics", []):
             self._topics[t["name"]] = TopicImage(
                 name=t["name"],
@@ -141,7 +173,8 @@ class LocalMetadataStore(MetadataStore):
 
     def _save(self) -> None:
         state = {
-            "broker_configs": self._broker_configs,
+            "broker_configs": self._broker_configs.get("", {}),
+            "per_broker_configs": {name: c for name, c in self._broker_configs.items() if name},
             "topics": [
                 {
                     "name": t.name,

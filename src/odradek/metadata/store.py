@@ -74,6 +74,36 @@ class MetadataStore(ABC):
         return next((t for t in self.topics().values() if t.topic_id == topic_id), None)
 
     @abstractmethod
+    def new_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+        internal: bool = False,
+    ) -> TopicImage:
+        """Reserve ``name`` and return the image the topic will have, without publishing it.
+
+        TopicExists if the name is taken or already reserved, InvalidPartitions,
+        InvalidReplicationFactor. Name rules and config validation are the
+        caller's job (the admin API and auto creation apply them first). The
+        reservation lets the partitions' logs be created while other requests
+        are served: a second creation of the name is refused meanwhile, and
+        nobody sees the topic until ``commit_new_topic`` publishes it.
+        """
+
+    @abstractmethod
+    def commit_new_topic(self, topic: TopicImage) -> TopicImage:
+        """Make a reserved topic durable and tell the listeners."""
+
+    @abstractmethod
+    def abandon_new_topic(self, name: str) -> None:
+        """Drop a reservation whose creation failed."""
+
+    @abstractmethod
+    def pending_topics(self) -> set[str]:
+        """Names reserved by ``new_topic`` and not yet committed or abandoned."""
+
     def create_topic(
         self,
         name: str,
@@ -82,19 +112,31 @@ class MetadataStore(ABC):
         configs: Mapping[str, str] | None = None,
         internal: bool = False,
     ) -> TopicImage:
-        """Create a topic; TopicExists, InvalidPartitions, InvalidReplicationFactor.
-
-        Name rules and config validation are the caller's job (the admin API and
-        auto creation apply them before calling).
-        """
+        """Create and publish a topic in one step (listeners create its logs synchronously)."""
+        return self.commit_new_topic(self.new_topic(name, partitions, replication_factor, configs, internal))
 
     @abstractmethod
     def delete_topic(self, name: str) -> TopicImage:
         """Delete a topic; UnknownTopic if there is none."""
 
     @abstractmethod
+    def grown_topic(self, name: str, total: int) -> TopicImage:
+        """The image of topic ``name`` grown to ``total`` partitions, not yet published.
+
+        UnknownTopic, or InvalidPartitions unless it grows.
+        """
+
+    @abstractmethod
+    def commit_partitions(self, grown: TopicImage) -> TopicImage:
+        """Publish the partitions a ``grown_topic`` image added.
+
+        UnknownTopic if the topic was deleted (or re-created) meanwhile,
+        InvalidPartitions if it no longer grows.
+        """
+
     def create_partitions(self, name: str, total: int) -> TopicImage:
-        """Grow a topic to ``total`` partitions; InvalidPartitions unless it grows."""
+        """Grow a topic to ``total`` partitions in one step."""
+        return self.commit_partitions(self.grown_topic(name, total))
 
     @abstractmethod
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
@@ -107,9 +149,13 @@ class MetadataStore(ABC):
         return dict(topic.configs)
 
     @abstractmethod
-    def broker_configs(self) -> dict[str, str]:
-        """Dynamic broker config overrides (set through AlterConfigs), Kafka names."""
+    def broker_configs(self, resource: str = "") -> dict[str, str]:
+        """Dynamic broker configs set through AlterConfigs, Kafka names.
+
+        ``resource`` is the BROKER config resource name, as Kafka keys them:
+        "" for the cluster-wide default, a node id ("1") for that broker alone.
+        """
 
     @abstractmethod
-    def set_broker_configs(self, configs: Mapping[str, str]) -> None:
-        """Replace the dynamic broker config overrides."""
+    def set_broker_configs(self, configs: Mapping[str, str], resource: str = "") -> None:
+        """Replace the dynamic broker configs of ``resource`` ("" or a node id)."""

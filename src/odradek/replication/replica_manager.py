@@ -4,18 +4,30 @@ It subscribes to the MetadataStore, so a topic created by any path (admin API,
 auto creation, coordinators' internal topics) gets its Partition and Log here,
 a deleted one loses them, and config changes reach the Log live. Appends go
 through it so that waiters in the purgatory can be woken when a log grows.
+
+Creating a partition's log costs a few file creations and fsyncs (about a
+millisecond), so a topic of 10,000 partitions would hold the event loop for
+seconds. ``create_topic`` and ``create_partitions`` therefore create the logs
+a chunk at a time, yielding to the loop between chunks, and publish the
+metadata change only once every log exists: other clients keep being served
+and nobody sees a partition whose log is not there yet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
 
-from odradek.metadata.image import TopicImage
+from odradek.metadata.image import PartitionImage, TopicImage
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.partition import Partition
 from odradek.storage import LogAppendInfo, LogConfig, LogManager, TopicPartition
 
+
+
+#: Logs created between two yields to the event loop (each costs about a millisecond).
+CREATE_LOGS_CHUNK = 32
 
 
 class UnknownTopicOrPartition(KafkaError):
@@ -31,6 +43,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         #: Called with a TopicPartition after every append to it (the purgatory listens).
         self.append_listeners: list[Callable[[TopicPartition], None]] = []
+        # Partition growth is serialized (as a controller would), so each one sees the last one's result.
+        self._growing = asyncio.Lock()
 
     def startup(self) -> None:
         """Become leader of every partition in the image, then follow its changes."""
@@ -44,10 +58,7 @@ class ReplicaManager:
     def on_topic_changed(self, before: TopicImage | None, after: TopicImage | None) -> None:
         if after is None:
             assert before is not None
-            for p in before.partitions:
-                tp = TopicPartition(before.name, p.partition)
-                self._partitions.pop(tp, None)
-                self.log_manager.delete_log(tp)
+            self._delete_logs(before.name, before.partitions)
             return
         config = self.log_config(after)
         new = []
@@ -56,14 +67,74 @@ class ReplicaManager:
             partition = self._partitions.get(tp)
             if partition is None:
                 if p.leader == self.node_id:
-                    new.append((tp, p.leader_epoch))
+                    new.append(p)
             elif before is not None and before.configs != after.configs:
                 partition.log.update_config(config)
-        # One call for all new partitions: the log dirs are fsynced once, not once per partition.
-        logs = self.log_manager.get_or_create_logs([tp for tp, _ in new], config)
-        for (tp, leader_epoch), log_ in zip(new, logs):
-            log_.leader_epoch_cache.assign(leader_epoch, log_.log_end_offset)
-            self._partitions[tp] = Partition(log_, self.node_id, leader_epoch)
+        # Logs made by create_topic/create_partitions already exist; these calls only look them up.
+        for p, log_ in zip(new, self._open_logs(after.name, new, config)):
+            self._partitions[log_.topic_partition] = Partition(log_, self.node_id, p.leader_epoch)
+
+    def _open_logs(self, topic: str, partitions: Sequence[PartitionImage], config: LogConfig) -> list:
+        """Get or create the logs of leader partitions, with their leader epoch recorded.
+
+        One call for all of them: the log dirs are fsynced once, not once per partition.
+        """
+        logs = self.log_manager.get_or_create_logs([TopicPartition(topic, p.partition) for p in partitions], config)
+        for p, log_ in zip(partitions, logs):
+            log_.leader_epoch_cache.assign(p.leader_epoch, log_.log_end_offset)
+        return logs
+
+    def _delete_logs(self, topic: str, partitions: Sequence[PartitionImage]) -> None:
+        for p in partitions:
+            tp = TopicPartition(topic, p.partition)
+            self._partitions.pop(tp, None)
+            self.log_manager.delete_log(tp)
+
+    async def _create_logs(self, topic: TopicImage, partitions: Sequence[PartitionImage]) -> None:
+        """Create the logs of ``partitions`` led here, a chunk at a time, yielding to the loop between chunks."""
+        config = self.log_config(topic)
+        led = [p for p in partitions if p.leader == self.node_id]
+        for start in range(0, len(led), CREATE_LOGS_CHUNK):
+            self._open_logs(topic.name, led[start : start + CREATE_LOGS_CHUNK], config)
+            await asyncio.sleep(0)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+        internal: bool = False,
+    ) -> TopicImage:
+        """Create a topic without holding the event loop; published once its logs exist.
+
+        Errors as ``MetadataStore.new_topic``, or the storage error that stopped
+        the logs' creation (the logs already made are removed again).
+        """
+        topic = self.metadata.new_topic(name, partitions, replication_factor, configs, internal)
+        try:
+            await self._create_logs(topic, topic.partitions)
+        except BaseException:
+            self.metadata.abandon_new_topic(name)
+            self._delete_logs(name, topic.partitions)
+            raise
+        return self.metadata.commit_new_topic(topic)
+
+    async def create_partitions(self, name: str, total: int) -> TopicImage:
+        """Grow a topic to ``total`` partitions without holding the event loop (see ``create_topic``)."""
+        async with self._growing:
+            grown = self.metadata.grown_topic(name, total)
+            added = grown.partitions[len(self.metadata.topic(name).partitions) :]  # type: ignore[union-attr]
+            try:
+                await self._create_logs(grown, added)
+                return self.metadata.commit_partitions(grown)
+            except BaseException:
+                current = self.metadata.topic(name)
+                # Deleted meanwhile, or not committed: the new logs belong to nobody. (Re-created
+                # under a new id: the logs may be the new topic's, so they stay.)
+                if current is None or (current.topic_id == grown.topic_id and len(current.partitions) < total):
+                    self._delete_logs(name, added)
+                raise
 
     def update_default_config(self, default_config: LogConfig) -> None:
         """Broker-level log.* defaults changed: every topic's effective config is recomputed."""

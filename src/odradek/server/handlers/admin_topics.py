@@ -3,7 +3,10 @@
 Checks follow Kafka's order: duplicates in the request, name rules, existence and
 '.'/'_' collisions, partitions and replication factor against the live brokers,
 then configs through LogConfig. The MetadataStore makes the change durable and
-the ReplicaManager, subscribed to it, creates or deletes the logs.
+the ReplicaManager, subscribed to it, creates or deletes the logs. Creation
+awaits the ReplicaManager, which makes the logs a chunk at a time so that a
+topic of thousands of partitions does not stall other clients; the name is
+reserved from validation on, so a concurrent request for it sees it taken.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def _plan_topic(ctx: RequestContext, topic) -> tuple[int, int, dict[str, str]]:
     validate_topic_name(topic.name)
     if topic.name in INTERNAL_TOPICS:
         raise InvalidRequest(f"Creation of internal topic {topic.name} is prohibited.")
-    existing = metadata.topics()
+    existing = set(metadata.topics()) | metadata.pending_topics()
     if topic.name in existing:
         raise TopicExists(f"Topic '{topic.name}' already exists.")
     collision = colliding_topic(topic.name, existing)
@@ -128,7 +131,7 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
             if request.validate_only:
                 image = None
             else:
-                image = ctx.broker.metadata.create_topic(topic.name, partitions, replication, configs)
+                image = await ctx.broker.replica_manager.create_topic(topic.name, partitions, replication, configs)
                 fields["topic_id"] = image.topic_id
             fields.update(error_code=ErrorCode.none, num_partitions=partitions, replication_factor=replication)
             fields["configs"] = _created_configs(ctx, module, image or _draft_image(topic.name, configs))
@@ -225,7 +228,7 @@ async def handle_create_partitions(ctx: RequestContext, request) -> object:
                     )
                 _check_assignments(ctx, topic.assignments, existing)
             if not request.validate_only:
-                ctx.broker.metadata.create_partitions(topic.name, topic.count)
+                await ctx.broker.replica_manager.create_partitions(topic.name, topic.count)
         except KafkaError as exc:
             error, message = exc.error_code, str(exc)
         results.append(

@@ -2,7 +2,9 @@
 
 Asking for an unknown topic creates it when auto.create.topics.enable is on and
 the request allows it (v4+), with num.partitions and default.replication.factor,
-as Kafka does; the new topic is returned ready, since creation is synchronous.
+as Kafka does; the new topic is returned ready once its logs exist. A topic
+whose creation is still under way (a large CreateTopics) is answered with
+LEADER_NOT_AVAILABLE, as Kafka answers for a topic it is still creating.
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ async def handle(ctx: RequestContext, request):
             topic = store.topic(name) if name is not None else None
             if name is None and getattr(wanted, "topic_id", None) is not None:
                 topic = store.topic_by_id(wanted.topic_id)
+            if topic is None and name is not None and name in store.pending_topics():
+                topics.append(_error_topic(module, name, wanted, ErrorCode.leader_not_available))
+                continue
             if topic is None and name is not None and allow_auto and broker.config["auto.create.topics.enable"]:
-                topic = _auto_create(broker, name, topics, module)
+                topic = await _auto_create(broker, name, topics, module)
                 if topic is None:
                     continue
             if topic is None:
@@ -61,12 +66,12 @@ async def handle(ctx: RequestContext, request):
     )
 
 
-def _auto_create(broker, name: str, topics: list, module) -> TopicImage | None:
+async def _auto_create(broker, name: str, topics: list, module) -> TopicImage | None:
     try:
         validate_topic_name(name)
         if name in INTERNAL_TOPICS:
             raise KafkaError(f"{name} is internal", ErrorCode.invalid_topic_exception)
-        return broker.metadata.create_topic(
+        return await broker.replica_manager.create_topic(
             name, broker.config["num.partitions"], broker.config["default.replication.factor"]
         )
     except KafkaError as e:
