@@ -67,3 +67,23 @@ def test_flush_ms_falls_back_to_the_scheduler_interval() -> None:
     assert BrokerConfig({"log.flush.scheduler.interval.ms": "3000"}).log_config_properties()["flush.ms"] == "3000"
     both = BrokerConfig({"log.flush.interval.ms": "100", "log.flush.scheduler.interval.ms": "3000"})
     assert both.log_config_properties()["flush.ms"] == "100"
+
+
+def test_message_timestamp_bounds_are_broker_configs() -> None:
+    """log.message.timestamp.before/after.max.ms (KIP-937) with Kafka 4's defaults, passed on to topics."""
+    defaults = BrokerConfig({}).log_config_properties()
+    assert defaults["message.timestamp.before.max.ms"] == str(2**63 - 1)
+    assert defaults["message.timestamp.after.max.ms"] == "3600000"
+    config = BrokerConfig({"log.message.timestamp.after.max.ms": "1000", "log.message.timestamp.before.max.ms": "5"})
+    assert config["log.message.timestamp.after.max.ms"] == 1000
+    props = config.log_config_properties()
+    assert (props["message.timestamp.after.max.ms"], props["message.timestamp.before.max.ms"]) == ("1000", "5")
+    with pytest.raises(ConfigError, match="log.message.timestamp.after.max.ms"):
+        BrokerConfig({"log.message.timestamp.after.max.ms": "-1"})
+
+
+@pytest.mark.parametrize(("key", "value"), [("num.partitions", str(2**31)), ("offsets.topic.replication.factor", "40000"),
+                                            ("log.retention.bytes", str(2**63))])
+def test_numbers_must_fit_their_kafka_type(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        BrokerConfig({key: value})

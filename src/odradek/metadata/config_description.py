@@ -1,12 +1,19 @@
 """DescribeConfigs' view of a config: its value, where the value comes from, and its synonyms.
 
 Kafka resolves a topic config in this order: the topic's own override
-(DYNAMIC_TOPIC_CONFIG), a dynamic broker default set through AlterConfigs on the
-cluster-wide broker resource (DYNAMIC_DEFAULT_BROKER_CONFIG), the broker's
+(DYNAMIC_TOPIC_CONFIG), a dynamic config set through AlterConfigs on this
+broker's resource (DYNAMIC_BROKER_CONFIG, resource name = node id) or on the
+cluster-wide default resource "" (DYNAMIC_DEFAULT_BROKER_CONFIG), the broker's
 static config file (STATIC_BROKER_CONFIG), and finally the built-in default
 (DEFAULT_CONFIG). The broker-side names come from TOPIC_CONFIG_SYNONYMS. The
 synonyms list shows every level that is set, highest precedence first, so a
 client can see what it would fall back to if it removed an override.
+
+A broker config is described the same way with Kafka's broker synonyms
+(log.retention.ms, .minutes, .hours are one config): every level of every
+synonym, per-broker dynamic first, then leading entries of other names dropped
+(Kafka's ConfigHelper.configSynonyms), so log.retention.hours does not claim
+log.retention.ms's dynamic value as its own.
 """
 
 from __future__ import annotations
@@ -91,6 +98,8 @@ def config_string(value: Any) -> str | None:
 class BrokerConfigLayers:
     """The broker-side config levels a topic config can fall back to."""
 
+    #: Set through AlterConfigs on this broker's resource (its node id).
+    dynamic_broker: Mapping[str, str] = field(default_factory=dict)
     #: Set through AlterConfigs on the cluster-wide broker resource ("").
     dynamic_default: Mapping[str, str] = field(default_factory=dict)
     #: Set in server.properties or on the command line.
@@ -103,6 +112,7 @@ def _broker_synonyms(topic_name: str, layers: BrokerConfigLayers) -> list[Config
     found: list[ConfigValue] = []
     synonyms = TOPIC_CONFIG_SYNONYMS.get(topic_name, ())
     for source, level in (
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, layers.dynamic_broker),
         (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, layers.dynamic_default),
         (ConfigSource.STATIC_BROKER_CONFIG, layers.static),
         (ConfigSource.DEFAULT_CONFIG, layers.defaults),
@@ -145,6 +155,93 @@ def describe_topic_configs(
                 read_only=False,
                 config_type=config_type(kind),
                 documentation=doc,
+                synonyms=tuple(synonyms),
+            )
+        )
+    return described
+
+
+#: Broker configs that are one config under several names (Kafka's DynamicBrokerConfig.brokerConfigSynonyms).
+_BROKER_SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+
+
+def broker_config_synonyms(name: str) -> list[str]:
+    """The names that set broker config ``name``, highest precedence first."""
+    if name == "log.flush.interval.ms":  # log.flush.scheduler.interval.ms is its default
+        return [name, "log.flush.scheduler.interval.ms"]
+    for group in _BROKER_SYNONYM_GROUPS:
+        if name in group:
+            return list(group)
+    return [name]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigDefinition:
+    """What DescribeConfigs reports about a known broker config besides its value."""
+
+    config_type: ConfigType
+    documentation: str | None
+    #: Changeable through AlterConfigs (Kafka's DynamicBrokerConfig.AllDynamicConfigs).
+    dynamic: bool
+
+
+def _broker_config_synonyms(name: str, layers: BrokerConfigLayers) -> list[ConfigValue]:
+    found: list[ConfigValue] = []
+    names = broker_config_synonyms(name)
+    for source, level in (
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, layers.dynamic_broker),
+        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, layers.dynamic_default),
+        (ConfigSource.STATIC_BROKER_CONFIG, layers.static),
+        (ConfigSource.DEFAULT_CONFIG, layers.defaults),
+    ):
+        found.extend(ConfigValue(n, level[n], source) for n in names if n in level)
+    while found and found[0].name != name:
+        found.pop(0)
+    return found
+
+
+def describe_broker_configs(
+    definitions: Mapping[str, BrokerConfigDefinition],
+    layers: BrokerConfigLayers,
+    per_broker: bool,
+) -> list[DescribedConfig]:
+    """The configs of a BROKER resource, as Kafka's ConfigHelper describes them.
+
+    ``per_broker`` (resource name = node id): every known config and every
+    config set at some level, with its effective value. Otherwise (the cluster
+    default resource ""): only what was set there, with only that level as
+    synonyms. Names unknown to ``definitions`` have type UNKNOWN and are read-only.
+    """
+    if per_broker:
+        names = set(definitions) | set(layers.static) | set(layers.dynamic_default) | set(layers.dynamic_broker)
+    else:
+        names = set(layers.dynamic_default)
+    described = []
+    for name in sorted(names):
+        definition = definitions.get(name, BrokerConfigDefinition(ConfigType.UNKNOWN, None, dynamic=False))
+        sensitive = definition.config_type is ConfigType.PASSWORD
+        synonyms = _broker_config_synonyms(name, layers)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+            value = layers.dynamic_default[name]
+        else:
+            levels = (layers.dynamic_broker, layers.dynamic_default, layers.static, layers.defaults)
+            value = next((level[name] for level in levels if name in level), None)
+        if sensitive:
+            synonyms = [ConfigValue(s.name, None, s.source) for s in synonyms]
+        described.append(
+            DescribedConfig(
+                name=name,
+                value=None if sensitive else value,
+                source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
+                read_only=not definition.dynamic,
+                config_type=definition.config_type,
+                documentation=definition.documentation,
+                is_sensitive=sensitive,
                 synonyms=tuple(synonyms),
             )
         )

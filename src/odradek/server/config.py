@@ -38,65 +38,90 @@ def _list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+#: Kafka's ConfigDef numeric types and the ranges their parsers accept.
+_NUMERIC_RANGES = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), INT_MAX), "long": (-(2**63), LONG_MAX)}
+_PARSERS: dict[str, Callable[[str], Any]] = {"boolean": _bool, "list": _list, "string": str,
+                                              "short": int, "int": int, "long": int}
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
     name: str
-    parse: Callable[[str], Any]
+    #: Kafka's ConfigDef type (boolean, short, int, long, string, list), as DescribeConfigs reports it.
+    type: str
     default: str | None
     doc: str
     #: Lowest accepted value for numeric configs.
     at_least: int | None = None
+    #: How the value is read when that differs from the type's parser (listeners are a string to Kafka).
+    reader: Callable[[str], Any] | None = None
+
+    def parse(self, raw: str) -> Any:
+        value = (self.reader or _PARSERS[self.type])(raw)
+        low, high = _NUMERIC_RANGES.get(self.type, (None, None))
+        if low is not None and not low <= value <= high:
+            raise ValueError(f"not a number of type {self.type.upper()}")
+        return value
 
 
 _DEFS = [
-    ConfigDef("listeners", _list, "PLAINTEXT://127.0.0.1:9092", "Comma-separated listener URIs."),
-    ConfigDef("advertised.listeners", _list, None, "Listeners published to clients; defaults to listeners."),
-    ConfigDef("log.dirs", _list, None, "Directories holding the log data; log.dir when unset."),
-    ConfigDef("log.dir", _list, "/tmp/kafka-logs", "The directory holding log data when log.dirs is unset."),
-    ConfigDef("node.id", int, "-1", "This broker's id; -1 takes it from meta.properties (or 1).", at_least=-1),
-    ConfigDef("broker.id", int, "-1", "Legacy name of node.id.", at_least=-1),
-    ConfigDef("cluster.id", str, None, "Cluster id for a new data dir; generated when unset."),
-    ConfigDef("num.partitions", int, "1", "Default partition count of auto-created topics.", at_least=1),
-    ConfigDef("default.replication.factor", int, "1", "Default replication factor of auto-created topics.", at_least=1),
-    ConfigDef("auto.create.topics.enable", _bool, "true", "Create a topic when a client asks for its metadata."),
-    ConfigDef("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
-    ConfigDef("message.max.bytes", int, "1048588", "Largest record batch the broker accepts.", at_least=0),
-    ConfigDef("socket.request.max.bytes", int, "104857600", "Largest request frame.", at_least=1),
-    ConfigDef("connections.max.idle.ms", int, "600000", "Idle connections are closed after this.", at_least=1),
-    ConfigDef("max.connections.per.ip", int, str(INT_MAX), "Connections allowed from one address.", at_least=0),
-    ConfigDef("num.network.threads", int, "3", "Accepted for compatibility; one event loop does the network I/O.", at_least=1),
-    ConfigDef("num.io.threads", int, "8", "Accepted for compatibility; blocking work uses a thread pool.", at_least=1),
-    ConfigDef("log.segment.bytes", int, "1073741824", "segment.bytes default.", at_least=14),
-    ConfigDef("log.roll.ms", int, None, "segment.ms default; log.roll.hours when unset.", at_least=1),
-    ConfigDef("log.roll.hours", int, "168", "segment.ms default in hours.", at_least=1),
-    ConfigDef("log.roll.jitter.ms", int, None, "segment.jitter.ms default.", at_least=0),
-    ConfigDef("log.roll.jitter.hours", int, "0", "segment.jitter.ms default in hours.", at_least=0),
-    ConfigDef("log.retention.ms", int, None, "retention.ms default; -1 keeps forever.", at_least=-1),
-    ConfigDef("log.retention.minutes", int, None, "retention.ms default in minutes.", at_least=-1),
-    ConfigDef("log.retention.hours", int, "168", "retention.ms default in hours.", at_least=-1),
-    ConfigDef("log.retention.bytes", int, "-1", "retention.bytes default.", at_least=-1),
-    ConfigDef("log.retention.check.interval.ms", int, "300000", "How often retention runs.", at_least=1),
-    ConfigDef("log.flush.interval.messages", int, str(LONG_MAX), "flush.messages default.", at_least=1),
-    ConfigDef("log.flush.interval.ms", int, None, "flush.ms default.", at_least=0),
-    ConfigDef("log.flush.scheduler.interval.ms", int, str(LONG_MAX), "How often the flusher checks.", at_least=0),
-    ConfigDef("log.flush.offset.checkpoint.interval.ms", int, "60000", "Recovery point checkpoint interval.", at_least=0),
-    ConfigDef("log.index.size.max.bytes", int, "10485760", "segment.index.bytes default.", at_least=4),
-    ConfigDef("log.index.interval.bytes", int, "4096", "index.interval.bytes default.", at_least=0),
-    ConfigDef("log.cleanup.policy", _list, "delete", "cleanup.policy default."),
-    ConfigDef("log.message.timestamp.type", str, "CreateTime", "message.timestamp.type default."),
-    ConfigDef("log.cleaner.enable", _bool, "true", "Run the log cleaner for compacted topics."),
-    ConfigDef("min.insync.replicas", int, "1", "min.insync.replicas default.", at_least=1),
-    ConfigDef("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets.", at_least=1),
-    ConfigDef("offsets.topic.replication.factor", int, "3", "Replication factor of __consumer_offsets (capped at live brokers).", at_least=1),
-    ConfigDef("offsets.topic.segment.bytes", int, "104857600", "segment.bytes of __consumer_offsets.", at_least=1),
-    ConfigDef("offsets.retention.minutes", int, "10080", "How long committed offsets of empty groups are kept.", at_least=1),
-    ConfigDef("transaction.state.log.num.partitions", int, "50", "Partitions of __transaction_state.", at_least=1),
-    ConfigDef("transaction.state.log.replication.factor", int, "3", "Replication factor of __transaction_state.", at_least=1),
-    ConfigDef("transactional.id.expiration.ms", int, "604800000", "Transactional id expiry.", at_least=1),
-    ConfigDef("producer.id.expiration.ms", int, "86400000", "Idle producer ids are forgotten after this.", at_least=1),
-    ConfigDef("group.initial.rebalance.delay.ms", int, "3000", "Delay before the first rebalance of a new group.", at_least=0),
-    ConfigDef("group.min.session.timeout.ms", int, "6000", "Smallest session timeout a member may ask for.", at_least=0),
-    ConfigDef("group.max.session.timeout.ms", int, "1800000", "Largest session timeout a member may ask for.", at_least=0),
+    ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Comma-separated listener URIs (NAME://host:port).", reader=_list),
+    ConfigDef("advertised.listeners", "string", None, "Listeners published to clients; defaults to listeners.", reader=_list),
+    ConfigDef("listener.security.protocol.map", "string",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "Listener name -> security protocol.", reader=_list),
+    ConfigDef("log.dirs", "string", None, "Directories holding the log data; log.dir when unset.", reader=_list),
+    ConfigDef("log.dir", "string", "/tmp/kafka-logs", "The directory holding log data when log.dirs is unset.", reader=_list),
+    ConfigDef("node.id", "int", "-1", "This broker's id; -1 takes it from meta.properties (or 1).", at_least=-1),
+    ConfigDef("broker.id", "int", "-1", "Legacy name of node.id.", at_least=-1),
+    ConfigDef("cluster.id", "string", None, "Cluster id for a new data dir; generated when unset."),
+    ConfigDef("num.partitions", "int", "1", "Default partition count of auto-created topics.", at_least=1),
+    ConfigDef("default.replication.factor", "int", "1", "Default replication factor of auto-created topics.", at_least=1),
+    ConfigDef("auto.create.topics.enable", "boolean", "true", "Create a topic when a client asks for its metadata."),
+    ConfigDef("delete.topic.enable", "boolean", "true", "Allow DeleteTopics."),
+    ConfigDef("message.max.bytes", "int", "1048588", "Largest record batch the broker accepts.", at_least=0),
+    ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request frame.", at_least=1),
+    ConfigDef("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this.", at_least=1),
+    ConfigDef("max.connections.per.ip", "int", str(INT_MAX), "Connections allowed from one address.", at_least=0),
+    ConfigDef("num.network.threads", "int", "3", "Accepted for compatibility; one event loop does the network I/O.", at_least=1),
+    ConfigDef("num.io.threads", "int", "8", "Accepted for compatibility; blocking work uses a thread pool.", at_least=1),
+    ConfigDef("log.segment.bytes", "int", "1073741824", "segment.bytes default.", at_least=14),
+    ConfigDef("log.roll.ms", "long", None, "segment.ms default; log.roll.hours when unset.", at_least=1),
+    ConfigDef("log.roll.hours", "int", "168", "segment.ms default in hours.", at_least=1),
+    ConfigDef("log.roll.jitter.ms", "long", None, "segment.jitter.ms default.", at_least=0),
+    ConfigDef("log.roll.jitter.hours", "int", "0", "segment.jitter.ms default in hours.", at_least=0),
+    ConfigDef("log.retention.ms", "long", None, "retention.ms default; -1 keeps forever.", at_least=-1),
+    ConfigDef("log.retention.minutes", "int", None, "retention.ms default in minutes.", at_least=-1),
+    ConfigDef("log.retention.hours", "int", "168", "retention.ms default in hours.", at_least=-1),
+    ConfigDef("log.retention.bytes", "long", "-1", "retention.bytes default.", at_least=-1),
+    ConfigDef("log.retention.check.interval.ms", "long", "300000", "How often retention runs.", at_least=1),
+    ConfigDef("log.flush.interval.messages", "long", str(LONG_MAX), "flush.messages default.", at_least=1),
+    ConfigDef("log.flush.interval.ms", "long", None, "flush.ms default.", at_least=0),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", str(LONG_MAX), "How often the flusher checks.", at_least=0),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", "60000", "Recovery point checkpoint interval.", at_least=0),
+    ConfigDef("log.index.size.max.bytes", "int", "10485760", "segment.index.bytes default.", at_least=4),
+    ConfigDef("log.index.interval.bytes", "int", "4096", "index.interval.bytes default.", at_least=0),
+    ConfigDef("log.cleanup.policy", "list", "delete", "cleanup.policy default."),
+    ConfigDef("log.message.timestamp.type", "string", "CreateTime", "message.timestamp.type default."),
+    ConfigDef("log.message.timestamp.before.max.ms", "long", str(LONG_MAX),
+              "message.timestamp.before.max.ms default: how far a CreateTime may lie behind the broker's clock.",
+              at_least=0),
+    ConfigDef("log.message.timestamp.after.max.ms", "long", "3600000",
+              "message.timestamp.after.max.ms default: how far a CreateTime may lie ahead of the broker's clock.",
+              at_least=0),
+    ConfigDef("log.cleaner.enable", "boolean", "true", "Run the log cleaner for compacted topics."),
+    ConfigDef("min.insync.replicas", "int", "1", "min.insync.replicas default.", at_least=1),
+    ConfigDef("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets.", at_least=1),
+    ConfigDef("offsets.topic.replication.factor", "short", "3", "Replication factor of __consumer_offsets (capped at live brokers).", at_least=1),
+    ConfigDef("offsets.topic.segment.bytes", "int", "104857600", "segment.bytes of __consumer_offsets.", at_least=1),
+    ConfigDef("offsets.retention.minutes", "int", "10080", "How long committed offsets of empty groups are kept.", at_least=1),
+    ConfigDef("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state.", at_least=1),
+    ConfigDef("transaction.state.log.replication.factor", "short", "3", "Replication factor of __transaction_state.", at_least=1),
+    ConfigDef("transactional.id.expiration.ms", "int", "604800000", "Transactional id expiry.", at_least=1),
+    ConfigDef("producer.id.expiration.ms", "int", "86400000", "Idle producer ids are forgotten after this.", at_least=1),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", "3000", "Delay before the first rebalance of a new group.", at_least=0),
+    ConfigDef("group.min.session.timeout.ms", "int", "6000", "Smallest session timeout a member may ask for.", at_least=0),
+    ConfigDef("group.max.session.timeout.ms", "int", "1800000", "Largest session timeout a member may ask for.", at_least=0),
 ]
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}

@@ -4,8 +4,9 @@ Topic overrides live in the MetadataStore; the ReplicaManager hears of every
 change and hands the new LogConfig to the live Log, so a new retention.ms or
 max.message.bytes takes effect at once and survives a restart. Broker-level
 dynamic configs are the log.* defaults Kafka lets an operator change at run
-time (the broker synonyms of topic configs); they are kept cluster-wide (the
-"" broker resource; this node's id names the same set on a cluster of one).
+time (the broker synonyms of topic configs). As in Kafka they are kept per
+BROKER resource: "" is the cluster-wide default, a node id is that broker
+alone and wins over the default; both persist in the MetadataStore.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from odradek.metadata.config_description import (
+    BrokerConfigDefinition,
     BrokerConfigLayers,
-    ConfigSource,
     ConfigType,
-    ConfigValue,
     DescribedConfig,
     config_type,
+    describe_broker_configs,
     describe_topic_configs,
 )
 from odradek.metadata.config_ops import apply_incremental
@@ -69,6 +70,7 @@ def validated_topic_config(ctx: RequestContext, overrides: Mapping[str, str | No
 
 def broker_layers(ctx: RequestContext) -> BrokerConfigLayers:
     return BrokerConfigLayers(
+        dynamic_broker=ctx.broker.metadata.broker_configs(str(ctx.broker.node_id)),
         dynamic_default=ctx.broker.metadata.broker_configs(),
         static=ctx.broker.config.originals,
         defaults={name: d.default for name, d in CONFIG_DEFS.items() if d.default is not None},
@@ -94,13 +96,24 @@ def _set_topic_overrides(ctx: RequestContext, name: str, overrides: dict[str, st
 
 # -- broker configs ------------------------------------------------------------------------
 
-_PY_TYPES = {"int": ConfigType.LONG, "str": ConfigType.STRING, "_bool": ConfigType.BOOLEAN, "_list": ConfigType.LIST}
+#: The broker configs AlterConfigs may change: the log.* defaults of topic configs, applied live.
+DYNAMIC_BROKER_CONFIGS = frozenset(BROKER_TO_TOPIC)
+
+BROKER_CONFIG_DEFINITIONS = {
+    name: BrokerConfigDefinition(config_type(d.type), d.doc, dynamic=name in DYNAMIC_BROKER_CONFIGS)
+    for name, d in CONFIG_DEFS.items()
+}
 
 
 def _check_broker_name(ctx: RequestContext, name: str) -> None:
     node_id = str(ctx.broker.node_id)
     if name not in ("", node_id):
         raise InvalidRequest(f"Unexpected broker id, expected {node_id} or empty string, but received {name}")
+
+
+def dynamic_broker_configs(metadata, node_id: int) -> dict[str, str]:
+    """This broker's dynamic configs: the cluster default overlaid by its own (per-broker wins)."""
+    return {**metadata.broker_configs(), **metadata.broker_configs(str(node_id))}
 
 
 def default_log_config(config: BrokerConfig, dynamic: Mapping[str, str]) -> LogConfig:
@@ -111,57 +124,26 @@ def default_log_config(config: BrokerConfig, dynamic: Mapping[str, str]) -> LogC
     return LogConfig.from_properties({k: v for k, v in props.items() if k in known})
 
 
-def _set_broker_configs(ctx: RequestContext, dynamic: dict[str, str], validate_only: bool) -> None:
-    not_dynamic = sorted(name for name in dynamic if name not in BROKER_TO_TOPIC)
+def _set_broker_configs(ctx: RequestContext, resource: str, configs: dict[str, str], validate_only: bool) -> None:
+    not_dynamic = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS)
     if not_dynamic:
         raise InvalidRequest(f"Cannot update these configs dynamically: {', '.join(not_dynamic)}")
+    metadata = ctx.broker.metadata
+    levels = {"": metadata.broker_configs(), str(ctx.broker.node_id): metadata.broker_configs(str(ctx.broker.node_id))}
+    levels[resource] = configs
+    dynamic = {**levels[""], **levels[str(ctx.broker.node_id)]}
     try:
         BrokerConfig({**ctx.broker.config.originals, **dynamic})
         default = default_log_config(ctx.broker.config, dynamic)
     except (ConfigError, ValueError) as exc:
         raise InvalidConfig(str(exc)) from None
     if not validate_only:
-        ctx.broker.metadata.set_broker_configs(dynamic)
+        metadata.set_broker_configs(configs, resource)
         ctx.broker.replica_manager.update_default_config(default)
 
 
 def describe_broker(ctx: RequestContext, name: str) -> list[DescribedConfig]:
-    dynamic = ctx.broker.metadata.broker_configs()
-    if name == "":  # the cluster-wide default resource shows only what was set dynamically
-        return [
-            DescribedConfig(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, read_only=False,
-                            synonyms=(ConfigValue(n, v, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),))
-            for n, v in sorted(dynamic.items())
-        ]
-    static = ctx.broker.config.originals
-    names = sorted(set(CONFIG_DEFS) | set(static) | set(dynamic))
-    described = []
-    for n in names:
-        definition = CONFIG_DEFS.get(n)
-        synonyms = []
-        if n in dynamic:
-            synonyms.append(ConfigValue(n, dynamic[n], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-        if n in static:
-            synonyms.append(ConfigValue(n, static[n], ConfigSource.STATIC_BROKER_CONFIG))
-        if definition is not None and definition.default is not None:
-            synonyms.append(ConfigValue(n, definition.default, ConfigSource.DEFAULT_CONFIG))
-        first = synonyms[0] if synonyms else ConfigValue(n, None, ConfigSource.DEFAULT_CONFIG)
-        sensitive = "password" in n
-        described.append(
-            DescribedConfig(
-                name=n,
-                value=None if sensitive else first.value,
-                source=first.source,
-                read_only=n not in BROKER_TO_TOPIC,
-                config_type=_PY_TYPES.get(getattr(definition.parse, "__name__", ""), ConfigType.STRING)
-                if definition
-                else ConfigType.STRING,
-                documentation=definition.doc if definition else None,
-                is_sensitive=sensitive,
-                synonyms=tuple(synonyms),
-            )
-        )
-    return described
+    return describe_broker_configs(BROKER_CONFIG_DEFINITIONS, broker_layers(ctx), per_broker=name != "")
 
 
 # -- DescribeConfigs -----------------------------------------------------------------------
@@ -267,14 +249,23 @@ def _alter_one(ctx: RequestContext, resource, compute, validate_only: bool) -> N
         _set_topic_overrides(ctx, topic.name, new, validate_only)
     elif resource.resource_type == BROKER:
         _check_broker_name(ctx, resource.resource_name)
-        new = compute(ctx.broker.metadata.broker_configs(), resource, {})
-        _set_broker_configs(ctx, new, validate_only)
+        current = ctx.broker.metadata.broker_configs(resource.resource_name)
+        new = compute(current, resource, _broker_list_defaults(ctx))
+        _set_broker_configs(ctx, resource.resource_name, new, validate_only)
     else:
         raise InvalidRequest(f"Unsupported resource type {resource.resource_type}")
 
 
 def _list_config_names() -> frozenset[str]:
     return frozenset(name for name, kind, *_ in LogConfig.definitions() if config_type(kind) == ConfigType.LIST)
+
+
+_BROKER_LIST_CONFIGS = frozenset(n for n, d in CONFIG_DEFS.items() if d.type == "list" and n in DYNAMIC_BROKER_CONFIGS)
+
+
+def _broker_list_defaults(ctx: RequestContext) -> dict[str, str | None]:
+    """What APPEND/SUBTRACT start from on a broker list config that the resource does not set: its value."""
+    return {c.name: c.value for c in describe_broker(ctx, str(ctx.broker.node_id)) if c.name in _BROKER_LIST_CONFIGS}
 
 
 def _topic_list_defaults(ctx: RequestContext) -> dict[str, str | None]:
@@ -293,7 +284,7 @@ def _replace_all(current: Mapping[str, str], resource, _defaults) -> dict[str, s
 
 
 def _incremental(current: Mapping[str, str], resource, defaults: Mapping[str, str | None]) -> dict[str, str]:
-    list_names = _list_config_names() if resource.resource_type == TOPIC else frozenset()
+    list_names = _list_config_names() if resource.resource_type == TOPIC else _BROKER_LIST_CONFIGS
     ops: Iterable = ((c.name, c.config_operation, c.value) for c in resource.configs)
     return apply_incremental(current, ops, list_names, defaults)
 
@@ -319,7 +310,7 @@ class DynamicBrokerConfigs:
         self.broker = broker
 
     async def start(self) -> None:
-        dynamic = self.broker.metadata.broker_configs()
+        dynamic = dynamic_broker_configs(self.broker.metadata, self.broker.node_id)
         if dynamic:
             self.broker.replica_manager.update_default_config(default_log_config(self.broker.config, dynamic))
 
