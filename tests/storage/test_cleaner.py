@@ -258,3 +258,20 @@ def test_group_coordinator_reads_compacted_batches(tmp_path):
     data = b"".join(r.read_bytes() for r in log.read(0, 1 << 30).regions)
     assert list(decode_records(data)) == [(0, b"g1", b"a"), (2, b"g3", b"c"), (3, b"g2", b"d")]
     log.close()
+
+
+def test_segments_deleted_while_cleaning_abandon_it_quietly(tmp_path):
+    """Retention renaming a segment to .deleted under the cleaner is not a disk failure."""
+    cfg = LogConfig(cleanup_policy=("compact", "delete"), segment_bytes=400, min_cleanable_dirty_ratio=0.01,
+                    retention_ms=1000, index_interval_bytes=50)
+    log = Log(tmp_path / "t-0", cfg, now_ms=NOW)
+    for i in range(12):
+        log.append(build([(b"k%d" % (i % 2), b"v%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW)
+    roll(log)
+    cleaner = LogCleaner()
+    cleanable = cleaner.cleanable_range(log, NOW)
+    assert cleanable is not None
+    assert log.delete_old_segments(NOW + 5000) > 0  # before the cleaner opens them
+    assert cleaner.clean(log, cleanable, NOW) is None
+    assert log.dir not in cleaner.uncleanable and not log.offline
+    log.close()

@@ -136,8 +136,10 @@ class LogCleaner:
         batches (the log is then left alone from now on, and the error logged).
         """
         cleanable = self.cleanable_range(log, now_ms)
-        if cleanable is None:
-            return None
+        return None if cleanable is None else self.clean(log, cleanable, now_ms)
+
+    def clean(self, log, cleanable: CleanableRange, now_ms: int) -> CleanPlan | None:
+        """prepare for a range chosen earlier by cleanable_range (Kafka's Cleaner.clean of a LogToClean)."""
         plan = CleanPlan([], cleanable.first_uncleanable, 0, 0, truncations=log._truncations)
         try:
             offset_map = self._build_offset_map(cleanable)
@@ -157,15 +159,17 @@ class LogCleaner:
                 else:
                     plan.bytes_after += path.stat().st_size
                     plan.cleaned.append((seg.base_offset, path))
-        except (errors.KafkaError, rb.InvalidBatch) as exc:
+        except BaseException as exc:
             for _, path in plan.cleaned:
                 path.unlink(missing_ok=True)
-            logger.error("cannot clean %s, marking it uncleanable: %s", log.dir.name, exc)
-            self.uncleanable.add(log.dir)
-            return None
-        except BaseException:
-            for _, path in plan.cleaned:
-                path.unlink(missing_ok=True)
+            if _changed_under(log, cleanable, plan.truncations):
+                # retention, DeleteRecords, a truncation or a deletion took segments away meanwhile
+                logger.info("cleaning of %s abandoned, the log changed: %s", log.dir.name, exc)
+                return None
+            if isinstance(exc, (errors.KafkaError, rb.InvalidBatch)):
+                logger.error("cannot clean %s, marking it uncleanable: %s", log.dir.name, exc)
+                self.uncleanable.add(log.dir)
+                return None
             raise
         return plan
 
@@ -227,6 +231,14 @@ class LogCleaner:
         except BaseException:
             writer.abort()
             raise
+
+
+def _changed_under(log, cleanable: CleanableRange, truncations: int) -> bool:
+    """Whether segments the cleaner was reading left the log (or the log was truncated or closed)."""
+    if log.offline or log._truncations != truncations:
+        return True
+    current = {id(seg) for seg in log.segments}
+    return any(id(seg) not in current for seg in cleanable.segments)
 
 
 class _Retention:
