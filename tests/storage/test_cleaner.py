@@ -275,3 +275,16 @@ def test_segments_deleted_while_cleaning_abandon_it_quietly(tmp_path):
     assert cleaner.clean(log, cleanable, NOW) is None
     assert log.dir not in cleaner.uncleanable and not log.offline
     log.close()
+
+
+def test_log_manager_uses_the_cleaner_it_is_given(tmp_path):
+    cleaner = LogCleaner(dedupe_buffer_size=24 * 3)
+    lm = LogManager([str(tmp_path)], CFG, cleaner=cleaner)
+    lm.startup()
+    log = lm.get_or_create_log(TopicPartition("t", 0), CFG)
+    for i in range(20):
+        log.append(build([(b"k%d" % (i % 5), b"v%d" % i, NOW)]), leader_epoch=0, now_ms=NOW)
+    log.roll(NOW)
+    asyncio.run(asyncio.wait_for(lm.clean_logs(NOW), timeout=30))
+    assert 0 < log.cleaner_offset < 20  # two keys fit its map: cleaned in part
+    lm.shutdown()

@@ -43,7 +43,7 @@ class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig, *,
                  retention_check_interval_ms: int = 300000, checkpoint_interval_ms: int = 60000,
                  producer_id_expiration_ms: int = 86400000,
-                 producer_id_expiration_check_interval_ms: int = 600000) -> None:
+                 producer_id_expiration_check_interval_ms: int = 600000, cleaner: LogCleaner | None = None) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         self.default_config = default_config
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -56,7 +56,8 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._lock_fds: dict[Path, int] = {}
         self._dir_counts: dict[Path, int] = {}  # partitions per dir, to place new ones
-        self.cleaner = LogCleaner()
+        #: The broker may size it from log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.*.
+        self.cleaner = cleaner if cleaner is not None else LogCleaner()
 
     # -- start-up ----------------------------------------------------------------
     def startup(self) -> None:
