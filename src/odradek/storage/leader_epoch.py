@@ -1,7 +1,20 @@
-"""LeaderEpochFileCache: epoch -> start offset, kept in leader-epoch-checkpoint as Kafka writes it."""
+"""LeaderEpochFileCache: epoch -> start offset, kept in leader-epoch-checkpoint as Kafka writes it.
+
+Kafka writes and fsyncs the file on every new epoch, in a request handler
+thread. Odradek's changes happen on the event loop, where an fsync per new
+partition would stall every client for milliseconds (10,000 partitions: tens of
+seconds). So changes stay in memory and the file is written by flush(), which
+Log.flush runs off the event loop before it advances the recovery point. That is
+as durable as Kafka where it matters: an epoch whose batches are below the
+recovery point is in the file, and the epochs of batches above it come back
+from their partitionLeaderEpoch when recovery re-reads them (as Kafka's
+LogSegment.recover does); an epoch with no batch yet is assigned again from the
+metadata when the broker starts.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,18 +30,24 @@ class LeaderEpochFileCache:
         self.entries: list[tuple[int, int]] = [
             (int(e), int(o)) for e, o in (line.split() for line in read_checkpoint_lines(path))
         ]
+        #: Bumped by every change; flush() writes when it differs from the version on disk.
+        self._version = 0
+        self._flushed_version = 0
+        self._write_lock = threading.Lock()  # flushes from a LogManager thread and from close()
 
     @property
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else UNDEFINED
 
+    @property
+    def dirty(self) -> bool:
+        return self._version != self._flushed_version
+
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (ignored unless it is a newer epoch)."""
         if epoch <= self.latest_epoch:
             return
-        self.entries = [(e, o) for e, o in self.entries if o < start_offset]
-        self.entries.append((epoch, start_offset))
-        self._write()
+        self._set([(e, o) for e, o in self.entries if o < start_offset] + [(epoch, start_offset)])
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, the start offset of the next epoch or the LEO), as OffsetForLeaderEpoch."""
@@ -44,13 +63,21 @@ class LeaderEpochFileCache:
     def truncate_from_end(self, end_offset: int) -> None:
         kept = [(e, o) for e, o in self.entries if o < end_offset]
         if kept != self.entries:
-            self.entries = kept
-            self._write()
+            self._set(kept)
 
     def clear_and_start_at(self, start_offset: int) -> None:
         if self.entries:
-            self.entries = [(self.latest_epoch, start_offset)]
-            self._write()
+            self._set([(self.latest_epoch, start_offset)])
 
-    def _write(self) -> None:
-        write_checkpoint_lines(self.path, [f"{e} {o}" for e, o in self.entries])
+    def _set(self, entries: list[tuple[int, int]]) -> None:
+        self.entries = entries  # replaced, never mutated: flush() in another thread reads a consistent list
+        self._version += 1
+
+    def flush(self) -> None:
+        """Write the checkpoint (crash-safe, fsynced) if it changed since the last flush; any thread."""
+        with self._write_lock:
+            version, entries = self._version, self.entries
+            if version == self._flushed_version:
+                return
+            write_checkpoint_lines(self.path, [f"{e} {o}" for e, o in entries])
+            self._flushed_version = version

@@ -163,7 +163,12 @@ class Log:
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
         self.recovery_point = self.log_end_offset
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        epochs = self.leader_epoch_cache
+        epochs.truncate_from_end(self.log_end_offset)
+        for seg in self.segments:  # batches recovery re-read carry epochs the checkpoint may lack
+            for epoch, start in seg.recovered_epochs:
+                epochs.assign(epoch, start)
+        epochs.flush()  # a no-op unless recovery changed it; start-up, as Kafka's log loading
         self._rebuild_producer_state()
 
     def _complete_leftovers(self) -> None:
@@ -341,7 +346,7 @@ class Log:
             epochs = self.leader_epoch_cache
             if assign_offsets:
                 if leader_epoch > epochs.latest_epoch:
-                    epochs.assign(leader_epoch, first_offset)
+                    epochs.assign(leader_epoch, first_offset)  # in memory: flush() writes the checkpoint
             else:
                 for epoch, start in epoch_starts:  # a follower keeps the leader's epochs
                     epochs.assign(epoch, start)
@@ -591,6 +596,7 @@ class Log:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        self.leader_epoch_cache.flush()
         fsync_dir(self.dir)
         with self._recovery_point_lock:
             if truncations == self._truncations:

@@ -84,6 +84,7 @@ class LogSegment:
         #: segment.jitter.ms drawn for this segment, so segments of many partitions do not roll together.
         self.roll_jitter_ms = 0
         self._contiguous = True
+        self.recovered_epochs: list[tuple[int, int]] = []
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index = _NEVER  # index the first batch
         #: Whether either index is full (a reason to roll); kept up to date by _indexes_changed.
@@ -215,6 +216,9 @@ class LogSegment:
         compacted) or at least after it, and within a 32-bit relative offset.
         """
         self._contiguous = contiguous
+        #: (partitionLeaderEpoch, base offset) of each batch that starts a newer epoch, for the
+        #: leader epoch cache (the checkpoint may not have been flushed before the crash).
+        self.recovered_epochs: list[tuple[int, int]] = []
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset
@@ -258,10 +262,12 @@ class LogSegment:
         next_offset = self.next_offset
         check = rb.check_header
         batches: list[tuple[int, int, int, int, int]] = []
+        epochs = self.recovered_epochs
+        latest_epoch = epochs[-1][0] if epochs else -1
         error = None
         while pos < end:
             try:
-                base, length, _, _, _, _, delta, _, max_ts, _, _, _, _ = check(view, pos, end, strict_count=contiguous)
+                base, length, epoch, _, _, _, delta, _, max_ts, _, _, _, _ = check(view, pos, end, strict_count=contiguous)
             except rb.InvalidBatch as exc:
                 if end - pos < rb.HEADER_SIZE or pos + rb.LOG_OVERHEAD + _HEAD.unpack_from(view, pos)[1] > end:
                     break  # not whole in this chunk
@@ -273,6 +279,9 @@ class LogSegment:
                 break
             size = rb.LOG_OVERHEAD + length
             batches.append((pos, size, base, last, max_ts))
+            if epoch > latest_epoch:
+                epochs.append((epoch, base))
+                latest_epoch = epoch
             next_offset = last + 1
             pos += size
         if batches:
