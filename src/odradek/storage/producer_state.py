@@ -25,6 +25,8 @@ SNAPSHOT_SUFFIX = ".snapshot"
 _SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")  # version, crc, entry count
 _ENTRY = struct.Struct(">qhiqiqiq")  # pid, epoch, last seq, last offset, offset delta, timestamp, coord epoch, txn first offset
+_NO_COORDINATOR_EPOCH = -1
+_NO_TXN_FIRST_OFFSET = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +87,22 @@ class ProducerStateManager:
 
     def update(self, producer_id: int, epoch: int, batch: BatchMetadata,
                into: dict[int, ProducerStateEntry] | None = None) -> None:
+        """Add a batch to its producer's entry, in place (a replay) or, ``into`` a request's
+        pending entries, in a copy of the committed one made at the producer's first batch."""
         target = self.producers if into is None else into
-        current = target.get(producer_id) or self.producers.get(producer_id)
-        if current is None or current.epoch != epoch:
-            entry = ProducerStateEntry(producer_id, epoch)
-        else:
-            entry = ProducerStateEntry(producer_id, epoch, deque(current.batches, maxlen=NUM_BATCHES_TO_RETAIN),
-                                       current.last_timestamp)
+        entry = target.get(producer_id)
+        if entry is None and into is not None:
+            committed = self.producers.get(producer_id)
+            if committed is not None and committed.epoch == epoch:
+                entry = ProducerStateEntry(producer_id, epoch, deque(committed.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+                                           committed.last_timestamp)
+                target[producer_id] = entry
+        if entry is None or entry.epoch != epoch:  # a new producer, or a new epoch: sequences start over
+            entry = target[producer_id] = ProducerStateEntry(producer_id, epoch)
         if batch.first_seq >= 0:
             entry.batches.append(batch)
-        entry.last_timestamp = max(entry.last_timestamp, batch.timestamp)
-        target[producer_id] = entry
+        if batch.timestamp > entry.last_timestamp:
+            entry.last_timestamp = batch.timestamp
 
     def commit(self, pending: dict[int, ProducerStateEntry]) -> None:
         self.producers.update(pending)
@@ -117,16 +124,20 @@ class ProducerStateManager:
         return sorted(self.directory.glob(f"*{SNAPSHOT_SUFFIX}"), key=offset_of)
 
     def take_snapshot(self, offset: int, *, sync: bool = True) -> Path:
-        """Write ``<offset>.snapshot`` with each producer's last batch, as Kafka does.
+        """Write ``<offset>.snapshot`` in Kafka's ProducerSnapshot format, version 1: every
+        producer with its last batch (last offset -1 when it has none).
 
         With ``sync`` False (a roll on the event loop) the caller fsyncs it later."""
-        body = b"".join(
-            _ENTRY.pack(e.producer_id, e.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset,
-                        e.last_timestamp, -1, -1)
-            for e in self.producers.values() if e.batches for b in (e.batches[-1],)
-        )
-        count = sum(1 for e in self.producers.values() if e.batches)
-        tail = struct.pack(">i", count) + body
+        entries = []
+        for e in self.producers.values():
+            if e.batches:
+                b = e.batches[-1]
+                last_seq, last_offset, delta = b.last_seq, b.last_offset, b.last_offset - b.first_offset
+            else:
+                last_seq, last_offset, delta = -1, -1, 0
+            entries.append(_ENTRY.pack(e.producer_id, e.epoch, last_seq, last_offset, delta, e.last_timestamp,
+                                       _NO_COORDINATOR_EPOCH, _NO_TXN_FIRST_OFFSET))
+        tail = struct.pack(">i", len(entries)) + b"".join(entries)
         data = struct.pack(">hI", _SNAPSHOT_VERSION, crc32c(tail)) + tail
         path = self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
         tmp = path.with_name(path.name + ".tmp")
@@ -157,9 +168,10 @@ class ProducerStateManager:
             self.producers.clear()
             for i in range(count):
                 pid, epoch, last_seq, last_offset, delta, ts, _, _ = _ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)
-                first_seq = (last_seq - delta) % 2**31
                 entry = ProducerStateEntry(pid, epoch, last_timestamp=ts)
-                entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+                if last_offset >= 0:
+                    first_seq = (last_seq - delta) % 2**31
+                    entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
                 self.producers[pid] = entry
             return offset
         return None
