@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.server.config import BrokerConfig, ConfigError, read_properties
+from odradek.server.config import BrokerConfig, ConfigError, Endpoint, read_properties
 
 
 def test_defaults_are_kafkas() -> None:
@@ -49,15 +49,16 @@ def test_properties_file(tmp_path: Path) -> None:
     path.write_text("# broker\nnode.id=3\nlisteners = PLAINTEXT://0.0.0.0:9093\n! comment\nlog.dirs:/data\n")
     config = BrokerConfig(read_properties(path))
     assert config.node_id == 3
-    assert config.listener() == ("PLAINTEXT", "0.0.0.0", 9093)
+    assert config.listeners() == [Endpoint("PLAINTEXT", "0.0.0.0", 9093, "PLAINTEXT")]
     assert config.log_dirs == ["/data"]
-    assert config.advertised_listener(9093) == ("127.0.0.1", 9093)
+    assert config.advertised_listeners({"PLAINTEXT": 9093}) == {"PLAINTEXT": ("127.0.0.1", 9093)}
 
 
 def test_advertised_listeners() -> None:
     config = BrokerConfig({"listeners": "PLAINTEXT://:0", "advertised.listeners": "PLAINTEXT://kafka.example:19092"})
-    assert config.advertised_listener(40000) == ("kafka.example", 19092)
-    assert BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"}).advertised_listener(40000) == ("127.0.0.1", 40000)
+    assert config.advertised_listeners({"PLAINTEXT": 40000}) == {"PLAINTEXT": ("kafka.example", 19092)}
+    local = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    assert local.advertised_listeners({"PLAINTEXT": 40000}) == {"PLAINTEXT": ("127.0.0.1", 40000)}
     with pytest.raises(ConfigError, match="listeners"):
         BrokerConfig({"advertised.listeners": "nonsense"})
 
@@ -87,3 +88,31 @@ def test_message_timestamp_bounds_are_broker_configs() -> None:
 def test_numbers_must_fit_their_kafka_type(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=key):
         BrokerConfig({key: value})
+
+
+def test_several_listeners_matched_by_name() -> None:
+    config = BrokerConfig({
+        "listeners": "PLAINTEXT://127.0.0.1:0,internal://0.0.0.0:9094,HIDDEN://:9095",
+        "advertised.listeners": "INTERNAL://broker.internal:19094,PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,HIDDEN:PLAINTEXT",
+    })
+    assert [e.listener_name for e in config.listeners()] == ["PLAINTEXT", "INTERNAL", "HIDDEN"]
+    assert config.advertised_listeners({"PLAINTEXT": 4000, "INTERNAL": 9094, "HIDDEN": 9095}) == {
+        "INTERNAL": ("broker.internal", 19094), "PLAINTEXT": ("127.0.0.1", 4000)}
+
+
+@pytest.mark.parametrize(("props", "message"), [
+    ({"listeners": "SSL://:9093"}, "PLAINTEXT listeners only"),
+    ({"listeners": "PLAINTEXT://:9092,X://:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,X:SASL_PLAINTEXT"},
+     "PLAINTEXT listeners only"),
+    ({"listeners": "PLAINTEXT://:9092,OTHER://:9093"}, "no security protocol defined for listener OTHER"),
+    ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "different name"),
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:PLAINTEXT"},
+     "different port"),
+    ({"advertised.listeners": "SSL://h:9093"}, "subset"),
+    ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "0.0.0.0"),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "listener.security.protocol.map"),
+])
+def test_listener_errors(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(props)

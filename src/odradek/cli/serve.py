@@ -66,9 +66,8 @@ async def _serve(config: BrokerConfig) -> int:
         broker = Broker(config)
         await broker.start()
     except OSError as e:
-        name, host, port = config.listener()
         if e.errno == errno.EADDRINUSE:
-            print(f"odradek: cannot listen on {host}:{port}: address already in use", file=sys.stderr)
+            print(f"odradek: cannot listen on {e.filename}: address already in use", file=sys.stderr)
         elif isinstance(e, PermissionError):
             print(f"odradek: data directory not writable: {e}", file=sys.stderr)
         else:
@@ -88,9 +87,10 @@ async def _serve(config: BrokerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     host, port = broker.advertised
+    listeners = ",".join(f"{name}://{h}:{p}" for name, (h, p) in broker.advertised_listeners.items())
     print(
         f"{READY} bootstrap_servers={host}:{port} node_id={broker.node_id} "
-        f"cluster_id={broker.cluster_id} log_dirs={','.join(config.log_dirs)}",
+        f"cluster_id={broker.cluster_id} log_dirs={','.join(config.log_dirs)} listeners={listeners}",
         flush=True,
     )
     await stop.wait()

@@ -9,9 +9,13 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True, slots=True)
 class BrokerImage:
     node_id: int
-    host: str
-    port: int
+    #: (listener name, host, port) of every advertised listener, as Kafka registers a broker's endpoints.
+    endpoints: tuple[tuple[str, str, int], ...]
     rack: str | None = None
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """(host, port) a client connected on ``listener_name`` must use, None if not advertised there."""
+        return next(((host, port) for name, host, port in self.endpoints if name == listener_name), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """Broker: owns the parts of one node and starts and stops them in order.
 
-Start: bind the listener socket (fail fast on a port in use), logs (lock and
-recover the data dirs), metadata, replicas, components (coordinators), then
-accept connections. Stop is the reverse: stop accepting and let in-flight
+Start: bind every listener's socket (fail fast on a port in use), logs (lock
+and recover the data dirs), metadata, replicas, components (coordinators), then
+accept connections on every listener. Stop is the reverse: stop accepting and let in-flight
 requests finish (long polls are woken), stop components, then shut the logs
 down (flush, checkpoints, clean-shutdown marker, unlock).
 """
@@ -31,25 +31,29 @@ log = logging.getLogger(__name__)
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        name, host, port = config.listener()
-        self.listener = Listener(
-            ListenerConfig(
-                host=host,
-                port=port,
-                listener_name=name,
-                socket_request_max_bytes=config["socket.request.max.bytes"],
-                connections_max_idle_ms=config["connections.max.idle.ms"],
-                max_connections_per_ip=config["max.connections.per.ip"],
-            ),
-            self._dispatch,
-        )
+        #: One Listener per entry of ``listeners``, each tagging its connections with its listener name.
+        self.listeners = [
+            Listener(
+                ListenerConfig(
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    listener_name=endpoint.listener_name,
+                    socket_request_max_bytes=config["socket.request.max.bytes"],
+                    connections_max_idle_ms=config["connections.max.idle.ms"],
+                    max_connections_per_ip=config["max.connections.per.ip"],
+                ),
+                self._dispatch,
+            )
+            for endpoint in config.listeners()
+        ]
+        #: Listener name -> (host, port) advertised to clients connected on it; set once bound.
+        self.advertised_listeners: dict[str, tuple[str, int]] = {}
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
         self.fetch_purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache()
         self.components: dict[str, Any] = {}
         self.node_id: int = -1
         self.cluster_id: str = ""
-        self.port: int = port
         self.log_manager: LogManager
         self.metadata: LocalMetadataStore
         self.replica_manager: ReplicaManager
@@ -62,13 +66,30 @@ class Broker:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        return self.config.advertised_listener(self.port)
+        """(host, port) of the first listener, the one the ready line names."""
+        first = self.listeners[0].config.listener_name
+        return self.advertised_listeners.get(first) or next(iter(self.advertised_listeners.values()))
+
+    def advertised_endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """(host, port) to give a client connected on ``listener_name`` (None: not advertised there)."""
+        return self.advertised_listeners.get(listener_name)
+
+    def _bind_listeners(self) -> None:
+        bound = {}
+        for listener in self.listeners:
+            try:
+                bound[listener.config.listener_name] = listener.bind()
+            except OSError as e:
+                address = f"{listener.config.host}:{listener.config.port}"
+                raise OSError(e.errno, f"cannot listen on {address} ({listener.config.listener_name}): {e.strerror}",
+                              address) from e
+        self.advertised_listeners = self.config.advertised_listeners(bound)
 
     async def start(self) -> None:
         """Start every part; on failure, stop what was started and re-raise."""
         try:
             self._request_channel = RequestChannel(self)
-            self.port = self.listener.bind()
+            self._bind_listeners()
             self.log_manager = LogManager(
                 self.config.log_dirs,
                 self.default_log_config,
@@ -81,9 +102,9 @@ class Broker:
             self.node_id, self.cluster_id = self.log_manager.ensure_meta_properties(
                 self.config.node_id, self.config.get("cluster.id")
             )
-            host, port = self.advertised
+            endpoints = tuple((name, host, port) for name, (host, port) in self.advertised_listeners.items())
             self.metadata = LocalMetadataStore(
-                self.config.log_dirs[0], self.node_id, self.cluster_id, BrokerImage(self.node_id, host, port)
+                self.config.log_dirs[0], self.node_id, self.cluster_id, BrokerImage(self.node_id, endpoints)
             )
             self.replica_manager = ReplicaManager(
                 self.log_manager, self.metadata, self.node_id, self.default_log_config
@@ -96,7 +117,8 @@ class Broker:
                 component = getattr(importlib.import_module(module), factory)(self)
                 await component.start()
                 self.components[name] = component
-            await self.listener.start()
+            for listener in self.listeners:
+                await listener.start()
         except BaseException:
             await self.stop()
             raise
@@ -104,7 +126,7 @@ class Broker:
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, stop components, shut the logs down."""
         self.fetch_purgatory.shutdown()
-        await self.listener.stop()
+        await asyncio.gather(*(listener.stop() for listener in self.listeners))
         for name in reversed(list(self.components)):
             try:
                 await self.components.pop(name).stop()

@@ -23,8 +23,22 @@ INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 
+#: Kafka's security protocols; odradek serves PLAINTEXT only.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 class ConfigError(ValueError):
     """A broker config value is invalid; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One entry of listeners or advertised.listeners."""
+
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str
 
 
 def _bool(value: str) -> bool:
@@ -68,7 +82,7 @@ _DEFS = [
     ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Comma-separated listener URIs (NAME://host:port).", reader=_list),
     ConfigDef("advertised.listeners", "string", None, "Listeners published to clients; defaults to listeners.", reader=_list),
     ConfigDef("listener.security.protocol.map", "string",
-              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
               "Listener name -> security protocol.", reader=_list),
     ConfigDef("log.dirs", "string", None, "Directories holding the log data; log.dir when unset.", reader=_list),
     ConfigDef("log.dir", "string", "/tmp/kafka-logs", "The directory holding log data when log.dirs is unset.", reader=_list),
@@ -149,9 +163,9 @@ class BrokerConfig:
         for name, definition in CONFIG_DEFS.items():
             raw = props.get(name, definition.default)
             self._values[name] = None if raw is None else self._parse(definition, raw)
-        for listeners in ("listeners", "advertised.listeners"):
-            for uri in self._values[listeners] or ():
-                parse_listener(uri)
+        self._listeners = self._endpoints("listeners", distinct_ports=True)
+        self._advertised = self._endpoints("advertised.listeners", distinct_ports=False)
+        self._check_listeners()
         for name in props:
             if name not in CONFIG_DEFS:
                 log.info("config %s=%s is not a known broker config; kept as given", name, props[name])
@@ -189,20 +203,70 @@ class BrokerConfig:
     def log_dirs(self) -> list[str]:
         return self["log.dirs"] or self["log.dir"]
 
-    def listener(self) -> tuple[str, str, int]:
-        """(name, host, port) of the first listener; only one listener is served for now."""
-        return parse_listener(self["listeners"][0])
+    def _security_protocols(self) -> dict[str, str]:
+        protocols = {}
+        for entry in self["listener.security.protocol.map"]:
+            name, sep, protocol = entry.partition(":")
+            if not sep or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
+                                  f"expected NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+            protocols[name.strip().upper()] = protocol.strip().upper()
+        return protocols
 
-    def advertised_listener(self, bound_port: int) -> tuple[str, int]:
-        """(host, port) clients should connect to.
+    def _endpoints(self, key: str, distinct_ports: bool) -> list[Endpoint]:
+        protocols = self._security_protocols()
+        endpoints = []
+        for uri in self._values[key] or ():
+            name, host, port = parse_listener(uri, key)
+            if name not in protocols:
+                raise ConfigError(f"Invalid value {uri!r} for configuration {key}: "
+                                  f"no security protocol defined for listener {name} in listener.security.protocol.map")
+            endpoints.append(Endpoint(name, host, port, protocols[name]))
+        names = [e.listener_name for e in endpoints]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"Each listener must have a different name, {key}: {','.join(self._values[key])}")
+        ports = [e.port for e in endpoints if e.port != 0]
+        if distinct_ports and len(set(ports)) != len(ports):
+            raise ConfigError(f"Each listener must have a different port, {key}: {','.join(self._values[key])}")
+        return endpoints
 
-        From advertised.listeners, else listeners; a wildcard or empty host
-        advertises 127.0.0.1 and port 0 advertises the port actually bound.
+    def _check_listeners(self) -> None:
+        if not self._listeners:
+            raise ConfigError("Invalid value '' for configuration listeners: at least one listener is needed")
+        for endpoint in self._listeners:
+            if endpoint.security_protocol != "PLAINTEXT":
+                raise ConfigError(
+                    f"listener {endpoint.listener_name} uses security protocol {endpoint.security_protocol}: "
+                    "odradek serves PLAINTEXT listeners only (no TLS, no SASL)"
+                )
+        names = {e.listener_name for e in self._listeners}
+        extra = [e.listener_name for e in self._advertised if e.listener_name not in names]
+        if extra:
+            raise ConfigError(
+                "advertised.listeners listener names must be equal to or a subset of the ones defined in "
+                f"listeners. Found {','.join(extra)}. The valid options based on currently configured "
+                f"listeners are {','.join(sorted(names))}"
+            )
+        if any(e.host == "0.0.0.0" for e in self._advertised):
+            raise ConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                              "Use a routable IP address.")
+
+    def listeners(self) -> list[Endpoint]:
+        """Every listener to bind, in the order configured (the first one is printed in the ready line)."""
+        return list(self._listeners)
+
+    def advertised_listeners(self, bound_ports: Mapping[str, int]) -> dict[str, tuple[str, int]]:
+        """Listener name -> (host, port) clients connecting on that listener are told to use.
+
+        From advertised.listeners when set (listeners missing there are not
+        advertised, as in Kafka), else from listeners. A wildcard or empty host
+        advertises 127.0.0.1, and port 0 the port the listener actually bound.
         """
-        _, host, port = parse_listener((self["advertised.listeners"] or self["listeners"])[0])
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return host, port or bound_port
+        advertised = {}
+        for endpoint in self._advertised or self._listeners:
+            host = "127.0.0.1" if endpoint.host in ("", "0.0.0.0", "::") else endpoint.host
+            advertised[endpoint.listener_name] = (host, endpoint.port or bound_ports[endpoint.listener_name])
+        return advertised
 
     def log_config_properties(self) -> dict[str, str]:
         """The topic-level config defaults these broker configs set (Kafka's synonyms, first set wins).
@@ -218,12 +282,12 @@ class BrokerConfig:
         return props
 
 
-def parse_listener(uri: str) -> tuple[str, str, int]:
-    """"PLAINTEXT://host:port" -> (name, host, port)."""
+def parse_listener(uri: str, key: str = "listeners") -> tuple[str, str, int]:
+    """"PLAINTEXT://host:port" -> (NAME, host, port); listener names are case-insensitive (upper-cased)."""
     name, sep, rest = uri.partition("://")
-    if not sep:
-        raise ConfigError(f"Invalid value {uri!r} for configuration listeners: expected NAME://host:port")
+    if not sep or not name:
+        raise ConfigError(f"Invalid value {uri!r} for configuration {key}: expected NAME://host:port")
     host, colon, port = rest.rpartition(":")
     if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"Invalid value {uri!r} for configuration listeners: bad port")
-    return name, host.strip("[]"), int(port)
+        raise ConfigError(f"Invalid value {uri!r} for configuration {key}: bad port")
+    return name.upper(), host.strip("[]"), int(port)

@@ -21,6 +21,7 @@ from pathlib import Path
 from odradek.cli.serve import READY
 
 _READY = re.compile(rf"^{READY} bootstrap_servers=(\S+) ")
+_LISTENERS = re.compile(r" listeners=(\S+)")
 
 
 class BrokerStartError(RuntimeError):
@@ -44,6 +45,8 @@ class EmbeddedBroker:
         self._start_timeout = start_timeout
         self._process: subprocess.Popen[str] | None = None
         self.bootstrap_servers = ""
+        #: Listener name -> "host:port" the broker advertises on it (several when ``listeners`` names several).
+        self.listeners: dict[str, str] = {}
         #: Lines the broker wrote to stderr (its log), for test diagnostics.
         self.log_lines: list[str] = []
 
@@ -73,6 +76,10 @@ class EmbeddedBroker:
                 match = _READY.match(line)
                 if match and not found:
                     found.append(match.group(1))
+                    listeners = _LISTENERS.search(line)
+                    self.listeners = dict(
+                        uri.split("://", 1) for uri in (listeners.group(1).split(",") if listeners else ())
+                    )
                     ready.set()
             ready.set()
 

@@ -1,4 +1,8 @@
-"""DescribeCluster: the cluster id, the controller and the live brokers (KIP-700)."""
+"""DescribeCluster: the cluster id, the controller and the live brokers (KIP-700).
+
+Brokers are given by their endpoint on the listener the request came in on;
+a broker not advertised on it is left out, as in Kafka.
+"""
 
 from __future__ import annotations
 
@@ -28,10 +32,12 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> object:
             brokers=(),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
+    listener = ctx.connection.listener_name
     brokers = tuple(
-        schemas.build(module.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack,
-                      is_fenced=False)
+        schemas.build(module.DescribeClusterBroker, broker_id=b.node_id, host=endpoint[0], port=endpoint[1],
+                      rack=b.rack, is_fenced=False)
         for b in metadata.brokers()
+        if (endpoint := b.endpoint(listener)) is not None
     )
     return schemas.build(
         module.DescribeClusterResponse,

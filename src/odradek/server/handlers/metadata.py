@@ -5,6 +5,12 @@ the request allows it (v4+), with num.partitions and default.replication.factor,
 as Kafka does; the new topic is returned ready once its logs exist. A topic
 whose creation is still under way (a large CreateTopics) is answered with
 LEADER_NOT_AVAILABLE, as Kafka answers for a topic it is still creating.
+
+Brokers are described by their endpoint on the listener the request came in
+on (advertised.listeners, matched by listener name). A leader not advertised
+on that listener makes its partitions answer LISTENER_NOT_FOUND (v6+) or
+LEADER_NOT_AVAILABLE, and a broker without such an endpoint is left out, as
+Kafka's metadata cache does.
 """
 
 from __future__ import annotations
@@ -27,10 +33,18 @@ async def handle(ctx: RequestContext, request):
     module = schemas.response_module(ApiKey.METADATA, ctx.api_version)
     cls = schemas.response_schema(ApiKey.METADATA, ctx.api_version)
 
+    listener = ctx.connection.listener_name
+    endpoints = {b.node_id: (b, b.endpoint(listener)) for b in store.brokers()}
+    reachable = {node for node, (_, endpoint) in endpoints.items() if endpoint is not None}
+    no_listener = ErrorCode.listener_not_found if ctx.api_version >= 6 else ErrorCode.leader_not_available
+
+    def _topic(topic: TopicImage):
+        return _describe_topic(module, topic, reachable, no_listener)
+
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     topics = []
     if all_topics:
-        topics = [_topic(module, t) for t in store.topics().values()]
+        topics = [_topic(t) for t in store.topics().values()]
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
         for wanted in request.topics:
@@ -48,11 +62,12 @@ async def handle(ctx: RequestContext, request):
             if topic is None:
                 topics.append(_error_topic(module, name, wanted, ErrorCode.unknown_topic_or_partition))
             else:
-                topics.append(_topic(module, topic))
+                topics.append(_topic(topic))
 
     brokers = tuple(
-        schemas.build(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in store.brokers()
+        schemas.build(module.MetadataResponseBroker, node_id=b.node_id, host=endpoint[0], port=endpoint[1], rack=b.rack)
+        for b, endpoint in endpoints.values()
+        if endpoint is not None
     )
     return schemas.build(
         cls,
@@ -92,13 +107,13 @@ def _error_topic(module, name, wanted, code):
     )
 
 
-def _topic(module, topic: TopicImage):
+def _describe_topic(module, topic: TopicImage, reachable: set[int], no_listener: ErrorCode):
     partitions = tuple(
         schemas.build(
             module.MetadataResponsePartition,
-            error_code=ErrorCode.none,
+            error_code=ErrorCode.none if p.leader in reachable else no_listener,
             partition_index=p.partition,
-            leader_id=p.leader,
+            leader_id=p.leader if p.leader in reachable else -1,
             leader_epoch=p.leader_epoch,
             replica_nodes=p.replicas,
             isr_nodes=p.isr,
