@@ -6,6 +6,11 @@ closes that one connection), with one exception the protocol mandates: an
 ApiVersions request of a version we do not know gets a v0-format reply carrying
 UNSUPPORTED_VERSION and our version list (KIP-511), so a newer client can
 downgrade instead of failing.
+
+An unsupported version of any other API closes the connection, as Kafka 4 does
+(SocketServer.parseRequestHeader: "Received request api key ... with version
+... which is not enabled"): clients pick versions from ApiVersions, so such a
+request is a client bug, and no error response could be trusted to decode.
 """
 
 from __future__ import annotations
@@ -57,8 +62,8 @@ class RequestChannel:
             if api_key == ApiKey.API_VERSIONS:
                 return self._unsupported_api_versions(correlation_id)
             raise CloseConnection(
-                f"unsupported version {api_version} of api key {api_key} "
-                f"(supported {spec.min_version}-{spec.max_version})"
+                f"Received request api key {ApiKey(api_key).name} with version {api_version} which is not "
+                f"enabled (supported {spec.min_version}-{spec.max_version})"
             )
         flexible = schemas.is_flexible(api_key, api_version)
         try:
