@@ -1,4 +1,10 @@
-"""ListOffsets: offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3), earliest local (-4)."""
+"""ListOffsets: offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3), earliest local (-4),
+latest tiered (-5, v9+).
+
+There is no remote tier, so earliest local is the log start offset and latest
+tiered answers offset -1 with leader epoch -1, as Kafka does when remote storage
+is off. v10's timeout only bounds remote-storage lookups, so it changes nothing here.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 
 
 async def handle(ctx: RequestContext, request):
@@ -32,6 +39,8 @@ async def handle(ctx: RequestContext, request):
                     offset = partition.last_stable_offset if isolation == READ_COMMITTED else partition.high_watermark
                 elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
                     offset = partition.log_start_offset
+                elif p.timestamp == LATEST_TIERED:
+                    epoch = -1
                 else:
                     found = partition.log.fetch_offset_by_timestamp(p.timestamp)
                     if found is not None and found[0] < partition.high_watermark:
