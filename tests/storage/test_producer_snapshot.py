@@ -64,3 +64,29 @@ def test_a_snapshot_with_a_bad_crc_is_ignored_and_state_rebuilt_from_the_log(tmp
                             leader_epoch=0, now_ms=NOW)
     assert retry.duplicate and retry.first_offset == 0
     reopened.close()
+
+
+def test_producer_state_is_rebuilt_from_recovered_and_from_trusted_segments(tmp_path) -> None:
+    path = tmp_path / "t-0"
+    cfg = LogConfig(segment_bytes=300)
+    log = Log(path, cfg)
+    sequences = {1: 0, 2: 0}
+    for i in range(12):  # two producers interleaved over several segments
+        pid = 1 + i % 2
+        log.append(build_batch([(b"k", b"v%d" % i, NOW)] * 2, producer_id=pid, producer_epoch=0,
+                               base_sequence=sequences[pid]), leader_epoch=0, now_ms=NOW)
+        sequences[pid] += 2
+    middle = log.segments[len(log.segments) // 2].base_offset
+    del log  # crash
+    for snapshot in path.glob("*.snapshot"):
+        snapshot.unlink()  # nothing to start from: every producer batch is replayed
+    # below ``middle`` the segments are trusted (headers read), from it they are recovered
+    reopened = Log(path, cfg, clean_shutdown=False, recovery_point=middle)
+    assert all(seg.recovered_producer_batches is None for seg in reopened.segments)
+    for pid in (1, 2):
+        entry = reopened.producer_state.producers[pid]
+        assert entry.last_seq == sequences[pid] - 1
+    retry = reopened.append(build_batch([(b"k", b"v11", NOW)] * 2, producer_id=2, producer_epoch=0,
+                                        base_sequence=sequences[2] - 2), leader_epoch=0, now_ms=NOW)
+    assert retry.duplicate and retry.first_offset == 22
+    reopened.close()

@@ -170,6 +170,8 @@ class Log:
                 epochs.assign(epoch, start)
         epochs.flush()  # a no-op unless recovery changed it; start-up, as Kafka's log loading
         self._rebuild_producer_state()
+        for seg in self.segments:
+            seg.recovered_producer_batches = None  # used up: later rebuilds (truncation) read headers
 
     def _complete_leftovers(self) -> None:
         """Finish what a crash interrupted: .swap files replace their segment; .cleaned, .deleted and .tmp go."""
@@ -190,23 +192,21 @@ class Log:
                 path.unlink()
 
     def _rebuild_producer_state(self) -> None:
-        """Load the newest snapshot at or below the LEO, then replay batch headers after it."""
+        """Load the newest snapshot at or below the LEO, then replay the producer batches after
+        it: those recovery just re-read come from its notes, the others from their headers."""
         ps = self.producer_state
         ps.truncate_and_reload(self.log_end_offset)
         start = ps.load_latest_snapshot(self.log_end_offset)
         start = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        update = ps.update
         for seg in self._segments_from(start):
-            _, position = seg.offset_index.lookup(start)
-            for b in seg.scan_headers(position):
-                if b.last_offset < start:
-                    continue
-                self._replay_producer_batch(rb.RecordBatch(b.header))
-
-    def _replay_producer_batch(self, batch: rb.RecordBatch) -> None:
-        pid = batch.producer_id
-        if pid >= 0:
-            self.producer_state.update(pid, batch.producer_epoch, BatchMetadata(
-                batch.base_sequence, batch.last_sequence, batch.base_offset, batch.last_offset, batch.max_timestamp))
+            batches = seg.recovered_producer_batches
+            if batches is None:
+                batches = seg.producer_batches(seg.offset_index.lookup(start)[1])
+            for base, last, max_ts, pid, p_epoch, first_seq in batches:
+                if last >= start:
+                    last_seq = (first_seq + last - base) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
+                    update(pid, p_epoch, BatchMetadata(first_seq, last_seq, base, last, max_ts))
 
     # -- properties ----------------------------------------------------------------
     @property
@@ -569,6 +569,7 @@ class Log:
             cfg = self.config
             seg = LogSegment(self.dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, old.created_ms)
             seg.recover(contiguous=False)
+            seg.recovered_producer_batches = None
             seg.on_become_inactive()
             self.segments[i] = seg
         fsync_dir(self.dir)

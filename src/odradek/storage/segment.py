@@ -85,6 +85,9 @@ class LogSegment:
         self.roll_jitter_ms = 0
         self._contiguous = True
         self.recovered_epochs: list[tuple[int, int]] = []
+        #: Filled by recover(): producer_batches() tuples of the batches it re-read, so the
+        #: log rebuilds producer state without reading their headers again. None otherwise.
+        self.recovered_producer_batches: list[tuple[int, int, int, int, int, int]] | None = None
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index = _NEVER  # index the first batch
         #: Whether either index is full (a reason to roll); kept up to date by _indexes_changed.
@@ -219,6 +222,7 @@ class LogSegment:
         #: (partitionLeaderEpoch, base offset) of each batch that starts a newer epoch, for the
         #: leader epoch cache (the checkpoint may not have been flushed before the crash).
         self.recovered_epochs: list[tuple[int, int]] = []
+        self.recovered_producer_batches = []
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset
@@ -264,10 +268,13 @@ class LogSegment:
         batches: list[tuple[int, int, int, int, int]] = []
         epochs = self.recovered_epochs
         latest_epoch = epochs[-1][0] if epochs else -1
+        producer_batches = self.recovered_producer_batches
+        assert producer_batches is not None
         error = None
         while pos < end:
             try:
-                base, length, epoch, _, _, _, delta, _, max_ts, _, _, _, _ = check(view, pos, end, strict_count=contiguous)
+                base, length, epoch, _, _, _, delta, _, max_ts, pid, p_epoch, first_seq, _ = check(
+                    view, pos, end, strict_count=contiguous)
             except rb.InvalidBatch as exc:
                 if end - pos < rb.HEADER_SIZE or pos + rb.LOG_OVERHEAD + _HEAD.unpack_from(view, pos)[1] > end:
                     break  # not whole in this chunk
@@ -282,6 +289,8 @@ class LogSegment:
             if epoch > latest_epoch:
                 epochs.append((epoch, base))
                 latest_epoch = epoch
+            if pid >= 0:
+                producer_batches.append((base, last, max_ts, pid, p_epoch, first_seq))
             next_offset = last + 1
             pos += size
         if batches:
@@ -299,6 +308,15 @@ class LogSegment:
             size = rb.LOG_OVERHEAD + length
             yield BatchMeta(position, size, base, base + delta, max_ts, head)
             position += size
+
+    def producer_batches(self, position: int = 0):
+        """(base offset, last offset, max timestamp, producer id, producer epoch, base sequence)
+        of each batch from ``position`` (a batch boundary) that carries a producer id."""
+        unpack = rb.HEADER.unpack
+        for b in self.scan_headers(position):
+            _, _, _, _, _, _, _, _, max_ts, pid, p_epoch, first_seq, _ = unpack(b.header)
+            if pid >= 0:
+                yield b.base_offset, b.last_offset, max_ts, pid, p_epoch, first_seq
 
     # -- reading -------------------------------------------------------------
     def find_batch(self, offset: int) -> BatchMeta | None:
