@@ -24,42 +24,75 @@ _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Record:
-    """One record of a batch: what the cleaner decides on, and its bytes to copy."""
+    """One record of a batch: what the cleaner decides on, and where its bytes are."""
 
     offset: int
     timestamp: int
     key: bytes | None
     has_value: bool
     attributes: int
-    #: The record's bytes after its timestamp delta: offsetDelta, key, value and headers.
-    tail: bytes
+    #: The batch's decompressed records and, in it, this record's bytes after its timestamp
+    #: delta (offsetDelta, key, value and headers), copied as they are when the batch is rebuilt.
+    payload: bytes
+    tail_start: int
+    end: int
 
 
 def read_records(batch: rb.RecordBatch) -> list[Record]:
-    """Every record of ``batch``, decompressed when needed; CorruptRecord when they do not parse."""
-    payload: bytes | memoryview = batch.records_payload()
-    if batch.compression_type:
-        payload = compression.decompress(batch.compression_type, payload)
+    """Every record of ``batch``, decompressed when needed; CorruptRecord when they do not parse.
+
+    The cleaner's per-record loop: short varints (record lengths and offset deltas up to
+    two bytes, the usual timestamp deltas and key lengths) are decoded inline, longer ones by
+    read_varint; of the value length only the sign matters.
+    """
+    codec = batch.compression_type
+    payload = compression.decompress(codec, batch.records_payload()) if codec else bytes(batch.records_payload())
     base_offset, base_ts = batch.base_offset, batch.base_timestamp
+    varint = rb.read_varint
     out = []
     position = 0
     try:
         for _ in range(batch.records_count):
-            length, position = rb.read_varint(payload, position)
+            b = payload[position]
+            if b < 0x80:
+                length, position = (b >> 1) ^ -(b & 1), position + 1
+            elif payload[position + 1] < 0x80:
+                raw = (b & 0x7F) | payload[position + 1] << 7
+                length, position = (raw >> 1) ^ -(raw & 1), position + 2
+            else:
+                length, position = varint(payload, position)
             end = position + length
             attributes = payload[position]
-            ts_delta, tail_start = rb.read_varint(payload, position + 1)
-            offset_delta, p = rb.read_varint(payload, tail_start)
-            key_length, p = rb.read_varint(payload, p)
-            key = None if key_length < 0 else bytes(payload[p:p + key_length])
-            p += max(key_length, 0)
-            value_length, p = rb.read_varint(payload, p)
-            if end > len(payload) or p > end:
+            b = payload[position + 1]
+            if b < 0x80:
+                ts_delta, tail_start = (b >> 1) ^ -(b & 1), position + 2
+            else:
+                ts_delta, tail_start = varint(payload, position + 1)
+            b = payload[tail_start]
+            if b < 0x80:
+                offset_delta, p = (b >> 1) ^ -(b & 1), tail_start + 1
+            elif payload[tail_start + 1] < 0x80:
+                raw = (b & 0x7F) | payload[tail_start + 1] << 7
+                offset_delta, p = (raw >> 1) ^ -(raw & 1), tail_start + 2
+            else:
+                offset_delta, p = varint(payload, tail_start)
+            b = payload[p]
+            if b < 0x80:
+                key_length, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_length, p = varint(payload, p)
+            if key_length < 0:
+                key = None
+            else:
+                key = payload[p:p + key_length]
+                p += key_length
+            has_value = not payload[p] & 1  # a zig-zag varint is negative (-1: null) when its lowest bit is set
+            if end > len(payload) or p >= end:
                 raise IndexError
-            out.append(Record(base_offset + offset_delta, base_ts + ts_delta, key, value_length >= 0, attributes,
-                              bytes(payload[tail_start:end])))
+            out.append(Record(base_offset + offset_delta, base_ts + ts_delta, key, has_value, attributes, payload,
+                              tail_start, end))
             position = end
     except IndexError:
         raise errors.CorruptRecord(f"a record of the batch at offset {base_offset} runs past its end") from None
@@ -98,7 +131,7 @@ def build_batch(template: rb.RecordBatch, records: list[Record], *, delete_horiz
         max_ts = max((r.timestamp for r in records), default=rb.NO_TIMESTAMP)
     body = bytearray()
     for r in records:
-        inner = bytes((r.attributes,)) + zigzag(r.timestamp - base_ts) + r.tail
+        inner = bytes((r.attributes,)) + zigzag(r.timestamp - base_ts) + r.payload[r.tail_start:r.end]
         body += zigzag(len(inner)) + inner
     codec = template.compression_type
     payload = compression.compress(codec, body, level) if codec else bytes(body)
