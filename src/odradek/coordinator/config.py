@@ -20,6 +20,7 @@ class GroupCoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> GroupCoordinatorConfig:

@@ -10,6 +10,7 @@ member epoch advances to the target's.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 
@@ -30,6 +31,13 @@ class ConsumerMember:
     session_deadline_ms: int
     member_epoch: int = 0
     previous_member_epoch: int = -1
+    #: SubscribedTopicRegex, matched against whole topic names (see ``resolve_regex``).
+    subscribed_topic_regex: str | None = None
+    #: The topics the regex matched when last resolved (None: not resolved since loaded).
+    regex_topics: frozenset[str] | None = None
+    #: While the member must revoke partitions: when it is fenced unless it has (its rebalance timeout).
+    revocation_deadline_ms: int | None = None
+    #: Everything the member holds, including partitions it is asked to revoke.
     assigned: Assignment = field(default_factory=dict)
     #: What the member should own now (its assignment minus partitions being revoked).
     to_send: Assignment = field(default_factory=dict)
@@ -37,6 +45,29 @@ class ConsumerMember:
     last_sent: Assignment | None = None
     #: What the member last reported owning.
     reported_owned: Assignment = field(default_factory=dict)
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self.subscribed_topic_names) | (self.regex_topics or frozenset())
+
+    def pending_revocation(self) -> Assignment:
+        return without(self.assigned, self.to_send)
+
+
+def compile_regex(pattern: str) -> re.Pattern[str]:
+    """SubscribedTopicRegex as a Python regular expression.
+
+    Kafka uses RE2/J; its syntax is (for the patterns consumers send: classes,
+    alternation, repetition, anchors) a subset of Python's, and both match the
+    whole topic name. RE2/J rejects backreferences and lookaround, which Python
+    accepts; such patterns are the one place where the two differ.
+    Raises re.error for a pattern Python cannot compile (INVALID_REGULAR_EXPRESSION).
+    """
+    return re.compile(pattern)
+
+
+def resolve_regex(pattern: str, topic_names: list[str]) -> frozenset[str]:
+    compiled = compile_regex(pattern)
+    return frozenset(t for t in topic_names if compiled.fullmatch(t))
 
 
 def without(a: Assignment, b: Assignment) -> Assignment:
@@ -66,6 +97,8 @@ class ConsumerGroup:
         self.state_timestamp_ms = now_ms
         #: Always empty (no KIP-394 round trip here); offset expiry reads it for any group.
         self.pending_members: dict[str, int] = {}
+        #: __consumer_offsets key -> value as last written for this group (see consumer_group_records).
+        self.persisted: dict[bytes, bytes] = {}
 
     @property
     def state(self) -> GroupState:
@@ -84,7 +117,13 @@ class ConsumerGroup:
         return "Stable"
 
     def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+        return {t for m in self.members.values() for t in m.subscribed_topics()}
+
+    def static_member(self, instance_id: str) -> ConsumerMember | None:
+        for m in self.members.values():
+            if m.instance_id == instance_id:
+                return m
+        return None
 
     def owned_by_others(self, member_id: str) -> set[tuple[uuid.UUID, int]]:
         return {(t, p) for m in self.members.values() if m.member_id != member_id

@@ -10,14 +10,24 @@ __consumer_offsets records (``drain_records()``) for the shell to append.
 
 from __future__ import annotations
 
+import copy
+import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from odradek.coordinator import consumer_group_records as cgr
 from odradek.coordinator import records as rec
 from odradek.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
 from odradek.coordinator.config import GroupCoordinatorConfig
-from odradek.coordinator.consumer_group import ConsumerGroup, ConsumerMember, union, without
+from odradek.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerMember,
+    compile_regex,
+    resolve_regex,
+    union,
+    without,
+)
 from odradek.coordinator.group import (
     ClassicGroup,
     GroupState,
@@ -32,6 +42,10 @@ from odradek.coordinator.offsets import OffsetAndMetadata
 from odradek.protocol.errors import ErrorCode
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: ConsumerGroupHeartbeat member epochs of a member leaving for good, and of a static member leaving
+#: for now (its instance keeps the assignment until its session ends).
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +65,7 @@ class ConsumerHeartbeatResult:
     heartbeat_interval_ms: int
     #: The member's full assignment when it changed since last sent, else None.
     assignment: Assignment | None = None
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +147,13 @@ class GroupCoordinator:
                 v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
             )
             return
+        if isinstance(k, rec.ConsumerGroupKey):
+            self._load_consumer_group_record(k, key, value, now_ms)
+            return
         if value is None:
-            self.groups.pop(k.group, None)
+            old = self.groups.get(k.group)
+            if isinstance(old, ClassicGroup):
+                self._forget_group_keeping_offsets(old, now_ms)
             return
         v = rec.decode_group_metadata_value(value)
         old = self.groups.get(k.group)
@@ -153,6 +173,29 @@ class GroupCoordinator:
         group.protocol_type = v.protocol_type or None
         group.state = GroupState.STABLE if v.members else GroupState.EMPTY
         self.groups[k.group] = group
+
+    def _load_consumer_group_record(self, k: rec.ConsumerGroupKey, key: bytes, value: bytes | None,
+                                    now_ms: int) -> None:
+        group = self.groups.get(k.group)
+        if k.record_type == rec.GROUP_EPOCH and value is None:
+            # The group's last record: it was deleted, or became a classic group (offsets stay).
+            if isinstance(group, ConsumerGroup):
+                self._forget_group_keeping_offsets(group, now_ms)
+            return
+        if not isinstance(group, ConsumerGroup):
+            converted = ConsumerGroup(k.group, now_ms)
+            if group is not None:
+                converted.offsets = group.offsets
+            self.groups[k.group] = group = converted
+        cgr.replay(group, k, key, value, self.config.group_consumer_session_timeout_ms, now_ms)
+
+    def _forget_group_keeping_offsets(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> None:
+        if group.offsets:
+            empty = ClassicGroup(group.group_id, now_ms)
+            empty.offsets = group.offsets
+            self.groups[group.group_id] = empty
+        else:
+            del self.groups[group.group_id]
 
     # ---- helpers ------------------------------------------------------------------------
 
@@ -215,6 +258,7 @@ class GroupCoordinator:
             # An empty consumer-protocol group becomes a classic one, keeping its offsets.
             classic = ClassicGroup(group_id, now_ms)
             classic.offsets = group.offsets
+            self._store_consumer_group(group, deleted=True)
             self.groups[group_id] = group = classic
         if group.state is GroupState.DEAD:
             callback(JoinResult(ErrorCode.coordinator_not_available, member_id=member_id))
@@ -502,56 +546,73 @@ class GroupCoordinator:
 
     # ---- timers ---------------------------------------------------------------------------
 
+    def _group_deadlines(self, group: ClassicGroup | ConsumerGroup) -> list[int]:
+        if isinstance(group, ConsumerGroup):
+            return [m.session_deadline_ms for m in group.members.values()] + [
+                m.revocation_deadline_ms for m in group.members.values() if m.revocation_deadline_ms is not None]
+        deadlines = list(group.pending_members.values())
+        if group.rebalance_deadline_ms is not None:
+            deadlines.append(group.rebalance_deadline_ms)
+        deadlines.extend(m.session_deadline_ms for m in group.members.values() if m.awaiting_join is None)
+        return deadlines
+
     def next_deadline_ms(self) -> int | None:
         """The earliest moment ``poll`` has something to do, or None."""
-        deadlines = []
-        for group in self.groups.values():
-            if isinstance(group, ConsumerGroup):
-                deadlines.extend(m.session_deadline_ms for m in group.members.values())
-                continue
-            if group.rebalance_deadline_ms is not None:
-                deadlines.append(group.rebalance_deadline_ms)
-            deadlines.extend(group.pending_members.values())
-            deadlines.extend(m.session_deadline_ms for m in group.members.values() if m.awaiting_join is None)
+        deadlines = [min(d) for g in self.groups.values() if (d := self._group_deadlines(g))]
         if self._last_retention_check_ms is not None:
             deadlines.append(self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms)
         return min(deadlines, default=None)
 
-    def poll(self, now_ms: int) -> None:
-        """Fire every deadline that has passed: session expiry, join phase end, offset retention."""
-        for group in list(self.groups.values()):
-            if isinstance(group, ConsumerGroup):
-                self._expire_consumer_members(group, now_ms)
-                continue
-            for pending, deadline in list(group.pending_members.items()):
-                if deadline <= now_ms:
-                    del group.pending_members[pending]
-                    if group.state is GroupState.PREPARING_REBALANCE:
-                        self._maybe_complete_join(group, now_ms)
-            expired = [m.member_id for m in group.members.values()
-                       if m.awaiting_join is None and m.session_deadline_ms <= now_ms]
-            for member_id in expired:
-                self._remove_member(group, member_id)
-            if expired:
-                self._after_member_removed(group, now_ms)
-            if group.state is GroupState.PREPARING_REBALANCE and group.rebalance_deadline_ms is not None \
-                    and group.rebalance_deadline_ms <= now_ms:
-                self._complete_join(group, now_ms)
+    def due_groups(self, now_ms: int) -> list[str]:
+        """Groups with a deadline at or before ``now_ms`` (each is then handled by ``poll_group``)."""
+        return [gid for gid, g in self.groups.items() if any(d <= now_ms for d in self._group_deadlines(g))]
+
+    def retention_due(self, now_ms: int) -> bool:
+        """True once per offsets.retention.check.interval.ms (the first call starts the interval)."""
         if self._last_retention_check_ms is None:
             self._last_retention_check_ms = now_ms
-        elif now_ms >= self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms:
+            return False
+        if now_ms >= self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms:
             self._last_retention_check_ms = now_ms
+            return True
+        return False
+
+    def poll(self, now_ms: int) -> None:
+        """Fire every deadline that has passed: session expiry, join phase end, offset retention."""
+        for group_id in self.due_groups(now_ms):
+            self.poll_group(group_id, now_ms)
+        if self.retention_due(now_ms):
             self.expire_offsets(now_ms)
 
-    def _expire_consumer_members(self, group: ConsumerGroup, now_ms: int) -> None:
-        expired = [m for m, member in group.members.items() if member.session_deadline_ms <= now_ms]
+    def poll_group(self, group_id: str, now_ms: int) -> None:
+        """One group's passed deadlines: pending and session expiry, end of the join phase."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        if isinstance(group, ConsumerGroup):
+            self._expire_consumer_members(group, now_ms)
+            return
+        for pending, deadline in list(group.pending_members.items()):
+            if deadline <= now_ms:
+                del group.pending_members[pending]
+                if group.state is GroupState.PREPARING_REBALANCE:
+                    self._maybe_complete_join(group, now_ms)
+        expired = [m.member_id for m in group.members.values()
+                   if m.awaiting_join is None and m.session_deadline_ms <= now_ms]
         for member_id in expired:
-            del group.members[member_id]
-            group.target.pop(member_id, None)
+            self._remove_member(group, member_id)
         if expired:
-            group.group_epoch += 1
-            group.state_timestamp_ms = now_ms
-            # The target is recomputed on the next heartbeat, which carries fresh topic metadata.
+            self._after_member_removed(group, now_ms)
+        if group.state is GroupState.PREPARING_REBALANCE and group.rebalance_deadline_ms is not None \
+                and group.rebalance_deadline_ms <= now_ms:
+            self._complete_join(group, now_ms)
+
+    def _expire_consumer_members(self, group: ConsumerGroup, now_ms: int) -> None:
+        """Fence members whose session ended, or that did not revoke within their rebalance timeout."""
+        for member in list(group.members.values()):
+            if member.session_deadline_ms <= now_ms or (
+                    member.revocation_deadline_ms is not None and member.revocation_deadline_ms <= now_ms):
+                self._fence_consumer_member(group, member, None, now_ms)
 
     # ---- offsets ---------------------------------------------------------------------------
 
@@ -637,30 +698,52 @@ class GroupCoordinator:
         return ErrorCode.none, errors
 
     def expire_offsets(self, now_ms: int) -> int:
+        """Offset retention over every group (see ``expire_group_offsets``); the number removed."""
+        return sum(self.expire_group_offsets(gid, now_ms) for gid in list(self.groups))
+
+    def expire_group_offsets(self, group_id: str, now_ms: int) -> int:
         """offsets.retention.minutes as Kafka 2.1+: count from when the group became Empty;
         for an active consumer group, only offsets of topics it no longer subscribes to expire
         (counted from their commit). Empty groups left with no offsets become Dead."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return 0
         retention = self.config.offsets_retention_ms
         removed = 0
-        for group in list(self.groups.values()):
-            if group.state is GroupState.EMPTY:
-                base, keep_topics = group.state_timestamp_ms, set()
-            else:
-                subscribed = group.subscribed_topics()
-                if subscribed is None:
-                    continue
-                base, keep_topics = None, subscribed
-            for (topic, partition), om in list(group.offsets.items()):
-                if topic in keep_topics:
-                    continue
-                start = om.commit_timestamp_ms if base is None else max(base, om.commit_timestamp_ms)
-                if om.expired(now_ms, start, retention):
-                    del group.offsets[(topic, partition)]
-                    self._store_offset(group.group_id, topic, partition, None)
-                    removed += 1
-            if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
-                self._drop_group(group, now_ms)
+        if group.state is GroupState.EMPTY:
+            base, keep_topics = group.state_timestamp_ms, set()
+        else:
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return 0
+            base, keep_topics = None, subscribed
+        for (topic, partition), om in list(group.offsets.items()):
+            if topic in keep_topics:
+                continue
+            start = om.commit_timestamp_ms if base is None else max(base, om.commit_timestamp_ms)
+            if om.expired(now_ms, start, retention):
+                del group.offsets[(topic, partition)]
+                self._store_offset(group.group_id, topic, partition, None)
+                removed += 1
+        if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
+            self._drop_group(group, now_ms)
         return removed
+
+    # ---- snapshots ---------------------------------------------------------------------------
+
+    def snapshot(self, group_ids: Iterable[str]) -> dict[str, ClassicGroup | ConsumerGroup | None]:
+        """Copies of these groups as they are now, for ``restore`` if their records cannot be written
+        (Kafka reverts to its timeline snapshot in that case). Waiting callbacks are shared, not copied."""
+        return {gid: copy.deepcopy(self.groups.get(gid)) for gid in group_ids}
+
+    def restore(self, snapshot: dict[str, ClassicGroup | ConsumerGroup | None]) -> None:
+        """Put the groups back as snapshotted and drop the records queued since."""
+        self._records.clear()
+        for gid, group in snapshot.items():
+            if group is None:
+                self.groups.pop(gid, None)
+            else:
+                self.groups[gid] = group
 
     # ---- admin ---------------------------------------------------------------------------
 
@@ -676,9 +759,14 @@ class GroupCoordinator:
     def _drop_group(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> None:
         """The group is Dead: tombstone its metadata record and forget it."""
         if isinstance(group, ClassicGroup):
-            group.transition_to(GroupState.DEAD, now_ms)
-            self._store_group(group)
+            self._drop_classic_metadata(group, now_ms)
+        else:
+            self._store_consumer_group(group, deleted=True)
         del self.groups[group.group_id]
+
+    def _drop_classic_metadata(self, group: ClassicGroup, now_ms: int) -> None:
+        group.transition_to(GroupState.DEAD, now_ms)
+        self._store_group(group)
 
     def delete_groups(self, group_ids: list[str], now_ms: int) -> dict[str, int]:
         results = {}
@@ -700,6 +788,55 @@ class GroupCoordinator:
 
     # ---- consumer protocol (KIP-848) ---------------------------------------------------------
 
+    def _store_consumer_group(self, group: ConsumerGroup, deleted: bool = False) -> None:
+        partition = self.partition_for(group.group_id)
+        for key, value in cgr.changes(group, deleted):
+            self._records.append(OffsetRecord(partition, key, value))
+
+    def _validate_consumer_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                                     instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
+                                     subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
+                                     server_assignor: str | None, owned: Assignment | None,
+                                     member_id_required: bool) -> tuple[int, str | None]:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: (error, message)."""
+        def invalid(message: str) -> tuple[int, str]:
+            return ErrorCode.invalid_request, message
+
+        if not group_id:
+            return invalid("GroupId can't be empty.")
+        if instance_id == "":
+            return invalid("InstanceId can't be empty.")
+        if rack_id == "":
+            return invalid("RackId can't be empty.")
+        if member_id_required and not member_id:
+            return invalid("MemberId can't be empty.")
+        if member_epoch > 0 or member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not member_id:
+                return invalid("MemberId can't be empty.")
+        elif member_epoch == 0:
+            if rebalance_timeout_ms == -1:
+                return invalid("RebalanceTimeoutMs must be provided in first request.")
+            if owned:
+                return invalid("TopicPartitions must be empty when (re-)joining.")
+            if not subscribed_topic_names and subscribed_topic_regex is None:
+                return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if not member_id:
+                return invalid("MemberId can't be empty.")
+            if instance_id is None:
+                return invalid("InstanceId can't be null.")
+        else:
+            return invalid("MemberEpoch is invalid.")
+        if server_assignor is not None and server_assignor not in ASSIGNORS:
+            return (ErrorCode.unsupported_assignor, f"ServerAssignor {server_assignor} is not supported. "
+                    f"Supported assignors: {', '.join(ASSIGNORS)}.")
+        if subscribed_topic_regex is not None:
+            try:
+                compile_regex(subscribed_topic_regex)
+            except re.error as e:
+                return ErrorCode.invalid_regular_expression, f"SubscribedTopicRegex was invalid: {e}"
+        return ErrorCode.none, None
+
     def consumer_group_heartbeat(
         self,
         group_id: str,
@@ -715,77 +852,207 @@ class GroupCoordinator:
         client_host: str,
         topics: Mapping[str, tuple[uuid.UUID, int]],
         now_ms: int,
+        subscribed_topic_regex: str | None = None,
+        member_id_required: bool = False,
     ) -> ConsumerHeartbeatResult:
-        """ConsumerGroupHeartbeat: join (epoch 0), leave (-1/-2), or heartbeat and reconcile."""
+        """ConsumerGroupHeartbeat: join (epoch 0), leave (-1, or -2 for a static member that will be
+        back), or heartbeat and reconcile. ``member_id_required``: v1+ clients make their own id."""
         interval = self.config.group_consumer_heartbeat_interval_ms
-        if not group_id:
-            return ConsumerHeartbeatResult(ErrorCode.invalid_group_id, member_id, member_epoch, interval)
-        if server_assignor is not None and server_assignor not in ASSIGNORS:
-            return ConsumerHeartbeatResult(ErrorCode.unsupported_assignor, member_id, member_epoch, interval)
+        error, message = self._validate_consumer_heartbeat(
+            group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed_topic_names,
+            subscribed_topic_regex, server_assignor, owned, member_id_required)
+
+        def fail(code: int, text: str | None = None) -> ConsumerHeartbeatResult:
+            return ConsumerHeartbeatResult(code, member_id, member_epoch, interval, error_message=text)
+
+        if error:
+            return fail(error, message)
         group = self.groups.get(group_id)
         if isinstance(group, ClassicGroup):
-            if group.members or group.pending_members:
-                # A live classic group is not converted here.
-                return ConsumerHeartbeatResult(ErrorCode.group_id_not_found, member_id, member_epoch, interval)
+            if group.members or group.pending_members or member_epoch != 0:
+                return fail(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            # An empty classic group becomes a consumer group, keeping its offsets.
             converted = ConsumerGroup(group_id, now_ms)
             converted.offsets = group.offsets
+            if group.generation_id > 0 or group.protocol_type is not None:
+                self._drop_classic_metadata(group, now_ms)
             self.groups[group_id] = group = converted
         if group is None:
             if member_epoch != 0:
-                return ConsumerHeartbeatResult(ErrorCode.unknown_member_id, member_id, member_epoch, interval)
+                return fail(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
             group = self.groups[group_id] = ConsumerGroup(group_id, now_ms)
         assert isinstance(group, ConsumerGroup)
-        session = self.config.group_consumer_session_timeout_ms
-        if member_epoch in (-1, -2):
-            if group.members.pop(member_id, None) is not None:
-                group.target.pop(member_id, None)
-                group.group_epoch += 1
-                group.state_timestamp_ms = now_ms
-                self._compute_target(group, topics)
-            return ConsumerHeartbeatResult(ErrorCode.none, member_id, member_epoch, interval)
-        member = group.members.get(member_id) if member_id else None
+        if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._consumer_group_leave(group, member_id, member_epoch, instance_id, topics, now_ms, fail)
+        if member_epoch == 0 and len(group.members) >= self.config.group_consumer_max_size \
+                and member_id not in group.members \
+                and (instance_id is None or group.static_member(instance_id) is None):
+            return fail(ErrorCode.group_max_size_reached, "The consumer group has reached its maximum capacity of "
+                        f"{self.config.group_consumer_max_size} members.")
+        if not member_id:
+            member_id = str(uuid.uuid4())
+        member, error, message = self._consumer_member(group, member_id, member_epoch, instance_id, owned,
+                                                       client_id, client_host, now_ms)
+        if member is None:
+            return fail(error, message)
         # Whatever changes in this heartbeat bumps the group epoch once.
-        changed = False
-        if member_epoch == 0:
-            if not member_id:
-                member_id = str(uuid.uuid4())
-            if member is not None:
-                # Rejoin with epoch 0 (after a fence): start over, owning nothing.
-                member.assigned, member.member_epoch, member.last_sent, member.reported_owned = {}, 0, None, {}
-            else:
-                member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host,
-                                        list(subscribed_topic_names or []), server_assignor, rebalance_timeout_ms,
-                                        now_ms + session)
-                group.members[member_id] = member
-                group.state_timestamp_ms = now_ms
-                changed = True
-        elif member is None:
-            return ConsumerHeartbeatResult(ErrorCode.unknown_member_id, member_id, member_epoch, interval)
-        elif member_epoch not in (member.member_epoch, member.previous_member_epoch):
-            return ConsumerHeartbeatResult(ErrorCode.fenced_member_epoch, member_id, member_epoch, interval)
-        member.session_deadline_ms = now_ms + session
+        changed = member.member_id not in group.members
+        if changed:
+            group.members[member.member_id] = member
+            group.state_timestamp_ms = now_ms
+        member.session_deadline_ms = now_ms + self.config.group_consumer_session_timeout_ms
+        member.client_id, member.client_host = client_id, client_host
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
         if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(
                 member.subscribed_topic_names):
             member.subscribed_topic_names = list(subscribed_topic_names)
             changed = True
+        if subscribed_topic_regex is not None and subscribed_topic_regex != member.subscribed_topic_regex:
+            member.subscribed_topic_regex = subscribed_topic_regex or None
+            member.regex_topics = None
+            changed = True
         if server_assignor is not None:
             member.server_assignor = server_assignor
+        changed |= self._resolve_regexes(group, topics)
         metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
         if changed or metadata != group.subscribed_metadata:
             group.group_epoch += 1
         if group.assignment_epoch != group.group_epoch:
             self._compute_target(group, topics)
-        self._reconcile(group, member, owned)
+        self._reconcile(group, member, owned, now_ms)
+        self._store_consumer_group(group)
+        full_request = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed_topic_names is not None
+                                             and owned is not None)
         assignment = None
-        if member.last_sent != member.to_send:
+        if full_request or member.last_sent != member.to_send:
             assignment = {t: set(ps) for t, ps in member.to_send.items()}
             member.last_sent = assignment
-        return ConsumerHeartbeatResult(ErrorCode.none, member_id, member.member_epoch, interval, assignment)
+        return ConsumerHeartbeatResult(ErrorCode.none, member.member_id, member.member_epoch, interval, assignment)
+
+    def _consumer_member(self, group: ConsumerGroup, member_id: str, member_epoch: int, instance_id: str | None,
+                         owned: Assignment | None, client_id: str, client_host: str, now_ms: int
+                         ) -> tuple[ConsumerMember | None, int, str | None]:
+        """The member this heartbeat is from (new or not yet in the group when it joins), else an error.
+
+        As Kafka's getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember: a static member rejoining
+        under a new member id takes over its instance's assignment, but only once that instance left
+        with epoch -2 (else UNRELEASED_INSTANCE_ID).
+        """
+        session_deadline = now_ms + self.config.group_consumer_session_timeout_ms
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if member_epoch != 0:
+                    return None, ErrorCode.unknown_member_id, f"Member {member_id} is not a member of the group."
+                return (ConsumerMember(member_id, None, None, client_id, client_host, [], None, -1,
+                                       session_deadline), ErrorCode.none, None)
+        else:
+            existing = group.static_member(instance_id)
+            if member_epoch == 0:
+                if existing is None:
+                    member = group.members.get(member_id)
+                    if member is None:
+                        return (ConsumerMember(member_id, instance_id, None, client_id, client_host, [], None, -1,
+                                               session_deadline), ErrorCode.none, None)
+                elif existing.member_id == member_id:
+                    member = existing
+                else:
+                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                        return None, ErrorCode.unreleased_instance_id, (
+                            f"Static member {member_id} with instance id {instance_id} cannot join the group "
+                            f"because the instance id is owned by {existing.member_id} member.")
+                    # The new member id takes the place (and assignment) of the one that left.
+                    del group.members[existing.member_id]
+                    if existing.member_id in group.target:
+                        group.target[member_id] = group.target.pop(existing.member_id)
+                    existing.member_id = member_id
+                    existing.member_epoch = existing.previous_member_epoch = 0
+                    existing.last_sent = None
+                    group.members[member_id] = existing
+                    return existing, ErrorCode.none, None
+            else:
+                if existing is None:
+                    return None, ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown."
+                if existing.member_id != member_id:
+                    return None, ErrorCode.fenced_instance_id, (
+                        f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                        f"{existing.member_id}.")
+                member = existing
+        if member_epoch == 0:
+            # Rejoin with epoch 0 (after a fence): start over, owning nothing.
+            member.assigned, member.to_send, member.reported_owned = {}, {}, {}
+            member.member_epoch, member.previous_member_epoch, member.last_sent = 0, 0, None
+            member.revocation_deadline_ms = None
+        elif member_epoch > member.member_epoch or (
+                member_epoch < member.member_epoch and (member_epoch != member.previous_member_epoch or not (
+                    owned is not None and not without(owned, member.assigned)))):
+            return None, ErrorCode.fenced_member_epoch, (
+                f"The consumer group member has a {'greater' if member_epoch > member.member_epoch else 'smaller'} "
+                f"member epoch ({member_epoch}) than the one known by the group coordinator "
+                f"({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+        return member, ErrorCode.none, None
+
+    def _consumer_group_leave(self, group: ConsumerGroup, member_id: str, member_epoch: int,
+                              instance_id: str | None, topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int,
+                              fail: Callable[..., ConsumerHeartbeatResult]) -> ConsumerHeartbeatResult:
+        interval = self.config.group_consumer_heartbeat_interval_ms
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                return fail(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of the group.")
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                return fail(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+            if member.member_id != member_id:
+                return fail(ErrorCode.fenced_instance_id, f"Static member {member_id} with instance id "
+                            f"{instance_id} was fenced by member {member.member_id}.")
+            if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # Gone for now, back within its session: keep its assignment for the next instance.
+                member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                member.to_send = member.assigned
+                member.revocation_deadline_ms = None
+                self._store_consumer_group(group)
+                return ConsumerHeartbeatResult(ErrorCode.none, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, interval)
+        self._fence_consumer_member(group, member, topics, now_ms)
+        return ConsumerHeartbeatResult(ErrorCode.none, member_id, member_epoch, interval)
+
+    def _fence_consumer_member(self, group: ConsumerGroup, member: ConsumerMember,
+                               topics: Mapping[str, tuple[uuid.UUID, int]] | None, now_ms: int) -> None:
+        """Remove a member (leave, session or rebalance timeout) and bump the group epoch.
+
+        With topic metadata at hand the new target is computed at once; otherwise (timers) on the
+        next heartbeat, which carries fresh metadata.
+        """
+        del group.members[member.member_id]
+        group.target.pop(member.member_id, None)
+        group.group_epoch += 1
+        group.state_timestamp_ms = now_ms
+        if topics is not None:
+            self._compute_target(group, topics)
+        self._store_consumer_group(group)
+
+    def _resolve_regexes(self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> bool:
+        """Match every member's SubscribedTopicRegex against the topics; True if a resolution changed
+        (not counting the first one after a load, whose topics the persisted metadata already holds)."""
+        changed = False
+        names = sorted(topics)
+        for m in group.members.values():
+            if m.subscribed_topic_regex is None:
+                continue
+            resolved = resolve_regex(m.subscribed_topic_regex, names)
+            if resolved != m.regex_topics:
+                changed |= m.regex_topics is not None
+                m.regex_topics = resolved
+        return changed
 
     def _compute_target(self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> None:
         group.subscribed_metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
         subscriptions = {
-            m.member_id: {topics[t][0] for t in m.subscribed_topic_names if t in topics}
+            m.member_id: {topics[t][0] for t in m.subscribed_topics() if t in topics}
             for m in group.members.values()
         }
         partitions = dict(group.subscribed_metadata.values())
@@ -794,10 +1061,12 @@ class GroupCoordinator:
         group.target = assignor(subscriptions, partitions, {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
 
-    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None,
+                   now_ms: int) -> None:
         """Revoke first; once the member confirms, hand it the target partitions nobody else holds.
 
         ``owned`` is what the member reports owning, None when unchanged since its last report.
+        A member asked to revoke must do so within its rebalance timeout or be fenced.
         """
         if owned is not None:
             member.reported_owned = owned
@@ -807,8 +1076,11 @@ class GroupCoordinator:
             if without(revoking, member.reported_owned) != revoking:
                 # Still owned by the member: tell it its assignment without them and wait.
                 member.to_send = without(member.assigned, revoking)
+                if member.revocation_deadline_ms is None:
+                    member.revocation_deadline_ms = now_ms + max(member.rebalance_timeout_ms, 0)
                 return
             member.assigned = without(member.assigned, revoking)
+        member.revocation_deadline_ms = None
         taken = group.owned_by_others(member.member_id)
         for topic_id, parts in without(target, member.assigned).items():
             free = {p for p in parts if (topic_id, p) not in taken}

@@ -6,11 +6,22 @@ struct (OffsetCommitValue v0-4, GroupMetadataValue v0-4; v4 is flexible). A
 null value is a tombstone that removes the key when the topic is compacted.
 Kafka writes OffsetCommitValue v3 (v1 when an explicit expire timestamp is set)
 and GroupMetadataValue v3; we do the same and read every version.
+
+Consumer-protocol groups (KIP-848) add six record types, told apart by the key's
+leading int16 (Kafka's record type): ConsumerGroupMetadata (3, the group epoch),
+ConsumerGroupPartitionMetadata (4, the subscribed topics' partition counts),
+ConsumerGroupMemberMetadata (5), ConsumerGroupTargetAssignmentMetadata (6, the
+assignment epoch), ConsumerGroupTargetAssignmentMember (7) and
+ConsumerGroupCurrentMemberAssignment (8). Their keys are not flexible; their
+values are version 0, flexible (compact strings and arrays, tagged fields).
+Kafka 4.1 replaced record type 4 by a metadata hash in ConsumerGroupMetadataValue
+(KIP-1101) but still reads type 4; we write the 4.0 form.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -67,8 +78,14 @@ class _Writer:
         self.parts: list[bytes] = []
         self.flexible = flexible
 
+    def int8(self, v: int) -> None:
+        self.parts.append(struct.pack(">b", v))
+
     def int16(self, v: int) -> None:
         self.parts.append(struct.pack(">h", v))
+
+    def uuid(self, v: uuid.UUID) -> None:
+        self.parts.append(v.bytes)
 
     def int32(self, v: int) -> None:
         self.parts.append(struct.pack(">i", v))
@@ -128,8 +145,14 @@ class _Reader:
         self.pos += n
         return chunk
 
+    def int8(self) -> int:
+        return struct.unpack(">b", self._take(1))[0]
+
     def int16(self) -> int:
         return struct.unpack(">h", self._take(2))[0]
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self._take(16)))
 
     def int32(self) -> int:
         return struct.unpack(">i", self._take(4))[0]
@@ -184,8 +207,8 @@ def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
     return w.done()
 
 
-def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
-    """Either key type, told apart by its version as Kafka does (0/1 offsets, 2 group)."""
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey:
+    """Any key, told apart by its leading int16 as Kafka does (0/1 offsets, 2 group, 3-8 KIP-848)."""
     r = _Reader(data)
     version = r.int16()
     group = r.string() or ""
@@ -193,6 +216,10 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
         return OffsetCommitKey(group, r.string() or "", r.int32())
     if version == 2:
         return GroupMetadataKey(group)
+    if version in (GROUP_EPOCH, PARTITION_METADATA, TARGET_ASSIGNMENT_METADATA):
+        return ConsumerGroupKey(version, group)
+    if version in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
+        return ConsumerGroupKey(version, group, r.string() or "")
     raise ValueError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -276,3 +303,212 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
         )
     r.skip_tags()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, members)
+
+
+# ---- KIP-848 consumer group records ------------------------------------------------------
+
+#: Record types (the key's leading int16) of consumer-protocol groups.
+GROUP_EPOCH = 3
+PARTITION_METADATA = 4
+MEMBER_METADATA = 5
+TARGET_ASSIGNMENT_METADATA = 6
+TARGET_ASSIGNMENT_MEMBER = 7
+CURRENT_MEMBER_ASSIGNMENT = 8
+
+#: Topic id -> partitions, as ConsumerGroup*Assignment values hold them.
+TopicPartitions = dict[uuid.UUID, set[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """Key of record types 3-8: the group, and the member for the per-member types (5, 7, 8)."""
+
+    record_type: int
+    group: str
+    member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    #: MemberState: 0 stable, 1 unrevoked partitions, 2 unreleased partitions.
+    state: int
+    assigned: TopicPartitions
+    pending_revocation: TopicPartitions
+
+
+def encode_consumer_group_key(key: ConsumerGroupKey) -> bytes:
+    w = _Writer(False)
+    w.int16(key.record_type)
+    w.string(key.group)
+    if key.member_id is not None:
+        w.string(key.member_id)
+    return w.done()
+
+
+def _epoch_value(epoch: int) -> bytes:
+    w = _Writer(True)
+    w.int16(0)
+    w.int32(epoch)
+    w.tags()
+    return w.done()
+
+
+def encode_group_epoch_value(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue v0: the group epoch."""
+    return _epoch_value(epoch)
+
+
+def encode_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
+    """ConsumerGroupTargetAssignmentMetadataValue v0: the assignment epoch."""
+    return _epoch_value(assignment_epoch)
+
+
+def decode_epoch_value(data: bytes) -> int:
+    """The epoch of a ConsumerGroupMetadataValue or ConsumerGroupTargetAssignmentMetadataValue."""
+    r = _Reader(data, flexible=True)
+    r.int16()
+    epoch = r.int32()
+    r.skip_tags()
+    return epoch
+
+
+def encode_partition_metadata_value(topics: dict[str, tuple[uuid.UUID, int]]) -> bytes:
+    """ConsumerGroupPartitionMetadataValue v0: (name, id, partition count) per subscribed topic, no racks."""
+    w = _Writer(True)
+    w.int16(0)
+    w.array_len(len(topics))
+    for name, (topic_id, count) in sorted(topics.items()):
+        w.uuid(topic_id)
+        w.string(name)
+        w.int32(count)
+        w.array_len(0)
+        w.tags()
+    w.tags()
+    return w.done()
+
+
+def decode_partition_metadata_value(data: bytes) -> dict[str, tuple[uuid.UUID, int]]:
+    r = _Reader(data, flexible=True)
+    r.int16()
+    topics = {}
+    for _ in range(r.array_len()):
+        topic_id = r.uuid()
+        name = r.string() or ""
+        count = r.int32()
+        for _ in range(r.array_len()):
+            r.int32()
+            for _ in range(r.array_len()):
+                r.string()
+            r.skip_tags()
+        r.skip_tags()
+        topics[name] = (topic_id, count)
+    r.skip_tags()
+    return topics
+
+
+def encode_member_metadata_value(v: ConsumerGroupMemberMetadataValue) -> bytes:
+    w = _Writer(True)
+    w.int16(0)
+    w.string(v.instance_id)
+    w.string(v.rack_id)
+    w.string(v.client_id)
+    w.string(v.client_host)
+    w.array_len(len(v.subscribed_topic_names))
+    for name in v.subscribed_topic_names:
+        w.string(name)
+    w.string(v.subscribed_topic_regex)
+    w.int32(v.rebalance_timeout_ms)
+    w.string(v.server_assignor)
+    w.tags()
+    return w.done()
+
+
+def decode_member_metadata_value(data: bytes) -> ConsumerGroupMemberMetadataValue:
+    r = _Reader(data, flexible=True)
+    r.int16()
+    instance_id = r.string()
+    rack_id = r.string()
+    client_id = r.string() or ""
+    client_host = r.string() or ""
+    names = [r.string() or "" for _ in range(r.array_len())]
+    regex = r.string()
+    rebalance_timeout = r.int32()
+    assignor = r.string()
+    r.skip_tags()  # tag 0, ClassicMemberMetadata, belongs to classic members of a consumer group
+    return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
+                                            rebalance_timeout, assignor)
+
+
+def _write_topic_partitions(w: _Writer, tps: TopicPartitions) -> None:
+    w.array_len(len(tps))
+    for topic_id, parts in sorted(tps.items(), key=lambda kv: str(kv[0])):
+        w.uuid(topic_id)
+        w.array_len(len(parts))
+        for p in sorted(parts):
+            w.int32(p)
+        w.tags()
+
+
+def _read_topic_partitions(r: _Reader) -> TopicPartitions:
+    out: TopicPartitions = {}
+    for _ in range(r.array_len()):
+        topic_id = r.uuid()
+        parts = {r.int32() for _ in range(r.array_len())}
+        r.skip_tags()
+        if parts:
+            out[topic_id] = parts
+    return out
+
+
+def encode_target_assignment_member_value(assignment: TopicPartitions) -> bytes:
+    w = _Writer(True)
+    w.int16(0)
+    _write_topic_partitions(w, assignment)
+    w.tags()
+    return w.done()
+
+
+def decode_target_assignment_member_value(data: bytes) -> TopicPartitions:
+    r = _Reader(data, flexible=True)
+    r.int16()
+    out = _read_topic_partitions(r)
+    r.skip_tags()
+    return out
+
+
+def encode_current_member_assignment_value(v: ConsumerGroupCurrentMemberAssignmentValue) -> bytes:
+    w = _Writer(True)
+    w.int16(0)
+    w.int32(v.member_epoch)
+    w.int32(v.previous_member_epoch)
+    w.int8(v.state)
+    _write_topic_partitions(w, v.assigned)
+    _write_topic_partitions(w, v.pending_revocation)
+    w.tags()
+    return w.done()
+
+
+def decode_current_member_assignment_value(data: bytes) -> ConsumerGroupCurrentMemberAssignmentValue:
+    r = _Reader(data, flexible=True)
+    r.int16()
+    epoch = r.int32()
+    previous = r.int32()
+    state = r.int8()
+    assigned = _read_topic_partitions(r)
+    pending = _read_topic_partitions(r)
+    r.skip_tags()
+    return ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state, assigned, pending)

@@ -14,12 +14,13 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from odradek.coordinator.batches import decode_records, encode_batch
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,38 @@ T = TypeVar("T")
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
 #: Bytes read per step while replaying a partition at start-up.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
+#: How long the timer waits before retrying deadlines whose records could not be written.
+TIMER_RETRY_BACKOFF_MS = 1_000
+
+#: How a failed __consumer_offsets append is answered, as Kafka's
+#: CoordinatorOperationExceptionHelper.handleOperationException maps it.
+_WRITE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+
+
+class CoordinatorWriteError(Exception):
+    """A coordinator call failed (almost always: its records could not be appended); the groups
+    are as before the call and ``error_code`` is what the client is told."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def write_error_code(exc: Exception) -> ErrorCode:
+    if isinstance(exc, KafkaError):
+        return _WRITE_ERRORS.get(exc.error_code, exc.error_code)
+    if isinstance(exc, OSError):
+        return ErrorCode.not_coordinator  # Kafka sees a KafkaStorageException
+    return ErrorCode.unknown_server_error
 
 
 def now_ms() -> int:
@@ -46,11 +79,15 @@ class GroupCoordinatorService:
             "group.max.size", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
             "offsets.topic.segment.bytes", "offset.metadata.max.bytes", "offsets.retention.minutes",
             "offsets.retention.check.interval.ms", "group.consumer.session.timeout.ms",
-            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.heartbeat.interval.ms", "group.consumer.max.size",
         )}
         self.config = GroupCoordinatorConfig.from_properties(props)
         self.core = GroupCoordinator(self.config)
         self._timer: asyncio.TimerHandle | None = None
+        #: Answers to waiting members given during a ``call``, sent once its records are written.
+        self._held: list[tuple[asyncio.Future[Any], Any]] | None = None
+        #: After a failed timer write, the timer waits until then.
+        self._retry_after_ms = 0
 
     async def start(self) -> None:
         self._ensure_offsets_topic()
@@ -93,15 +130,33 @@ class GroupCoordinatorService:
         self.core.drain_records()
         return count
 
-    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one core method with the current time, persist what it queued, re-arm the timer.
+    def call(self, fn: Callable[..., T], group_ids: Iterable[str], *args: Any, **kwargs: Any) -> T:
+        """Run one core method on ``group_ids`` with the current time, persist what it queued,
+        re-arm the timer.
 
-        Appends are synchronous on this event loop, so once ``call`` returns the
-        records are in the log (flushed per the topic's flush settings) and the
-        caller may answer its client.
+        Appends are synchronous on this event loop, so once ``call`` returns the records are in
+        the log (flushed per the topic's flush settings) and the caller may answer its client.
+        If they cannot be written, the groups are put back as they were before the call, answers
+        the call gave to waiting members are withheld (they still wait, as before), and
+        CoordinatorWriteError carries the error Kafka would answer.
         """
-        result = fn(*args, now_ms=now_ms(), **kwargs)
-        self._persist()
+        snapshot = self.core.snapshot(group_ids)
+        self._held = []
+        try:
+            result = fn(*args, now_ms=now_ms(), **kwargs)
+            self._persist()
+        except Exception as exc:
+            self.core.restore(snapshot)
+            self._held = None
+            self._rearm()
+            code = write_error_code(exc)
+            if code == ErrorCode.unknown_server_error:
+                log.error("group coordinator %s failed", getattr(fn, "__name__", fn), exc_info=exc)
+            raise CoordinatorWriteError(code, str(exc)) from exc
+        held, self._held = self._held, None
+        for future, answer in held:
+            if not future.done():
+                future.set_result(answer)
         self._rearm()
         return result
 
@@ -121,25 +176,38 @@ class GroupCoordinatorService:
         deadline = self.core.next_deadline_ms()
         if deadline is None:
             return
-        delay = max(deadline - now_ms(), 0) / 1000
-        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+        delay = max(deadline, self._retry_after_ms) - now_ms()
+        self._timer = asyncio.get_running_loop().call_later(max(delay, 0) / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
+        """Each due group in its own call, so a failed write reverts only that group's change."""
         self._timer = None
-        try:
-            self.core.poll(now_ms())
-            self._persist()
-        except Exception:
-            log.exception("group coordinator timer failed")
+        now = now_ms()
+        work = [(self.core.poll_group, gid) for gid in self.core.due_groups(now)]
+        if self.core.retention_due(now):
+            work += [(self.core.expire_group_offsets, gid) for gid in list(self.core.groups)]
+        for fn, group_id in work:
+            try:
+                self.call(fn, [group_id], group_id)
+            except CoordinatorWriteError as exc:
+                # Kept as before; retried once the back-off has passed.
+                log.warning("group coordinator timer for group %s not written: %s", group_id, exc)
+                self._retry_after_ms = now_ms() + TIMER_RETRY_BACKOFF_MS
+            except Exception:
+                log.exception("group coordinator timer failed for group %s", group_id)
         self._rearm()
 
-    async def wait(self, start: Callable[[Callable[[T], None]], None]) -> T:
+    async def wait(self, start: Callable[[Callable[[T], None]], None], group_ids: Iterable[str]) -> T:
         """Run a core method that answers through a callback, and wait for the answer."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
         def deliver(result: T) -> None:
-            if not future.done():
+            if future.done():
+                return
+            if self._held is not None:
+                self._held.append((future, result))
+            else:
                 future.set_result(result)
 
-        self.call(start, deliver)
+        self.call(start, group_ids, deliver)
         return await future

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from odradek.coordinator.assignors import DEFAULT_ASSIGNOR
 from odradek.coordinator.consumer_group import ConsumerGroup
-from odradek.coordinator.coordinator import OffsetCommit
+from odradek.coordinator.coordinator import ConsumerHeartbeatResult, OffsetCommit
 from odradek.coordinator.group import GroupState, JoinResult, SyncResult
-from odradek.coordinator.service import GroupCoordinatorService
+from odradek.coordinator.service import CoordinatorWriteError, GroupCoordinatorService
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -20,6 +20,8 @@ from odradek.server.context import RequestContext
 
 #: JoinGroup v4 made the member id required (KIP-394).
 REQUIRE_MEMBER_ID_SINCE = 4
+#: ConsumerGroupHeartbeat v1 made clients generate their member id (KIP-1082).
+CLIENT_MEMBER_ID_SINCE = 1
 #: FindCoordinator key types.
 KEY_TYPE_GROUP = 0
 
@@ -85,7 +87,10 @@ async def handle_join_group(ctx: RequestContext, request):
             session_timeout, rebalance_timeout, ctx.api_version >= REQUIRE_MEMBER_ID_SINCE, callback, now_ms,
         )
 
-    result: JoinResult = await svc.wait(start)
+    try:
+        result: JoinResult = await svc.wait(start, [request.group_id])
+    except CoordinatorWriteError as e:
+        result = JoinResult(e.error_code, member_id=request.member_id)
     module = _module(ctx, ApiKey.JOIN_GROUP)
     members = tuple(
         schemas.build(module.JoinGroupResponseMember, member_id=m, group_instance_id=i, metadata=meta)
@@ -110,7 +115,10 @@ async def handle_sync_group(ctx: RequestContext, request):
             callback, now_ms,
         )
 
-    result: SyncResult = await svc.wait(start)
+    try:
+        result: SyncResult = await svc.wait(start, [request.group_id])
+    except CoordinatorWriteError as e:
+        result = SyncResult(e.error_code)
     return schemas.build(
         _cls(ctx, ApiKey.SYNC_GROUP), throttle_time=0, error_code=result.error, protocol_type=result.protocol_type,
         protocol_name=result.protocol_name, assignment=result.assignment,
@@ -119,8 +127,11 @@ async def handle_sync_group(ctx: RequestContext, request):
 
 async def handle_heartbeat(ctx: RequestContext, request):
     svc = _service(ctx)
-    error = svc.call(svc.core.heartbeat, request.group_id, request.member_id,
-                     getattr(request, "group_instance_id", None), request.generation_id)
+    try:
+        error = svc.call(svc.core.heartbeat, [request.group_id], request.group_id, request.member_id,
+                         getattr(request, "group_instance_id", None), request.generation_id)
+    except CoordinatorWriteError as e:
+        error = e.error_code
     return schemas.build(_cls(ctx, ApiKey.HEARTBEAT), throttle_time=0, error_code=error)
 
 
@@ -131,7 +142,10 @@ async def handle_leave_group(ctx: RequestContext, request):
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [(request.member_id, None)]
-    error, errors = svc.call(svc.core.leave_group, request.group_id, leaving)
+    try:
+        error, errors = svc.call(svc.core.leave_group, [request.group_id], request.group_id, leaving)
+    except CoordinatorWriteError as e:
+        error, errors = e.error_code, [e.error_code] * len(leaving)
     if ctx.api_version < 3:
         return schemas.build(cls, throttle_time=0, error_code=error or errors[0])
     module = _module(ctx, ApiKey.LEAVE_GROUP)
@@ -153,8 +167,12 @@ async def handle_offset_commit(ctx: RequestContext, request):
         for t in request.topics for p in t.partitions
     ]
     generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
-    _error, errors = svc.call(svc.core.commit_offsets, request.group_id, request.member_id,
-                              getattr(request, "group_instance_id", None), generation, commits)
+    try:
+        _error, errors = svc.call(svc.core.commit_offsets, [request.group_id], request.group_id,
+                                  request.member_id, getattr(request, "group_instance_id", None), generation,
+                                  commits)
+    except CoordinatorWriteError as e:
+        errors = [e.error_code] * len(commits)
     module = _module(ctx, ApiKey.OFFSET_COMMIT)
     it = iter(errors)
     topics = tuple(
@@ -199,7 +217,10 @@ async def handle_offset_fetch(ctx: RequestContext, request):
 async def handle_offset_delete(ctx: RequestContext, request):
     svc = _service(ctx)
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, errors = svc.call(svc.core.delete_offsets, request.group_id, wanted)
+    try:
+        error, errors = svc.call(svc.core.delete_offsets, [request.group_id], request.group_id, wanted)
+    except CoordinatorWriteError as e:
+        error, errors = e.error_code, []
     module = _module(ctx, ApiKey.OFFSET_DELETE)
     it = iter(errors)
     topics = () if error else tuple(
@@ -262,7 +283,13 @@ async def handle_list_groups(ctx: RequestContext, request):
 
 async def handle_delete_groups(ctx: RequestContext, request):
     svc = _service(ctx)
-    results = svc.call(svc.core.delete_groups, list(request.groups_names))
+    results: dict[str, int] = {}
+    for group_id in request.groups_names:
+        # One call per group: each is written to its own partition and fails or succeeds alone.
+        try:
+            results.update(svc.call(svc.core.delete_groups, [group_id], [group_id]))
+        except CoordinatorWriteError as e:
+            results[group_id] = e.error_code
     module = _module(ctx, ApiKey.DELETE_GROUPS)
     return schemas.build(_cls(ctx, ApiKey.DELETE_GROUPS), throttle_time=0, results=tuple(
         schemas.build(module.DeletableGroupResult, group_id=gid, error_code=err) for gid, err in results.items()))
@@ -281,13 +308,19 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request):
     owned = None
     if request.topic_partitions is not None:
         owned = {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions if tp.partitions}
-    result = svc.call(
-        svc.core.consumer_group_heartbeat, request.group_id, request.member_id, request.member_epoch,
-        request.instance_id, request.rack_id, int(request.rebalance_timeout.total_seconds() * 1000),
-        None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
-        request.server_assignor, owned, ctx.header.client_id or "", "/" + ctx.connection.peer_host,
-        _topic_metadata(ctx),
-    )
+    try:
+        result = svc.call(
+            svc.core.consumer_group_heartbeat, [request.group_id], request.group_id, request.member_id,
+            request.member_epoch, request.instance_id, request.rack_id,
+            int(request.rebalance_timeout.total_seconds() * 1000),
+            None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
+            request.server_assignor, owned, ctx.header.client_id or "", "/" + ctx.connection.peer_host,
+            _topic_metadata(ctx), subscribed_topic_regex=request.subscribed_topic_regex,
+            member_id_required=ctx.api_version >= CLIENT_MEMBER_ID_SINCE,
+        )
+    except CoordinatorWriteError as e:
+        result = ConsumerHeartbeatResult(e.error_code, request.member_id, request.member_epoch,
+                                         svc.config.group_consumer_heartbeat_interval_ms)
     module = _module(ctx, ApiKey.CONSUMER_GROUP_HEARTBEAT)
     assignment = None
     if result.assignment is not None and result.error == ErrorCode.none:
@@ -295,7 +328,8 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request):
             schemas.build(module.TopicPartitions, topic_id=t, partitions=tuple(sorted(ps)))
             for t, ps in result.assignment.items()))
     return schemas.build(
-        _cls(ctx, ApiKey.CONSUMER_GROUP_HEARTBEAT), throttle_time=0, error_code=result.error, error_message=None,
+        _cls(ctx, ApiKey.CONSUMER_GROUP_HEARTBEAT), throttle_time=0, error_code=result.error,
+        error_message=result.error_message,
         member_id=result.member_id or None, member_epoch=result.member_epoch,
         heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment,
     )
@@ -326,7 +360,8 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
             schemas.build(
                 module.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
                 member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
-                subscribed_topic_names=tuple(m.subscribed_topic_names), subscribed_topic_regex=None,
+                subscribed_topic_names=tuple(sorted(m.subscribed_topics())),
+                subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})))
             for m in group.members.values()
         )
