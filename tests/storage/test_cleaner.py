@@ -288,3 +288,48 @@ def test_log_manager_uses_the_cleaner_it_is_given(tmp_path):
     asyncio.run(asyncio.wait_for(lm.clean_logs(NOW), timeout=30))
     assert 0 < log.cleaner_offset < 20  # two keys fit its map: cleaned in part
     lm.shutdown()
+
+
+def filled(tmp_path, cfg: LogConfig, segments: int = 3) -> Log:
+    """A log of ``segments`` inactive segments of the same 4 keys rewritten (about 0.6 dirty)."""
+    log = Log(tmp_path / "t-0", cfg, now_ms=NOW)
+    for i in range(4 * segments):
+        log.append(build([(b"k%d" % (i % 4), b"v%d" % i + b"x" * 300, NOW + i)]), leader_epoch=0, now_ms=NOW)
+        if i % 4 == 3:
+            log.roll(NOW)
+    return log
+
+
+def test_min_cleanable_dirty_ratio_decides(tmp_path):
+    log = filled(tmp_path, LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.99))
+    assert LogCleaner().cleanable_range(log, NOW + 100) is not None  # never cleaned: all of it is dirty
+    assert clean(log, NOW + 100)
+    for i in range(4):  # half of the log dirty now
+        log.append(build([(b"k%d" % i, b"w" + b"x" * 300, NOW)]), leader_epoch=0, now_ms=NOW)
+    log.roll(NOW)
+    assert LogCleaner().cleanable_range(log, NOW + 100) is None
+    log.update_config(LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.4))
+    assert LogCleaner().cleanable_range(log, NOW + 100) is not None
+    log.close()
+
+
+def test_min_compaction_lag_keeps_recent_segments_dirty(tmp_path):
+    cfg = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, min_compaction_lag_ms=1000)
+    log = filled(tmp_path, cfg)
+    assert LogCleaner().cleanable_range(log, NOW + 500) is None  # every record younger than the lag
+    cleanable = LogCleaner().cleanable_range(log, NOW + 1007)
+    assert cleanable is not None and cleanable.first_uncleanable == 8  # the segment of NOW+8..NOW+11 waits
+    log.close()
+
+
+def test_max_compaction_lag_forces_a_cleaning(tmp_path):
+    cfg = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=60000)
+    log = filled(tmp_path, cfg, segments=1)
+    log.append(build([(b"k0", b"w", NOW)]), leader_epoch=0, now_ms=NOW)
+    log.roll(NOW)
+    assert clean(log, NOW + 10)  # the first cleaning: everything dirty
+    log.append(build([(b"k1", b"w", NOW + 20)]), leader_epoch=0, now_ms=NOW + 20)
+    log.roll(NOW + 20)
+    assert LogCleaner().cleanable_range(log, NOW + 30) is None  # dirty ratio below 0.99
+    assert LogCleaner().cleanable_range(log, NOW + 20 + 60001) is not None  # overdue
+    log.close()
