@@ -102,3 +102,19 @@ def test_recovery_in_chunks_smaller_than_batches_rebuilds_the_same_indexes(tmp_p
     assert served == data
     assert [b.base_offset for b in parse_batches(served)][-1] == reopened.log_end_offset - sizes[-1]
     reopened.close()
+
+
+def test_blocks_a_crash_left_reserved_are_given_back_at_the_next_roll(tmp_path) -> None:
+    cfg = LogConfig(segment_bytes=64 << 20)
+    log = Log(tmp_path / "t-0", cfg)
+    batch = build_batch([(b"k", b"x" * 1000, NOW)] * 16)
+    while log.active.size < segment.PREALLOCATE_FROM + len(batch):
+        log.append(batch, leader_epoch=0, now_ms=NOW)
+    path = log.active.path
+    if _allocated(path) < os.stat(path).st_size + segment.PREALLOCATE_FROM // 2:
+        pytest.skip("the file system does not reserve blocks with fallocate")
+    del log  # crash with blocks reserved
+    reopened = Log(tmp_path / "t-0", cfg, clean_shutdown=False)
+    reopened.roll(NOW)
+    assert _allocated(path) < os.stat(path).st_size + 64 * 1024
+    reopened.close()

@@ -94,6 +94,8 @@ class LogSegment:
         self.index_full = False
         #: The end of the blocks reserved ahead of the writes; no reservation below it.
         self._reserved = PREALLOCATE_FROM
+        #: Whether blocks beyond the data are reserved (by this process) and should be given back.
+        self._holds_reserve = False
         #: Guards ``closed`` and the descriptor against flush() in another thread (see flush).
         self._close_lock = threading.Lock()
         self.closed = False
@@ -129,13 +131,15 @@ class LogSegment:
         length = end - self.size + min(end, PREALLOCATE_MAX)
         if _fallocate is not None and _fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, self.size, length) == 0:
             self._reserved = self.size + length
+            self._holds_reserve = True
         else:
             self._reserved = _NEVER
 
     def _release_reserved(self) -> None:
         """Give back the blocks reserved beyond the data (truncating to the same size does that)."""
-        if PREALLOCATE_FROM < self._reserved < _NEVER:
+        if self._holds_reserve:
             os.ftruncate(self.fd, self.size)
+            self._holds_reserve = False
         self._reserved = max(self.size, PREALLOCATE_FROM)
 
     def _index_batches(self, batches: list[tuple[int, int, int, int, int]], start: int) -> None:
@@ -255,6 +259,8 @@ class LogSegment:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
         self._reserved = max(valid_end, PREALLOCATE_FROM)
+        # A crash may have left blocks reserved beyond the data (a cut gave them back already).
+        self._holds_reserve = os.fstat(self.fd).st_blocks * 512 > valid_end + PREALLOCATE_FROM // 2
         return cut
 
     def _recover_chunk(self, view: memoryview, position: int) -> tuple[int, str | None]:
@@ -364,6 +370,7 @@ class LogSegment:
         os.ftruncate(self.fd, b.position)
         self.size = b.position
         self._reserved = max(self.size, PREALLOCATE_FROM)
+        self._holds_reserve = False  # the truncation gave the blocks beyond it back
         self.offset_index.truncate_to(b.base_offset)
         self.time_index.truncate_to(b.base_offset)
         self._indexes_changed()
