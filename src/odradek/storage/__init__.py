@@ -5,13 +5,15 @@ partition under each log dir, segments named by the 20-digit base offset
 (``.log`` v2 batches as received, ``.index``, ``.timeindex``, ``.snapshot``),
 ``leader-epoch-checkpoint`` per partition, and per log dir
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-``replication-offset-checkpoint``, ``meta.properties``, ``.lock`` and the
-``.kafka_cleanshutdown`` marker.
+``replication-offset-checkpoint``, ``cleaner-offset-checkpoint``,
+``meta.properties``, ``.lock`` and the ``.kafka_cleanshutdown`` marker.
 
 Modules: config (LogConfig), index (OffsetIndex, TimeIndex), segment
 (LogSegment, FileRegion), log (Log), producer_state, leader_epoch, cleaner
-(LogCleaner), log_manager (LogManager), checkpoint (text checkpoint files),
-errors (typed errors with Kafka error codes).
+(LogCleaner) with offset_map, records_builder and cleaner_checkpoint,
+compression (the batch codecs) and recompress (compression.type on append),
+log_manager (LogManager), checkpoint (text checkpoint files), errors (typed
+errors with Kafka error codes).
 
 Threading: a Log is owned by the event loop; the LogManager runs fsync and the
 cleaner's segment rewriting in threads and installs results on the loop.
