@@ -333,3 +333,16 @@ def test_max_compaction_lag_forces_a_cleaning(tmp_path):
     assert LogCleaner().cleanable_range(log, NOW + 30) is None  # dirty ratio below 0.99
     assert LogCleaner().cleanable_range(log, NOW + 20 + 60001) is not None  # overdue
     log.close()
+
+
+def test_records_without_a_key_are_removed(tmp_path):
+    """As Kafka's Cleaner (an invalid message in a compacted log); such records can only arrive
+    through replication, a leader refuses them."""
+    log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
+    log.append(build([(None, b"orphan", NOW), (b"k", b"v", NOW)], codec=CODECS["snappy"]), leader_epoch=0, now_ms=NOW,
+               assign_offsets=False)
+    log.roll(NOW)
+    assert clean(log, NOW)
+    (batch,) = served(log)
+    assert [(r.offset, r.key) for r in batch.records] == [(1, b"k")] and batch.codec == CODECS["snappy"]
+    log.close()
