@@ -315,7 +315,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request):
             int(request.rebalance_timeout.total_seconds() * 1000),
             None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
             request.server_assignor, owned, ctx.header.client_id or "", "/" + ctx.connection.peer_host,
-            _topic_metadata(ctx), subscribed_topic_regex=request.subscribed_topic_regex,
+            _topic_metadata(ctx), subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             member_id_required=ctx.api_version >= CLIENT_MEMBER_ID_SINCE,
         )
     except CoordinatorWriteError as e:
