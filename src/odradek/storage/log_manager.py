@@ -181,6 +181,10 @@ class LogManager:
         once after the whole batch rather than per partition is what makes
         creating a topic with thousands of partitions affordable. Every created
         dir is synced before this returns (so before any CreateTopics response).
+
+        The ReplicaManager calls this from one worker thread at a time while the
+        event loop runs, so the loop's walks over the logs go through
+        ``all_logs()`` (a snapshot) rather than iterating the dict.
         """
         logs: list[Log] = []
         touched: set[Path] = set()
@@ -256,7 +260,7 @@ class LogManager:
             return
         log.error("log dir %s is offline; its partitions answer KAFKA_STORAGE_ERROR", d)
         self.offline_dirs.add(d)
-        for lg in self._logs.values():
+        for lg in self.all_logs():
             if lg.dir.parent == d:
                 lg.offline = True
 
@@ -264,7 +268,7 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every online dir."""
         for d in self.online_dirs:
-            logs = [lg for lg in self._logs.values() if lg.dir.parent == d and not lg.offline]
+            logs = [lg for lg in self.all_logs() if lg.dir.parent == d and not lg.offline]
             try:
                 write_offsets(d / RECOVERY_POINT_CHECKPOINT, {lg.topic_partition: lg.recovery_point for lg in logs})
                 write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {lg.topic_partition: lg.log_start_offset for lg in logs})
