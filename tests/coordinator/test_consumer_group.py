@@ -59,7 +59,9 @@ def test_commit_needs_current_member_epoch():
     assert gc.commit_offsets("cg", "a", None, 0, [OffsetCommit("t", 0, 6)], 1)[0] == ErrorCode.stale_member_epoch
     assert gc.commit_offsets("cg", "x", None, 1, [OffsetCommit("t", 0, 6)], 1)[0] == ErrorCode.unknown_member_id
     assert gc.fetch_offsets("cg", [("t", 0)])[("t", 0)].offset == 5
-    assert gc.list_groups() == [("cg", "consumer", "Stable")]
+    assert gc.list_groups() == [("cg", "consumer", "Stable", "consumer")]
+    assert gc.list_groups(states=["STABLE "], types=["Consumer"]) == gc.list_groups()
+    assert gc.list_groups(types=["classic"]) == gc.list_groups(states=["Empty"]) == []
 
 
 subscriptions = st.dictionaries(st.text("abcdef", min_size=1, max_size=3), st.just({T, uuid.UUID(int=2)}),

@@ -747,13 +747,21 @@ class GroupCoordinator:
 
     # ---- admin ---------------------------------------------------------------------------
 
-    def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of live groups, filtered by state names if given."""
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of live groups, as Kafka's ListGroups: the
+        state and type filters (empty: all) are case-insensitive; types are "classic" and "consumer"."""
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
         listed = []
         for g in self.groups.values():
-            name = g.state_name if isinstance(g, ConsumerGroup) else g.state.value
-            if g.state is not GroupState.DEAD and (not states or name in states):
-                listed.append((g.group_id, g.protocol_type or "", name))
+            if g.state is GroupState.DEAD:
+                continue
+            consumer = isinstance(g, ConsumerGroup)
+            state = g.state_name if consumer else g.state.value
+            group_type = "consumer" if consumer else "classic"
+            if (not wanted_states or state.lower() in wanted_states) and (
+                    not wanted_types or group_type in wanted_types):
+                listed.append((g.group_id, g.protocol_type or "", state, group_type))
         return listed
 
     def _drop_group(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> None:

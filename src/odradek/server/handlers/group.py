@@ -11,7 +11,7 @@ from __future__ import annotations
 from odradek.coordinator.assignors import DEFAULT_ASSIGNOR
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.coordinator import ConsumerHeartbeatResult, OffsetCommit
-from odradek.coordinator.group import GroupState, JoinResult, SyncResult
+from odradek.coordinator.group import ClassicGroup, GroupState, JoinResult, SyncResult
 from odradek.coordinator.service import CoordinatorWriteError, GroupCoordinatorService
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
@@ -22,6 +22,10 @@ from odradek.server.context import RequestContext
 REQUIRE_MEMBER_ID_SINCE = 4
 #: ConsumerGroupHeartbeat v1 made clients generate their member id (KIP-1082).
 CLIENT_MEMBER_ID_SINCE = 1
+#: DescribeGroups v6 answers GROUP_ID_NOT_FOUND for unknown and non-classic groups (KIP-1043).
+DESCRIBE_GROUPS_NOT_FOUND_SINCE = 6
+#: ConsumerGroupDescribe v1 member type (KIP-1099): this member uses the consumer protocol.
+MEMBER_TYPE_CONSUMER = 1
 #: FindCoordinator key types.
 KEY_TYPE_GROUP = 0
 
@@ -242,17 +246,15 @@ async def handle_describe_groups(ctx: RequestContext, request):
     described = []
     for group_id in request.groups:
         group = core.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
+        if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
+            # KIP-1043: v6+ says why (unknown, or not a classic group); older versions answer Dead.
+            missing = ctx.api_version >= DESCRIBE_GROUPS_NOT_FOUND_SINCE
+            message = (f"Group {group_id} is not a classic group." if isinstance(group, ConsumerGroup)
+                       else f"Group {group_id} not found.")
             described.append(schemas.build(
-                module.DescribedGroup, error_code=ErrorCode.group_id_not_found, group_id=group_id,
-                group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=(),
-                authorized_operations=-2147483648))
-            continue
-        if group is None:
-            described.append(schemas.build(
-                module.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
-                group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=(),
-                authorized_operations=-2147483648))
+                module.DescribedGroup, error_code=ErrorCode.group_id_not_found if missing else ErrorCode.none,
+                error_message=message if missing else None, group_id=group_id, group_state=GroupState.DEAD.value,
+                protocol_type="", protocol_data="", members=(), authorized_operations=-2147483648))
             continue
         stable = group.state is GroupState.STABLE
         members = tuple(
@@ -264,19 +266,20 @@ async def handle_describe_groups(ctx: RequestContext, request):
             for m in group.members.values()
         )
         described.append(schemas.build(
-            module.DescribedGroup, error_code=ErrorCode.none, group_id=group_id, group_state=group.state.value,
-            protocol_type=group.protocol_type or "", protocol_data=(group.protocol_name or "") if stable else "",
-            members=members, authorized_operations=-2147483648))
+            module.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
+            group_state=group.state.value, protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "", members=members,
+            authorized_operations=-2147483648))
     return schemas.build(_cls(ctx, ApiKey.DESCRIBE_GROUPS), throttle_time=0, groups=tuple(described))
 
 
 async def handle_list_groups(ctx: RequestContext, request):
     core = _service(ctx).core
     module = _module(ctx, ApiKey.LIST_GROUPS)
-    states = set(getattr(request, "states_filter", ()) or ())
     groups = tuple(
-        schemas.build(module.ListedGroup, group_id=gid, protocol_type=ptype, group_state=state)
-        for gid, ptype, state in core.list_groups(states)
+        schemas.build(module.ListedGroup, group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
+        for gid, ptype, state, gtype in core.list_groups(getattr(request, "states_filter", ()),
+                                                         getattr(request, "types_filter", ()))
     )
     return schemas.build(_cls(ctx, ApiKey.LIST_GROUPS), throttle_time=0, error_code=ErrorCode.none, groups=groups)
 
@@ -362,7 +365,8 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
                 member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                 subscribed_topic_names=tuple(sorted(m.subscribed_topics())),
                 subscribed_topic_regex=m.subscribed_topic_regex,
-                assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, {})))
+                assignment=assignment(m.to_send), target_assignment=assignment(group.target.get(m.member_id, {})),
+                member_type=MEMBER_TYPE_CONSUMER)
             for m in group.members.values()
         )
         assignors = [m.server_assignor for m in group.members.values() if m.server_assignor]
