@@ -49,7 +49,7 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, _H + "configs:handle_incremental_alter_configs"),
     ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, _H + "cluster:handle_describe_cluster"),
     ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, _H + "producer_ids:handle_init_producer_id"),
-    ApiSpec(ApiKey.FIND_COORDINATOR, 0, 4, _H + "group:handle_find_coordinator"),
+    ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, _H + "group:handle_find_coordinator"),
     ApiSpec(ApiKey.JOIN_GROUP, 0, 9, _H + "group:handle_join_group"),
     ApiSpec(ApiKey.SYNC_GROUP, 0, 5, _H + "group:handle_sync_group"),
     ApiSpec(ApiKey.HEARTBEAT, 0, 4, _H + "group:handle_heartbeat"),
@@ -57,11 +57,11 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.OFFSET_COMMIT, 2, 9, _H + "group:handle_offset_commit"),
     ApiSpec(ApiKey.OFFSET_FETCH, 1, 9, _H + "group:handle_offset_fetch"),
     ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, _H + "group:handle_offset_delete"),
-    ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, _H + "group:handle_describe_groups"),
-    ApiSpec(ApiKey.LIST_GROUPS, 0, 4, _H + "group:handle_list_groups"),
+    ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 6, _H + "group:handle_describe_groups"),
+    ApiSpec(ApiKey.LIST_GROUPS, 0, 5, _H + "group:handle_list_groups"),
     ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, _H + "group:handle_delete_groups"),
     ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, _H + "group:handle_consumer_group_heartbeat"),
-    ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, _H + "group:handle_consumer_group_describe"),
+    ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, _H + "group:handle_consumer_group_describe"),
 ]
 
 API_TABLE: dict[int, ApiSpec] = {spec.api_key: spec for spec in API_SPECS}
