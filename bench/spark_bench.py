@@ -1,18 +1,19 @@
-"""Spark source and sink throughput against in-memory Python data sources, in the same run.
+"""Spark source and sink throughput against in-memory baselines, in the same run.
 
 Read: rows/s of a count over a topic of 100-byte records through the "odradek"
 source, against a Python data source yielding the same Arrow batches from memory.
-Write: rows/s of the same rows through the "odradek" sink, against a Python
-Arrow sink that drops them. Prints the figures and the two ratios (goal >= 0.5).
+Write: rows/s of the same rows through the "odradek" sink, against a Python Arrow
+sink that drops them and against Spark's built-in "noop" sink (no Python at all).
+Runs take turns; medians and the ratios are printed (goal >= 0.5).
 
-    .venv/bin/python bench/spark_bench.py [--records 1000000] [--bootstrap-servers HOST:PORT]
+    .venv/bin/python bench/spark_bench.py [--records 1000000] [--repeat 5] [--bootstrap-servers HOST:PORT]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
+import statistics
 import time
 from collections.abc import Iterator
 
@@ -21,6 +22,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
 
+from odradek.spark import use_this_python
 from odradek.spark.schema import arrow_schema, source_ddl
 
 PARTITIONS = 2
@@ -93,65 +95,79 @@ def fill_topic(bootstrap: str, topic: str, records: int) -> None:
     assert producer.flush(120) == 0
 
 
-def timed(action, repeat: int = 3) -> float:  # noqa: ANN001
-    """Best of `repeat` runs: the machine is shared, the best run is the least disturbed."""
-    best = float("inf")
+def interleaved(actions: dict[str, object], repeat: int) -> dict[str, list[float]]:
+    """Seconds per run of each action, taking turns so that load changes hit every side alike."""
+    times: dict[str, list[float]] = {name: [] for name in actions}
     for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - start)
-    return best
+        for name, action in actions.items():
+            start = time.perf_counter()
+            action()  # type: ignore[operator]
+            times[name].append(time.perf_counter() - start)
+    return times
 
 
-def run(bootstrap: str, records: int) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def report(kind: str, records: int, times: dict[str, list[float]], ours: str) -> None:
+    medians = {name: statistics.median(runs) for name, runs in times.items()}
+    for name, runs in times.items():
+        rates = ", ".join(f"{records / t / 1000:,.0f}k" for t in runs)
+        print(f"{kind:5} {name:22} median {records / medians[name]:>10,.0f} rows/s   runs: {rates}")
+    for name in times:
+        if name != ours:
+            print(f"{kind:5} ratio {ours} / {name}: {medians[name] / medians[ours]:.2f} (goal >= 0.5)")
+
+
+def run(bootstrap: str, records: int, repeat: int) -> None:
+    use_this_python()
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     spark = (SparkSession.builder.master(f"local[{PARTITIONS}]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", str(PARTITIONS)).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(MemorySource)
     topic, sink_topic = f"bench-read-{time.time_ns()}", f"bench-write-{time.time_ns()}"
     fill_topic(bootstrap, topic, records)
     create_topic(bootstrap, sink_topic)
+    print(f"records: {records} x {len(VALUE)} bytes, {PARTITIONS} partitions, local[{PARTITIONS}], "
+          f"{repeat} runs each; load before: {os.getloadavg()[0]:.2f}")
 
     source = spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
     memory = spark.read.format("bench_memory").option("rows", str(records))
     assert source.load().count() == records  # warm-up: workers, connections
     assert memory.load().count() == records
-    read_odradek = timed(lambda: source.load().count())
-    read_memory = timed(lambda: memory.load().count())
+    report("read", records, interleaved({
+        "odradek source": lambda: source.load().count(),
+        "memory Arrow source": lambda: memory.load().count(),
+    }, repeat), "odradek source")
 
     rows = spark.range(records, numPartitions=PARTITIONS).select(
         F.col("id").cast("string").alias("key"), F.lit(VALUE).alias("value")).cache()
     rows.count()
-    write_odradek = timed(lambda: rows.write.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-                          .option("topic", sink_topic).mode("append").save())
-    write_memory = timed(lambda: rows.write.format("bench_memory").mode("append").save())
-
-    print(f"records: {records} x {len(VALUE)} bytes, {PARTITIONS} partitions, local[{PARTITIONS}]")
-    print(f"read  odradek source: {records / read_odradek:>12,.0f} rows/s")
-    print(f"read  memory source:  {records / read_memory:>12,.0f} rows/s")
-    print(f"read  ratio:          {read_memory / read_odradek:.2f} (goal >= 0.5)")
-    print(f"write odradek sink:   {records / write_odradek:>12,.0f} rows/s")
-    print(f"write noop sink:      {records / write_memory:>12,.0f} rows/s")
-    print(f"write ratio:          {write_memory / write_odradek:.2f} (goal >= 0.5)")
+    sink = rows.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", sink_topic)
+    sink.mode("append").save()  # warm-up: workers, producers
+    report("write", records, interleaved({
+        "odradek sink": lambda: sink.mode("append").save(),
+        "Python Arrow noop sink": lambda: rows.write.format("bench_memory").mode("append").save(),
+        "Spark noop sink": lambda: rows.write.format("noop").mode("overwrite").save(),
+    }, repeat), "odradek sink")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
     spark.stop()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each measurement (median reported)")
     parser.add_argument("--bootstrap-servers", help="use this broker instead of an EmbeddedBroker")
     args = parser.parse_args()
     if args.bootstrap_servers:
-        run(args.bootstrap_servers, args.records)
+        run(args.bootstrap_servers, args.records, args.repeat)
         return
     from odradek import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
-        run(broker.bootstrap_servers, args.records)
+        run(broker.bootstrap_servers, args.records, args.repeat)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def test_records_to_batch_columns():
         Message(topic="t", partition=3, offset=12, key=None, value=None,
                 headers=None, timestamp=(2, 1_700_000_000_456)),
     ]
-    batch = records_to_batch("t", 3, messages, include_headers=True)
+    batch = records_to_batch("t", 3, messages, [10, 12], include_headers=True)
     assert batch.schema == arrow_schema(True)
     rows = batch.to_pylist()
     assert rows[0]["key"] == b"k" and rows[1]["key"] is None and rows[1]["value"] is None
@@ -37,5 +37,6 @@ def test_records_to_batch_columns():
 
 
 def test_without_headers_has_no_headers_column():
-    batch = records_to_batch("t", 0, [Message(topic="t", partition=0, offset=0, value=b"x", timestamp=(1, 5))], False)
+    message = Message(topic="t", partition=0, offset=0, value=b"x", timestamp=(1, 5))
+    batch = records_to_batch("t", 0, [message], [0], False)
     assert batch.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]

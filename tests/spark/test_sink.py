@@ -5,6 +5,46 @@ from __future__ import annotations
 import pytest
 
 
+def murmur2(data: bytes) -> int:
+    """Kafka's Utils.murmur2, the Java producer's key hash, written from its definition."""
+    m, length = 0x5BD1E995, len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = data[length - length % 4:]
+    if len(tail) == 3:
+        h ^= tail[2] << 16
+    if len(tail) >= 2:
+        h ^= tail[1] << 8
+    if tail:
+        h = ((h ^ tail[0]) * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def test_reference_murmur2_matches_kafka_test_vectors():
+    vectors = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,
+               "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971, "abc": 479470107}
+    assert {s: murmur2(s.encode()) for s in vectors} == vectors
+
+
+def test_keys_land_in_the_partition_the_java_producer_picks(spark, bootstrap, new_topic, consume_all):
+    """Spark's Kafka sink partitions keys with the Java client's murmur2; so does this one."""
+    topic = new_topic(partitions=3)
+    keys = [f"key-{i}" for i in range(40)]
+    df = spark.createDataFrame([(k, "v") for k in keys], "key string, value string")
+    df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode("append").save()
+    records = consume_all(topic, partitions=3, expected=40)
+    assert sorted((m.key().decode(), m.partition()) for m in records) == sorted(
+        (k, (murmur2(k.encode()) & 0x7FFFFFFF) % 3) for k in keys)
+
+
 
 def test_batch_sink_records_read_by_plain_consumer(spark, bootstrap, new_topic, consume_all):
     topic = new_topic(partitions=2)
@@ -37,6 +77,9 @@ def test_sink_rejects_frames_without_value_or_topic(spark, bootstrap):
         df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", "x").mode("append").save()
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match="topic option required"):
+        df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
+    df = spark.createDataFrame([("v", None)], "value string, topic string")
+    with pytest.raises(Exception, match="Null topic present in the data"):
         df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
 
 

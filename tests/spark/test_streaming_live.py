@@ -145,7 +145,7 @@ def test_new_partitions_and_matching_topics_are_read_from_their_earliest_offset(
         produce(first, [{"value": b"p%d-%d" % (p, i), "partition": p} for p in (1, 2) for i in range(2)])
         second = new_topic(partitions=2, prefix=prefix)
         produce(second, [{"value": b"new-%d" % p, "partition": p} for p in range(2)])
-        produce(first, [{"value": b"p0-b"}])
+        produce(first, [{"value": b"p0-b", "partition": 0}])
         wait_for_rows(query, 8, "records of the new partitions and topic")
         got = rows(spark, table)
     assert got == sorted([

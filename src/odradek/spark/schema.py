@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 _BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -32,7 +33,8 @@ _BASE_ARROW_FIELDS = [
 
 # confluent-kafka reports TIMESTAMP_NOT_AVAILABLE=0, CREATE_TIME=1, LOG_APPEND_TIME=2;
 # Spark shows Kafka's TimestampType ids: NO_TIMESTAMP_TYPE=-1, CREATE_TIME=0, LOG_APPEND_TIME=1.
-_TIMESTAMP_TYPE_IDS = (-1, 0, 1)
+_ONE = pa.scalar(1, pa.int32())
+_MS_TO_US = pa.scalar(1000, pa.int64())
 
 
 def source_ddl(include_headers: bool) -> str:
@@ -48,23 +50,24 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 
 def records_to_batch(
-    topic: str, partition: int, messages: Sequence[Any], include_headers: bool
+    topic: str, partition: int, messages: Sequence[Any], offsets: Sequence[int], include_headers: bool
 ) -> pa.RecordBatch:
-    """Columns from confluent-kafka Message objects of one topic partition.
+    """Columns from confluent-kafka Message objects of one topic partition and their offsets.
 
-    One list comprehension per column keeps the per-record Python work to a
-    handful of C calls; topic and partition are constant per range.
+    One list comprehension per Message accessor and vectorised Arrow arithmetic
+    for the rest keep the per-record Python work to a few C calls; topic and
+    partition are constant per range; the caller has read the offsets already.
     """
     n = len(messages)
-    timestamps = [m.timestamp() for m in messages]
+    types, millis = zip(*[m.timestamp() for m in messages]) if n else ((), ())
     columns: list[pa.Array] = [
         pa.array([m.key() for m in messages], pa.binary()),
         pa.array([m.value() for m in messages], pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array([m.offset() for m in messages], pa.int64()),
-        pa.array([t[1] * 1000 for t in timestamps], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([_TIMESTAMP_TYPE_IDS[t[0]] for t in timestamps], pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pc.multiply(pa.array(millis, pa.int64()), _MS_TO_US).cast(pa.timestamp("us", tz="UTC")),
+        pc.subtract(pa.array(types, pa.int32()), _ONE),
     ]
     if include_headers:
         columns.append(
