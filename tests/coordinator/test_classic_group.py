@@ -177,6 +177,30 @@ def test_static_member_rejoins_without_rebalance_and_fences_old_id():
     assert join(gc, member_id=c.result.member_id, instance="i-2", now=4).result.error == ErrorCode.fenced_instance_id
 
 
+def test_static_member_restart_with_new_metadata_but_same_protocol_does_not_rebalance():
+    """A consumer's subscription metadata names the partitions it owns: the restarted instance
+    owns none, its old self did. As in Kafka only a change of the selected protocol rebalances."""
+    gc = coordinator()
+    owned = [("range", b"owns 0-5"), ("roundrobin", b"owns 0-5")]
+    a = join(gc, instance="i-1", protocols=owned).result
+    sync(gc, a.member_id, 1, {a.member_id: b"A"})
+    b = join(gc, now=1, instance="i-2")
+    join(gc, member_id=a.member_id, instance="i-1", now=1, protocols=owned)
+    gen = b.result.generation_id
+    sync(gc, a.member_id, gen, {a.member_id: b"A", b.result.member_id: b"B"}, instance="i-1", now=1)
+    sync(gc, b.result.member_id, gen, instance="i-2", now=1)
+    assert gc.groups["g"].state is GroupState.STABLE
+    fresh = [("range", b"owns nothing"), ("roundrobin", b"owns nothing")]
+    restarted = join(gc, instance="i-1", now=2, protocols=fresh).result
+    assert (restarted.error, restarted.generation_id) == (ErrorCode.none, gen)
+    assert gc.groups["g"].state is GroupState.STABLE
+    assert gc.heartbeat("g", b.result.member_id, "i-2", gen, 3) == ErrorCode.none
+    # Dropping the group's protocol does rebalance.
+    only_rr = [("roundrobin", b"owns nothing")]
+    join(gc, instance="i-1", now=4, protocols=only_rr)
+    assert gc.groups["g"].state is GroupState.PREPARING_REBALANCE
+
+
 def test_sync_and_heartbeat_errors():
     gc = coordinator()
     a = join_new_member(gc).result

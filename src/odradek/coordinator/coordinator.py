@@ -302,15 +302,15 @@ class GroupCoordinator:
         if old.awaiting_sync is not None:
             old.awaiting_sync(SyncResult(ErrorCode.fenced_instance_id))
             old.awaiting_sync = None
-        protocols_changed = [n for n, _ in old.protocols] != [n for n, _ in args[3]] or \
-            (group.protocol_name is not None and dict(args[3]).get(group.protocol_name) !=
-             dict(old.protocols).get(group.protocol_name))
         member = group.replace_static_member(instance_id, old_id, new_id)
         member.client_id, member.client_host = args[0], args[1]
         member.protocols = list(args[3])
         member.session_timeout_ms, member.rebalance_timeout_ms = args[4], args[5]
         self._heartbeat(member, now_ms)
-        if group.state is GroupState.STABLE and not protocols_changed:
+        # As Kafka: only a change of the group's selected protocol rebalances a Stable group. New
+        # metadata alone does not (a restarted consumer reports no owned partitions, its old
+        # instance did: that difference must not disturb the other members).
+        if group.state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
             # No rebalance. A rejoining leader gets the members (KIP-814: v9+ also tells it to
             # skip the assignment; an older leader's SyncGroup in Stable just returns what it has).
             is_leader = group.leader_id == new_id
