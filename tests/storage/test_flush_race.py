@@ -1,6 +1,10 @@
 """The LogManager flushes logs in a thread while the event loop rolls, trims, truncates and
 deletes segments. A flush must never touch an index mapping the owner is replacing, nor a
-closed segment's descriptor: either would raise an OSError and take the whole log dir offline."""
+closed segment's descriptor: either would raise an OSError and take the whole log dir offline.
+
+Two ways in: a step-by-step interleaving that stops the flushing thread at each line of
+storage code in turn and acts as the owner there (deterministic), and both threads running
+free with a tiny switch interval (reaches windows inside a single line, such as a system call)."""
 
 from __future__ import annotations
 
@@ -48,7 +52,7 @@ def test_background_flush_survives_rolls_truncation_and_retention(tmp_path, fast
     thread = threading.Thread(target=flusher, daemon=True)
     thread.start()
     try:
-        for i in range(1500):
+        for i in range(1000):
             if failures:
                 break
             lg.append(batch, leader_epoch=0, now_ms=NOW)
@@ -75,3 +79,66 @@ def test_flush_of_a_closed_segment_is_a_no_op(tmp_path) -> None:
     seg = lg.active
     seg.close()
     seg.flush()  # the owner closed it under a flushing thread's feet: nothing to do, no error
+
+
+
+class _SteppedFlush:
+    """lg.flush() in a thread that stops before its ``stop_at``-th line of storage code,
+    until released, so the owner can act at exactly that point."""
+
+    def __init__(self, lg: Log, stop_at: int) -> None:
+        self.lg, self.stop_at, self.lines = lg, stop_at, 0
+        self.failures: list[BaseException] = []
+        self.stopped, self.release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _trace(self, frame, event, _arg):  # noqa: ANN001, ANN202 - sys.settrace's signature
+        if event == "line" and "odradek/storage" in frame.f_code.co_filename:
+            self.lines += 1
+            if self.lines == self.stop_at:
+                self.stopped.set()
+                # Short: where this thread holds a segment's close lock, the owner waits for it.
+                self.release.wait(0.05)
+        return self._trace
+
+    def _run(self) -> None:
+        sys.settrace(self._trace)
+        try:
+            self.lg.flush(NOW)
+        except BaseException as exc:  # noqa: BLE001 - any failure is the bug
+            self.failures.append(exc)
+        finally:
+            sys.settrace(None)
+            self.stopped.set()  # also when the flush ran fewer lines
+
+    def finish(self) -> list[BaseException]:
+        self.release.set()
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+        return self.failures
+
+
+def _unflushed_log(path) -> Log:
+    lg = Log(path, TINY)
+    for _ in range(5):  # two segments and an active one, nothing flushed
+        lg.append(build_batch([(b"k", b"v" * 100, NOW)] * 3), leader_epoch=0, now_ms=NOW)
+    return lg
+
+
+def test_owner_rolls_and_deletes_segments_at_every_step_of_a_flush(tmp_path) -> None:
+    """A direct interleaving, tried at every point: the flushing thread stops before each line
+    of storage code it runs in turn, and there the owner rolls (trimming and remapping the
+    indexes) and then deletes every segment (closing their files and maps)."""
+    probe = _SteppedFlush(_unflushed_log(tmp_path / "probe-0"), stop_at=0)
+    assert probe.finish() == []
+    assert probe.lines > 10
+    for step in range(1, probe.lines + 1):
+        lg = _unflushed_log(tmp_path / f"step{step}-0")
+        flush = _SteppedFlush(lg, step)
+        assert flush.stopped.wait(timeout=60)
+        lg.roll(NOW)
+        lg.truncate_fully_and_start_at(lg.log_end_offset)
+        assert flush.finish() == [], f"flush stopped at line {step}"
+        assert not lg.offline
+        lg.close()
