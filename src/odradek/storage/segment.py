@@ -84,9 +84,11 @@ class LogSegment:
         #: segment.jitter.ms drawn for this segment, so segments of many partitions do not roll together.
         self.roll_jitter_ms = 0
         self._contiguous = True
+        #: Filled by recover(): (partitionLeaderEpoch, base offset) of each batch that starts a
+        #: newer epoch, for the leader epoch cache (its checkpoint may lag behind a crash) ...
         self.recovered_epochs: list[tuple[int, int]] = []
-        #: Filled by recover(): producer_batches() tuples of the batches it re-read, so the
-        #: log rebuilds producer state without reading their headers again. None otherwise.
+        #: ... and producer_batches() tuples of the batches it re-read, so the log rebuilds
+        #: producer state without reading their headers again (None when not recovered).
         self.recovered_producer_batches: list[tuple[int, int, int, int, int, int]] | None = None
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index = _NEVER  # index the first batch
@@ -223,9 +225,7 @@ class LogSegment:
         compacted) or at least after it, and within a 32-bit relative offset.
         """
         self._contiguous = contiguous
-        #: (partitionLeaderEpoch, base offset) of each batch that starts a newer epoch, for the
-        #: leader epoch cache (the checkpoint may not have been flushed before the crash).
-        self.recovered_epochs: list[tuple[int, int]] = []
+        self.recovered_epochs = []
         self.recovered_producer_batches = []
         self.offset_index.reset()
         self.time_index.reset()
