@@ -122,3 +122,13 @@ def test_revoking_in_time_clears_the_rebalance_timeout():
     assert gc.groups["cg"].members["a"].revocation_deadline_ms is None
     gc.poll(5_000)
     assert "a" in gc.groups["cg"].members
+
+
+def test_offset_fetch_names_a_current_member_or_none():
+    gc = GroupCoordinator()
+    a = hb(gc, "a")
+    assert gc.check_offset_fetch("cg", "a", a.member_epoch) == ErrorCode.none
+    assert gc.check_offset_fetch("cg", None, -1) == ErrorCode.none  # an admin client
+    assert gc.check_offset_fetch("cg", "a", a.member_epoch - 1) == ErrorCode.stale_member_epoch
+    assert gc.check_offset_fetch("cg", "x", 1) == ErrorCode.unknown_member_id
+    assert gc.check_offset_fetch("classic-or-unknown", "x", 1) == ErrorCode.none

@@ -669,6 +669,19 @@ class GroupCoordinator:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
 
+    def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9+ names the consumer-group member asking (KIP-848); an admin names none.
+        As Kafka's ConsumerGroup.validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH."""
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or (member_id is None and member_epoch < 0):
+            return ErrorCode.none
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
                       ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
         """OffsetFetch: the committed offsets asked for (None = every committed one)."""

@@ -206,13 +206,15 @@ async def handle_offset_fetch(ctx: RequestContext, request):
     module = _module(ctx, ApiKey.OFFSET_FETCH)
     cls = _cls(ctx, ApiKey.OFFSET_FETCH)
     if ctx.api_version >= 8:
-        groups = tuple(
-            schemas.build(module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=ErrorCode.none,
-                          topics=_fetched_topics(svc, g.group_id, g.topics, module.OffsetFetchResponseTopics,
-                                                 module.OffsetFetchResponsePartitions))
-            for g in request.groups
-        )
-        return schemas.build(cls, throttle_time=0, groups=groups)
+        groups = []
+        for g in request.groups:
+            error = svc.core.check_offset_fetch(g.group_id, getattr(g, "member_id", None),
+                                                getattr(g, "member_epoch", -1))
+            topics = () if error else _fetched_topics(svc, g.group_id, g.topics, module.OffsetFetchResponseTopics,
+                                                      module.OffsetFetchResponsePartitions)
+            groups.append(schemas.build(module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error,
+                                        topics=topics))
+        return schemas.build(cls, throttle_time=0, groups=tuple(groups))
     topics = _fetched_topics(svc, request.group_id, request.topics, module.OffsetFetchResponseTopic,
                              module.OffsetFetchResponsePartition)
     return schemas.build(cls, throttle_time=0, topics=topics, error_code=ErrorCode.none)
