@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import datetime
 import importlib
+import select
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
@@ -110,3 +111,56 @@ def test_record_too_large_is_unknown_server_error_and_nothing_changes(fresh_brok
     set_offsets_topic_config(bs, "max.message.bytes", None)
     assert commit(client, "g", topic, 9, metadata="m" * 300) == ErrorCode.none
     assert committed(client, "g", topic) == 9
+
+
+def join_request(group: str, instance: str, member_id: str = ""):
+    module = importlib.import_module("kio.schema.join_group.v5.request")
+    return schemas.build(module.JoinGroupRequest, group_id=group, session_timeout=datetime.timedelta(seconds=30),
+                         rebalance_timeout=datetime.timedelta(seconds=30), member_id=member_id,
+                         group_instance_id=instance, protocol_type="consumer",
+                         protocols=(schemas.build(module.JoinGroupRequestProtocol, name="range", metadata=b"m"),))
+
+
+def sync_request(group: str, instance: str, member_id: str, generation: int, assignments: dict[str, bytes]):
+    module = importlib.import_module("kio.schema.sync_group.v5.request")
+    return schemas.build(module.SyncGroupRequest, group_id=group, generation_id=generation, member_id=member_id,
+                         group_instance_id=instance, protocol_type="consumer", protocol_name="range",
+                         assignments=tuple(schemas.build(module.SyncGroupRequestAssignment, member_id=m, assignment=a)
+                                           for m, a in assignments.items()))
+
+
+def group_state(client: WireClient, group: str) -> str:
+    cls = schemas.request_schema(ApiKey.DESCRIBE_GROUPS, 5)
+    return client.call(schemas.build(cls, groups=(group,), include_authorized_operations=False)).groups[0].group_state
+
+
+@pytest.mark.timeout(60)
+def test_failed_sync_leaves_the_rebalance_open_and_the_waiting_member_still_waiting(fresh_broker, client):
+    """The leader's SyncGroup cannot write the group: it gets COORDINATOR_NOT_AVAILABLE, the group stays
+    in CompletingRebalance, and the follower already waiting in SyncGroup is not answered until the
+    leader's retry succeeds (its answer from the failed call is withheld, as Kafka's)."""
+    bs = fresh_broker.bootstrap_servers
+    follower = WireClient(bs)
+    try:
+        first = client.call(join_request("cw", "ia"))
+        assert first.error_code == ErrorCode.none
+        follower.send(join_request("cw", "ib"))
+        leader = client.call(join_request("cw", "ia", first.member_id))
+        joined = follower.receive(join_request("cw", "ib"))
+        assert leader.generation_id == joined.generation_id == 2 and leader.leader == leader.member_id
+        plan = {leader.member_id: b"A", joined.member_id: b"B"}
+        follower.send(sync_request("cw", "ib", joined.member_id, 2, {}))
+        set_offsets_topic_config(bs, "min.insync.replicas", "2")
+        failed = client.call(sync_request("cw", "ia", leader.member_id, 2, plan))
+        assert failed.error_code == ErrorCode.coordinator_not_available
+        assert group_state(client, "cw") == "CompletingRebalance"
+        # Nothing was sent to the follower (a wrong answer would already be there).
+        assert select.select([follower.sock], [], [], 1.0)[0] == []
+        set_offsets_topic_config(bs, "min.insync.replicas", None)
+        done = client.call(sync_request("cw", "ia", leader.member_id, 2, plan))
+        assert (done.error_code, done.assignment) == (ErrorCode.none, b"A")
+        waited = follower.receive(sync_request("cw", "ib", joined.member_id, 2, {}))
+        assert (waited.error_code, waited.assignment) == (ErrorCode.none, b"B")
+        assert group_state(client, "cw") == "Stable"
+    finally:
+        follower.close()
