@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from odradek.coordinator.config import GroupCoordinatorConfig
-from odradek.coordinator.coordinator import GroupCoordinator
+from odradek.coordinator.coordinator import GroupCoordinator, OffsetCommit
 from odradek.protocol.errors import ErrorCode
 
 T, U, V = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)
@@ -132,3 +132,18 @@ def test_offset_fetch_names_a_current_member_or_none():
     assert gc.check_offset_fetch("cg", "a", a.member_epoch - 1) == ErrorCode.stale_member_epoch
     assert gc.check_offset_fetch("cg", "x", 1) == ErrorCode.unknown_member_id
     assert gc.check_offset_fetch("classic-or-unknown", "x", 1) == ErrorCode.none
+
+
+def test_restore_puts_groups_back_as_snapshotted():
+    gc = GroupCoordinator()
+    a = hb(gc, "a")
+    gc.commit_offsets("cg", "a", None, a.member_epoch, [OffsetCommit("orders", 0, 5)], 1)
+    gc.drain_records()
+    snap = gc.snapshot(["cg", "new"])
+    gc.commit_offsets("cg", "a", None, a.member_epoch, [OffsetCommit("orders", 0, 9)], 2)
+    hb(gc, "b", now=2)
+    hb(gc, "n", group="new", now=2)
+    gc.restore(snap)
+    assert gc.fetch_offsets("cg", [("orders", 0)])[("orders", 0)].offset == 5
+    assert set(gc.groups["cg"].members) == {"a"} and "new" not in gc.groups
+    assert gc.drain_records() == []

@@ -14,10 +14,6 @@ class OffsetAndMetadata:
     #: Set only by old clients (OffsetCommit v1 retention); -1 otherwise.
     expire_timestamp_ms: int = -1
 
-    def __deepcopy__(self, memo: dict) -> OffsetAndMetadata:
-        # Immutable: a group snapshot (see GroupCoordinator.snapshot) shares it.
-        return self
-
     def expired(self, now_ms: int, base_timestamp_ms: int, retention_ms: int) -> bool:
         """Kafka 2.1+ (KIP-211): an explicit expire time wins, else retention counts from the base."""
         if self.expire_timestamp_ms >= 0:
