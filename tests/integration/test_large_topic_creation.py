@@ -1,10 +1,10 @@
 """A CreateTopics of thousands of partitions does not stall other clients.
 
-The logs are created a chunk at a time with the event loop free in between, so
+The logs are created in a worker thread while the event loop keeps serving, so
 while one connection waits for its CreateTopics, another gets its ApiVersions
-and Metadata answered. The tests assert on the order of answers, not on time:
-the probe connection is answered while the creating connection has no response
-yet and the topic is still unpublished.
+and Metadata answered and a producer's records to another topic acknowledged.
+The tests assert on the order of answers, not on time: the others are answered
+while the creating connection has no response yet and the topic is unpublished.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.create_partitions.v3 import request as create_partitions_v3
 from kio.schema.create_topics.v7 import request as create_topics_v7
@@ -25,9 +26,10 @@ from kio.static.primitive import i32, i32Timedelta
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
+
 from .wire_client import WireClient
 
-PARTITIONS = 1500
+PARTITIONS = 1000
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +68,18 @@ def has_response(client: WireClient) -> bool:
 
 def test_other_clients_are_served_while_a_large_topic_is_created(broker: EmbeddedBroker) -> None:
     creator, probe = WireClient(broker.bootstrap_servers, timeout=120), WireClient(broker.bootstrap_servers)
+    assert probe.call(create_request("other", 1)).topics[0].error_code == ErrorCode.none
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    producer.produce("other", b"before")  # connected and warmed up before the creation starts
+    assert producer.flush(30) == 0
     try:
         request = create_request("big-create", PARTITIONS)
         creator.send(request)
         wait_for_log(broker.data_dir, "big-create-0")
+
+        delivered: list = []
+        producer.produce("other", b"during", on_delivery=lambda err, msg: delivered.append(err))
+        assert producer.flush(30) == 0 and delivered == [None]
 
         versions = probe.call(api_versions_v3.ApiVersionsRequest(client_software_name="probe",
                                                                   client_software_version="1"))
