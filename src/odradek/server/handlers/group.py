@@ -8,6 +8,8 @@ __consumer_offsets, so it is the coordinator of every group.
 
 from __future__ import annotations
 
+import uuid
+
 from odradek.coordinator.assignors import DEFAULT_ASSIGNOR
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.coordinator import ConsumerHeartbeatResult, OffsetCommit
@@ -26,6 +28,8 @@ CLIENT_MEMBER_ID_SINCE = 1
 DESCRIBE_GROUPS_NOT_FOUND_SINCE = 6
 #: ConsumerGroupDescribe v1 member type (KIP-1099): this member uses the consumer protocol.
 MEMBER_TYPE_CONSUMER = 1
+#: OffsetCommit and OffsetFetch v10 name topics by id, not by name.
+TOPIC_IDS_SINCE = 10
 #: FindCoordinator key types.
 KEY_TYPE_GROUP = 0
 
@@ -163,12 +167,20 @@ async def handle_leave_group(ctx: RequestContext, request):
 # -- Offsets ------------------------------------------------------------------------------
 
 
+def _topic_ids(ctx: RequestContext) -> dict[str, uuid.UUID]:
+    return {name: t.topic_id for name, t in ctx.broker.metadata.topics().items()}
+
+
 async def handle_offset_commit(ctx: RequestContext, request):
     svc = _service(ctx)
+    # v10 names topics by id only; ids we do not know get UNKNOWN_TOPIC_ID.
+    by_id = ctx.api_version >= TOPIC_IDS_SINCE
+    names = {topic_id: name for name, topic_id in _topic_ids(ctx).items()} if by_id else {}
+    resolved = [names.get(t.topic_id) if by_id else t.name for t in request.topics]
     commits = [
-        OffsetCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+        OffsetCommit(name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                      p.committed_metadata)
-        for t in request.topics for p in t.partitions
+        for t, name in zip(request.topics, resolved) if name is not None for p in t.partitions
     ]
     generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
     try:
@@ -180,25 +192,44 @@ async def handle_offset_commit(ctx: RequestContext, request):
     module = _module(ctx, ApiKey.OFFSET_COMMIT)
     it = iter(errors)
     topics = tuple(
-        schemas.build(module.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
+        schemas.build(module.OffsetCommitResponseTopic, name=name, topic_id=getattr(t, "topic_id", None),
+                      partitions=tuple(
             schemas.build(module.OffsetCommitResponsePartition, partition_index=p.partition_index,
-                          error_code=next(it))
+                          error_code=next(it) if name is not None else ErrorCode.unknown_topic_id)
             for p in t.partitions))
-        for t in request.topics
+        for t, name in zip(request.topics, resolved)
     )
     return schemas.build(_cls(ctx, ApiKey.OFFSET_COMMIT), throttle_time=0, topics=topics)
 
 
-def _fetched_topics(svc: GroupCoordinatorService, group_id: str, topics, topic_cls, partition_cls) -> tuple:
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    fetched = svc.core.fetch_offsets(group_id, wanted)
+def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, partition_cls) -> tuple:
+    """One group's OffsetFetch topics: by name, or (v10) by id, unknown ids answered UNKNOWN_TOPIC_ID."""
+    by_id = ctx.api_version >= TOPIC_IDS_SINCE
+    ids = _topic_ids(ctx) if by_id else {}
+    names = {topic_id: name for name, topic_id in ids.items()}
+    unknown: list = []
+    wanted = None
+    if topics is not None:
+        wanted = []
+        for t in topics:
+            name = names.get(t.topic_id) if by_id else t.name
+            if name is None:
+                unknown.append(schemas.build(topic_cls, topic_id=t.topic_id, partitions=tuple(
+                    schemas.build(partition_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                  metadata="", error_code=ErrorCode.unknown_topic_id)
+                    for p in t.partition_indexes)))
+            else:
+                wanted.extend((name, p) for p in t.partition_indexes)
+    fetched = _service(ctx).core.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
     for (topic, partition), om in fetched.items():
         by_topic.setdefault(topic, []).append(schemas.build(
             partition_cls, partition_index=partition, committed_offset=om.offset if om else -1,
             committed_leader_epoch=om.leader_epoch if om else -1, metadata=om.metadata if om else "",
             error_code=ErrorCode.none))
-    return tuple(schemas.build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items())
+    # By id, a topic that no longer exists has no id to name it by: it is left out.
+    return tuple(schemas.build(topic_cls, name=name, topic_id=ids.get(name), partitions=tuple(parts))
+                 for name, parts in by_topic.items() if not by_id or name in ids) + tuple(unknown)
 
 
 async def handle_offset_fetch(ctx: RequestContext, request):
@@ -210,12 +241,12 @@ async def handle_offset_fetch(ctx: RequestContext, request):
         for g in request.groups:
             error = svc.core.check_offset_fetch(g.group_id, getattr(g, "member_id", None),
                                                 getattr(g, "member_epoch", -1))
-            topics = () if error else _fetched_topics(svc, g.group_id, g.topics, module.OffsetFetchResponseTopics,
+            topics = () if error else _fetched_topics(ctx, g.group_id, g.topics, module.OffsetFetchResponseTopics,
                                                       module.OffsetFetchResponsePartitions)
             groups.append(schemas.build(module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error,
                                         topics=topics))
         return schemas.build(cls, throttle_time=0, groups=tuple(groups))
-    topics = _fetched_topics(svc, request.group_id, request.topics, module.OffsetFetchResponseTopic,
+    topics = _fetched_topics(ctx, request.group_id, request.topics, module.OffsetFetchResponseTopic,
                              module.OffsetFetchResponsePartition)
     return schemas.build(cls, throttle_time=0, topics=topics, error_code=ErrorCode.none)
 
