@@ -5,8 +5,9 @@ produce: N records of S bytes (random uppercase letters, as Kafka's tool, so tha
 compression means something) from one or more producer processes, optionally
 capped at a total records/s; latency is produce() to delivery report, sampled.
 consume: reads N records from the start of every partition of a topic.
-e2e: one producer at a fixed rate and one consumer; latency is send to receive,
-each record carrying its send time (both ends share the machine's monotonic clock).
+e2e: one producer at a fixed rate and one consumer in a separate process; latency is
+send to receive, each record carrying its send time (both ends read the machine's
+monotonic clock).
 
 Every command prints one human-readable line, or with ``--json`` one JSON object
 (what bench/run.py reads).
@@ -18,11 +19,11 @@ import argparse
 import json
 import math
 import multiprocessing
+import queue
 import random
 import string
 import struct
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -250,21 +251,19 @@ def run_produce(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- consume
 
 
-def _consumer(args: argparse.Namespace):
-    from confluent_kafka import Consumer
-
+def consumer_config(args: argparse.Namespace) -> dict[str, str]:
     # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1 s) whenever its
     # local queue holds queued.min.messages; that pause, not the broker, would set the pace.
     config = {"group.id": f"odradek-perf-{time.time_ns()}", "enable.auto.commit": "false",
               "enable.partition.eof": "false", "fetch.queue.backoff.ms": "1"}
     config.update(client_config(args))
-    return Consumer(config)
+    return config
 
 
 def run_consume(args: argparse.Namespace) -> int:
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = _consumer(args)
+    consumer = Consumer(consumer_config(args))
     topic = consumer.list_topics(args.topic, timeout=30).topics[args.topic]
     if topic.error:
         print(f"odradek perf: topic {args.topic}: {topic.error}", file=sys.stderr)
@@ -291,57 +290,78 @@ def run_consume(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- end to end
 
 
-def run_e2e(args: argparse.Namespace) -> int:
-    from confluent_kafka import Producer, TopicPartition
+def _e2e_consumer(config: dict[str, str], topic: str, partitions: int, records: int, warmup: int, timeout: float,
+                  ready: object, results: object) -> None:
+    """The receiving end in its own process: assigns the partitions at their ends, signals ``ready``,
+    then reports (records, errors, latencies in ms) once ``records`` arrived or ``timeout`` passed."""
+    from confluent_kafka import Consumer, TopicPartition
 
-    partitions = ensure_topic(args)
-    consumer = _consumer(args)
-    tps = [TopicPartition(args.topic, p) for p in range(partitions)]
+    consumer = Consumer(config)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
     for tp in tps:
         tp.offset = consumer.get_watermark_offsets(tp, timeout=30)[1]
     consumer.assign(tps)
+    ready.set()  # type: ignore[attr-defined]
+    latencies: list[float] = []
+    received = errors = 0
+    deadline = time.monotonic() + timeout
+    while received < records and time.monotonic() < deadline:
+        message = consumer.poll(0.1)  # one at a time: consume(n) would wait to fill n
+        if message is None:
+            continue
+        now = time.monotonic_ns()
+        if message.error() is not None:
+            errors += 1
+            continue
+        received += 1
+        if received > warmup:
+            latencies.append((now - _STAMP.unpack_from(message.value())[0]) / 1e6)
+    consumer.close()
+    results.put((received, errors, latencies))  # type: ignore[attr-defined]
+
+
+def run_e2e(args: argparse.Namespace) -> int:
+    """Producer here, consumer in a process of its own, so that neither waits for the other's
+    turn at the GIL (that wait, not the broker, dominated the tail when both were threads of
+    one process). Each record carries its send time from CLOCK_MONOTONIC, which is one clock
+    for every process of the machine."""
+    from confluent_kafka import Producer
+
+    partitions = ensure_topic(args)
+    config = consumer_config(args)
+    warmup = args.warmup_records if args.warmup_records >= 0 else min(1000, args.records // 10)
+    ctx = multiprocessing.get_context("spawn")
+    ready, results = ctx.Event(), ctx.Queue()
+    reader = ctx.Process(target=_e2e_consumer, daemon=True,
+                         args=(config, args.topic, partitions, args.records, warmup, args.timeout, ready, results))
+    reader.start()
     producer = Producer(producer_config(args, default_linger_ms=0))
     producer.list_topics(args.topic, timeout=30)
+    if not ready.wait(60):
+        print("odradek perf: the consumer process did not start", file=sys.stderr)
+        reader.kill()
+        return 1
     size = max(args.record_size, _STAMP.size)
     filler = payload(size - _STAMP.size)
-    warmup = args.warmup_records if args.warmup_records >= 0 else min(1000, args.records // 10)
-    latencies: list[float] = []
-    received = [0, 0]  # records, errors
-    done = threading.Event()
-
-    def consume() -> None:
-        while received[0] < args.records and not done.is_set():
-            message = consumer.poll(0.1)  # one at a time: consume(n) would wait to fill n
-            if message is None:
-                continue
-            now = time.perf_counter_ns()
-            if message.error() is not None:
-                received[1] += 1
-                continue
-            received[0] += 1
-            if received[0] > warmup:
-                latencies.append((now - _STAMP.unpack_from(message.value())[0]) / 1e6)
-
-    reader = threading.Thread(target=consume, daemon=True)
-    reader.start()
     start = time.perf_counter()
     throttle = Throttle(args.throughput, start)
     for i in range(args.records):
         throttle.wait(i)
         while True:
             try:
-                producer.produce(args.topic, _STAMP.pack(time.perf_counter_ns()) + filler)
+                producer.produce(args.topic, _STAMP.pack(time.monotonic_ns()) + filler)
                 break
             except BufferError:
                 producer.poll(0.001)
         producer.poll(0)
     producer.flush(args.timeout)
-    reader.join(args.timeout)
-    done.set()
+    try:
+        received, errors, latencies = results.get(timeout=args.timeout + 30)
+    except queue.Empty:
+        received, errors, latencies = 0, 1, []
     seconds = time.perf_counter() - start
-    consumer.close()
-    errors = received[1]
-    if received[0] < args.records:
+    reader.join(10)
+    if received < args.records:
         errors += 1
-        print(f"odradek perf: only {received[0]} of {args.records} records arrived", file=sys.stderr)
-    return emit(args, "e2e", Result(received[0], received[0] * size, seconds, errors, latencies))
+        print(f"odradek perf: only {received} of {args.records} records arrived", file=sys.stderr)
+    return emit(args, "e2e", Result(received, received * size, seconds, errors, latencies))

@@ -1,26 +1,46 @@
-"""The asyncio listener: accepts connections and runs one request loop per connection.
+"""The asyncio listener: accepts connections and answers each one's requests in order.
 
-Each connection reads a size-prefixed frame, hands it to the dispatcher, writes
-the response, and only then reads the next frame, as Kafka mutes a channel while
-its request is in flight. Pipelined requests therefore queue in the socket and
-are answered strictly in order, and a long-polling fetch holds back only its own
-connection. Anything wrong with a connection's bytes (a bad size prefix, a
-malformed header, an unknown API) closes that connection alone, with a log line.
+Every connection is an ``asyncio.BufferedProtocol`` whose bytes are received in
+place by a ``FrameReader`` (no copies of request frames) and one request loop (a
+task) that dispatches the frames one at a time, as Kafka mutes a channel while its
+request is in flight: pipelined requests are answered strictly in order, and a
+long-polling fetch holds back only its own connection.
+
+Responses are coalesced: a request that completes without waiting (a Produce with
+acks=1, most control requests) only queues its response bytes, and they are
+written in one ``send`` when the loop runs out of ready frames, before anything
+waits (a long poll), or after ``MAX_BURST`` requests. A client pipelining many
+small requests therefore costs one send per batch of requests instead of one per
+request, and ``MAX_BURST`` bounds how long one busy connection keeps the event
+loop from the others (a fetch woken by an append is answered within a burst, not
+after the producer's whole backlog).
+
+Anything wrong with a connection's bytes (a bad size prefix, a malformed header, an
+unknown API) closes that connection alone, with a log line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
+import types
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
+from typing import Any
 
-from odradek.protocol.frames import SIZE_PREFIX_LEN, InvalidFrame, frame_size, size_prefix
-from odradek.protocol.response import EncodedResponse
+from odradek.network.framing import FrameReader
+from odradek.protocol.frames import InvalidFrame, size_prefix
+from odradek.protocol.response import EncodedResponse, Region
 
 log = logging.getLogger(__name__)
+
+#: Requests answered back to back before the connection yields the event loop to others.
+MAX_BURST = 16
+#: Received but unanswered request bytes above which a connection stops reading (TCP backpressure).
+MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
 
 class CloseConnection(Exception):
@@ -37,7 +57,7 @@ class ConnectionInfo:
     listener_name: str
 
 
-Dispatch = Callable[[ConnectionInfo, bytes], Awaitable[EncodedResponse | None]]
+Dispatch = Callable[[ConnectionInfo, memoryview], Awaitable[EncodedResponse | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +78,7 @@ class Listener:
         self._dispatch = dispatch
         self._server: asyncio.Server | None = None
         self._socket: socket.socket | None = None
-        self._connections: dict[asyncio.Task, bool] = {}  # task -> busy with a request
+        self._connections: set[_Connection] = set()
         self._per_ip: Counter[str] = Counter()
         self._stopping = False
         self._next_id = 0
@@ -86,101 +106,293 @@ class Listener:
         """Start accepting connections on the bound socket."""
         if self._socket is None:
             self.bind()
-        self._server = await asyncio.start_server(self._on_connection, sock=self._socket, backlog=1024)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), sock=self._socket, backlog=1024)
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Stop accepting, let in-flight requests finish and be answered, close every connection."""
         self._stopping = True
         if self._server is not None:
             self._server.close()
-        for task, busy in list(self._connections.items()):
-            if not busy:
-                task.cancel()
-        if self._connections:
-            await asyncio.wait(list(self._connections), timeout=timeout)
-        for task in list(self._connections):
-            task.cancel()
+        for connection in list(self._connections):
+            connection.stop()
+        tasks = [c.task for c in self._connections if c.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for connection in list(self._connections):
+            connection.abort(force=True)
         if self._server is not None:
             await self._server.wait_closed()
         elif self._socket is not None:
             self._socket.close()
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        host, port = peer[0], peer[1]
+    def _admit(self, host: str, port: int) -> ConnectionInfo | None:
+        """A new connection's identity, or None when it must be refused."""
         if self._stopping or self._per_ip[host] >= self.config.max_connections_per_ip:
             log.warning("closing connection from %s:%s: max.connections.per.ip (%d) reached",
                         host, port, self.config.max_connections_per_ip)
-            writer.close()
-            return
+            return None
         self._per_ip[host] += 1
-        self._connections[task] = False
         self._next_id += 1
-        info = ConnectionInfo(f"{host}:{port}-{self._next_id}", host, port, self.config.listener_name)
-        sock = writer.get_extra_info("socket")
+        return ConnectionInfo(f"{host}:{port}-{self._next_id}", host, port, self.config.listener_name)
+
+    def _release(self, info: ConnectionInfo) -> None:
+        self._per_ip[info.peer_host] -= 1
+        if not self._per_ip[info.peer_host]:
+            del self._per_ip[info.peer_host]
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One client connection: frames in through a FrameReader, responses out in request order."""
+
+    def __init__(self, listener: Listener) -> None:
+        self._listener = listener
+        self._reader = FrameReader(listener.config.socket_request_max_bytes)
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._socket_fd = -1
+        self.info: ConnectionInfo | None = None
+        self.task: asyncio.Task | None = None
+        #: Set while the request loop waits for frames, for writability or for the stream's end.
+        self._wakeup: asyncio.Future[None] | None = None
+        self._busy = False  # a request is being handled
+        self._closed = False  # the transport is gone or going
+        self._eof = False  # the peer has finished sending
+        self._reading = True
+        self._writable = True  # the transport's write buffer is below its high-water mark
+        self._out: list[bytes | memoryview] = []  # response bytes not yet given to the transport
+        self._last_active = self._loop.time()
+        self._idle_timer: asyncio.TimerHandle | None = None
+
+    # -- protocol callbacks --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.info = self._listener._admit(peer[0], peer[1])
+        if self.info is None:
+            self._closed = True
+            transport.close()
+            return
+        self._listener._connections.add(self)
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # With a zero high-water mark, drain() returns only once the buffer is empty,
-        # which sendfile needs before it may write to the socket itself.
-        writer.transport.set_write_buffer_limits(high=0)
+            self._socket_fd = sock.fileno()
+        self.task = self._loop.create_task(self._serve())
+        self._arm_idle_timer(self._listener.config.connections_max_idle_ms / 1000)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._last_active = self._loop.time()
         try:
-            await self._serve(info, reader, writer)
-        except asyncio.CancelledError:
-            pass
-        except (asyncio.IncompleteReadError, ConnectionError):
-            log.debug("connection %s closed by peer", info.connection_id)
+            self._reader.received(nbytes)
         except InvalidFrame as e:
-            log.warning("closing connection %s: %s", info.connection_id, e)
+            log.warning("closing connection %s: %s", self.info.connection_id if self.info else "?", e)
+            self.abort()
+            return
+        if self._reader.frames:
+            if self._reader.queued_bytes > MAX_QUEUED_BYTES:
+                self._reading = False
+                self._transport.pause_reading()
+            self._wake()
+
+    def eof_received(self) -> bool:
+        # Keep the transport open: the frames already received are still answered.
+        self._eof = True
+        self._wake()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        if self.info is not None and self in self._listener._connections:
+            self._listener._connections.discard(self)
+            self._listener._release(self.info)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._wake()
+
+    def pause_writing(self) -> None:
+        self._writable = False
+
+    def resume_writing(self) -> None:
+        self._writable = True
+        self._wake()
+
+    # -- control from the listener ---------------------------------------------------------
+
+    def stop(self) -> None:
+        """Listener shutdown: an idle connection closes now, a busy one after answering."""
+        if not self._busy:
+            self.abort()
+        else:
+            self._wake()
+
+    def abort(self, force: bool = False) -> None:
+        """Close now; the request loop is cancelled unless it is handling a request (or ``force``)."""
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+        if self.task is not None and (force or not self._busy) and self.task is not asyncio.current_task():
+            self.task.cancel()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def _sleep_until_woken(self) -> None:
+        self._wakeup = self._loop.create_future()
+        try:
+            await self._wakeup
+        finally:
+            self._wakeup = None
+
+    def _arm_idle_timer(self, delay: float) -> None:
+        self._idle_timer = self._loop.call_later(delay, self._check_idle)
+
+    def _check_idle(self) -> None:
+        """connections.max.idle.ms: one timer per connection, re-armed while there is activity."""
+        idle = self._listener.config.connections_max_idle_ms / 1000
+        quiet = self._loop.time() - self._last_active
+        if self._closed:
+            return
+        if self._busy or self._reader.frames or quiet < idle:
+            self._arm_idle_timer(max(idle - quiet, 0.001) if not self._busy else idle)
+            return
+        what = "truncated frame: no bytes" if self._reader.partial else "idle"
+        log.info("closing connection %s: %s for connections.max.idle.ms", self.info.connection_id, what)
+        self.abort()
+
+    # -- the request loop ------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        assert self.info is not None
+        info, reader, dispatch, listener = self.info, self._reader, self._listener._dispatch, self._listener
+        burst = 0
+        try:
+            while not self._closed:
+                if not reader.frames:
+                    self._flush()
+                    if self._eof or listener._stopping:
+                        break
+                    if not self._reading:
+                        self._reading = True
+                        self._transport.resume_reading()
+                    self._last_active = self._loop.time()
+                    burst = 0
+                    await self._sleep_until_woken()
+                    continue
+                if burst >= MAX_BURST or not self._writable:
+                    # Let the other connections run, and the client read what it was sent.
+                    self._flush()
+                    burst = 0
+                    await asyncio.sleep(0)
+                    while not self._writable and not self._closed:
+                        await self._sleep_until_woken()
+                    continue
+                burst += 1
+                self._busy = True
+                try:
+                    response = await self._dispatch_eagerly(dispatch(info, reader.take()))
+                finally:
+                    self._busy = False
+                if response is not None and not self._closed:
+                    await self._queue(response)
+                if listener._stopping:
+                    break
+            self._flush()
         except CloseConnection as e:
             log.warning("closing connection %s: %s", info.connection_id, e)
+            self._flush()  # the answers to the requests before this one
+        except asyncio.CancelledError:
+            pass
         except Exception:
             log.exception("closing connection %s after an unexpected error", info.connection_id)
         finally:
-            self._per_ip[host] -= 1
-            if not self._per_ip[host]:
-                del self._per_ip[host]
-            self._connections.pop(task, None)
-            writer.close()
+            self._closed = True
+            if self._transport is not None:
+                self._transport.close()
 
-    async def _serve(self, info: ConnectionInfo, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        idle = self.config.connections_max_idle_ms / 1000
-        max_bytes = self.config.socket_request_max_bytes
-        while not self._stopping:
-            # asyncio.timeout arms one timer; wait_for would also wrap each read in a new Task.
-            try:
-                async with asyncio.timeout(idle):
-                    prefix = await reader.readexactly(SIZE_PREFIX_LEN)
-            except asyncio.TimeoutError:
-                log.info("closing connection %s: idle for connections.max.idle.ms", info.connection_id)
-                return
-            size = frame_size(prefix, max_bytes)
-            try:
-                async with asyncio.timeout(idle):
-                    frame = await reader.readexactly(size)
-            except asyncio.TimeoutError:
-                raise CloseConnection("truncated frame: no bytes for connections.max.idle.ms") from None
-            self._connections[task] = True
-            try:
-                response = await self._dispatch(info, frame)
-                if response is not None:
-                    await self._write(writer, response)
-            finally:
-                self._connections[task] = False
+    async def _dispatch_eagerly(self, coro: Coroutine[Any, Any, EncodedResponse | None]) -> EncodedResponse | None:
+        """Run the handler within this step; only if it must wait, flush the queued responses first.
 
-    async def _write(self, writer: asyncio.StreamWriter, response: EncodedResponse) -> None:
-        loop = asyncio.get_running_loop()
-        pending: list[bytes | memoryview] = [size_prefix(response.size)]
+        Most requests complete without ever suspending, and their answers then wait
+        in ``_out`` to leave with the next ones; a request that does suspend (a long
+        poll) must not hold back the answers to the requests before it.
+        """
+        try:
+            pending = coro.send(None)
+        except StopIteration as done:
+            return done.value
+        self._flush()
+        return await _resume(coro, pending)
+
+    async def _queue(self, response: EncodedResponse) -> None:
+        """Queue a response's bytes; file regions go out with sendfile, after the bytes before them."""
+        self._out.append(size_prefix(response.size))
         for chunk in response.chunks:
             if isinstance(chunk, (bytes, memoryview)):
-                pending.append(chunk)
-                continue
-            writer.writelines(pending)
-            pending = []
-            await writer.drain()
-            # The record data goes from the page cache to the socket without entering Python.
-            await loop.sendfile(writer.transport, chunk.file, chunk.position, chunk.length, fallback=True)
-        writer.writelines(pending)
-        await writer.drain()
+                self._out.append(chunk)
+            else:
+                self._flush()
+                await self._sendfile(chunk)
+                if self._closed:
+                    return
+
+    def _flush(self) -> None:
+        if self._out:
+            if not self._closed:
+                self._transport.writelines(self._out)
+            self._out = []
+
+    async def _sendfile(self, region: Region) -> None:
+        """The record data goes from the page cache to the socket without entering Python.
+
+        When the transport has nothing buffered the region is sent with ``os.sendfile``
+        right here, which for the usual small fetch is one system call; whatever the
+        socket does not take at once goes through ``loop.sendfile``, which waits for
+        the socket to drain.
+        """
+        position, remaining = region.position, region.length
+        if self._transport.get_write_buffer_size() == 0:
+            try:
+                while remaining:
+                    sent = os.sendfile(self._socket_fd, region.file.fileno(), position, remaining)
+                    if sent == 0:
+                        raise CloseConnection(f"file region ends {remaining} bytes early")
+                    position += sent
+                    remaining -= sent
+            except BlockingIOError:
+                pass
+            except OSError as e:  # the peer went away
+                log.debug("connection %s: sendfile failed: %s", self.info.connection_id, e)
+                self.abort()
+                return
+        if remaining:
+            await self._loop.sendfile(self._transport, region.file, position, remaining, fallback=True)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, None, Any]:
+    """Carry on a coroutine that was started by hand and yielded ``pending`` to its task.
+
+    What ``await coro`` would have done had the coroutine not been started already:
+    the task waits on what the coroutine yields, and cancellation is passed in.
+    """
+    while True:
+        try:
+            yield pending
+        except BaseException as e:  # noqa: BLE001 - every exception belongs to the coroutine
+            try:
+                pending = coro.throw(e)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                pending = coro.send(None)
+            except StopIteration as done:
+                return done.value

@@ -2,7 +2,7 @@
 
 The encoder emits bytes for the fields and the storage FileRegions unchanged, so
 the network layer can sendfile record data straight from the segment files.
-Tested byte-for-byte against kio's encoder in tests/network/test_fetch_codec.py.
+Tested byte-for-byte against kio's encoder in tests/network/test_codecs.py.
 """
 
 from __future__ import annotations
