@@ -44,6 +44,9 @@ def test_describe_lag_reset_and_delete(broker, capsys):
 
     status, out = run(capsys, "groups", "list", *conn, "--state", "Empty")
     assert status == 0 and "cli" in out.split()
+    assert ["cli", "classic", "Empty"] in [line.split() for line in out.splitlines()]
+    status, out = run(capsys, "groups", "list", *conn, "--type", "consumer")
+    assert status == 0 and "cli" not in out.split()
     status, out = run(capsys, "groups", "list", *conn, "--state", "Stable")
     assert "cli" not in out.split()
 

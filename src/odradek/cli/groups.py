@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="list consumer groups")
     add_connection_args(p)
     p.add_argument("--state", action="append", default=[], help="only groups in this state (repeatable)")
+    p.add_argument("--type", action="append", default=[], choices=["classic", "consumer"],
+                   help="only groups of this protocol type (repeatable)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("describe", help="members, committed offsets and lag per partition")
@@ -76,7 +78,7 @@ def _state_name(state) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 
     admin = _admin(args)
     lowered = {k.lower(): v for k, v in _STATE_NAMES.items()}
@@ -85,8 +87,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"unknown state {exc.args[0]}; one of {', '.join(_STATE_NAMES)}", file=sys.stderr)
         return 2
-    result = admin.list_consumer_groups(states=states, request_timeout=TIMEOUT_S).result()
-    rows = [["GROUP", "STATE"]] + sorted([g.group_id, _state_name(g.state)] for g in result.valid)
+    # ListGroups v5 (KIP-848): classic or consumer protocol groups.
+    types = {ConsumerGroupType[t.upper()] for t in args.type}
+    result = admin.list_consumer_groups(states=states, types=types, request_timeout=TIMEOUT_S).result()
+    rows = [["GROUP", "TYPE", "STATE"]] + sorted(
+        [g.group_id, g.type.name.lower(), _state_name(g.state)] for g in result.valid)
     print(_table(rows))
     return 0
 
