@@ -10,6 +10,8 @@ member epoch advances to the target's.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -70,6 +72,10 @@ def resolve_regex(pattern: str, topic_names: list[str]) -> frozenset[str]:
     return frozenset(t for t in topic_names if compiled.fullmatch(t))
 
 
+def copy_assignment(a: Assignment | None) -> Assignment | None:
+    return None if a is None else {t: set(ps) for t, ps in a.items()}
+
+
 def without(a: Assignment, b: Assignment) -> Assignment:
     out = {t: ps - b.get(t, set()) for t, ps in a.items()}
     return {t: ps for t, ps in out.items() if ps}
@@ -128,3 +134,21 @@ class ConsumerGroup:
     def owned_by_others(self, member_id: str) -> set[tuple[uuid.UUID, int]]:
         return {(t, p) for m in self.members.values() if m.member_id != member_id
                 for t, ps in m.assigned.items() for p in ps}
+
+    def copy(self) -> ConsumerGroup:
+        """An independent copy (for coordinator snapshots), much cheaper than copy.deepcopy."""
+        c = copy.copy(self)
+        c.members = {
+            mid: dataclasses.replace(
+                m, subscribed_topic_names=list(m.subscribed_topic_names), assigned=copy_assignment(m.assigned),
+                to_send=copy_assignment(m.to_send), last_sent=copy_assignment(m.last_sent),
+                reported_owned=copy_assignment(m.reported_owned))
+            for mid, m in self.members.items()
+        }
+        c.target = {mid: copy_assignment(a) for mid, a in self.target.items()}
+        c.subscribed_metadata = dict(self.subscribed_metadata)
+        c.offsets = dict(self.offsets)
+        c.pending_members = dict(self.pending_members)
+        c.persisted = dict(self.persisted)
+        return c
+

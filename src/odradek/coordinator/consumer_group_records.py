@@ -10,6 +10,8 @@ a restart ``replay`` rebuilds the group from the records in log order.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from odradek.coordinator import records as rec
 from odradek.coordinator.consumer_group import ConsumerGroup, ConsumerMember, union
 
@@ -30,15 +32,19 @@ def member_state(group: ConsumerGroup, member: ConsumerMember) -> int:
     return STABLE
 
 
-def render(group: ConsumerGroup) -> dict[int, list[tuple[bytes, bytes]]]:
-    """Every record that describes the group now, by record type."""
+def render(group: ConsumerGroup, only_members: Collection[str] | None = None
+           ) -> dict[int, list[tuple[bytes, bytes]]]:
+    """Every record that describes the group now, by record type; with ``only_members``, the
+    group-level records and those of these members only."""
     gid = group.group_id
     out: dict[int, list[tuple[bytes, bytes]]] = {t: [] for t in _VALUE_ORDER}
 
     def key(record_type: int, member_id: str | None = None) -> bytes:
         return rec.encode_consumer_group_key(rec.ConsumerGroupKey(record_type, gid, member_id))
 
-    for m in group.members.values():
+    members = group.members.values() if only_members is None else [
+        group.members[m] for m in only_members if m in group.members]
+    for m in members:
         out[rec.MEMBER_METADATA].append((key(rec.MEMBER_METADATA, m.member_id), rec.encode_member_metadata_value(
             rec.ConsumerGroupMemberMetadataValue(
                 m.instance_id, m.rack_id, m.client_id, m.client_host, list(m.subscribed_topic_names),
@@ -51,7 +57,9 @@ def render(group: ConsumerGroup) -> dict[int, list[tuple[bytes, bytes]]]:
     out[rec.PARTITION_METADATA].append(
         (key(rec.PARTITION_METADATA), rec.encode_partition_metadata_value(group.subscribed_metadata)))
     out[rec.GROUP_EPOCH].append((key(rec.GROUP_EPOCH), rec.encode_group_epoch_value(group.group_epoch)))
-    for member_id, target in group.target.items():
+    targets = group.target.items() if only_members is None else [
+        (m, group.target[m]) for m in only_members if m in group.target]
+    for member_id, target in targets:
         out[rec.TARGET_ASSIGNMENT_MEMBER].append(
             (key(rec.TARGET_ASSIGNMENT_MEMBER, member_id), rec.encode_target_assignment_member_value(target)))
     out[rec.TARGET_ASSIGNMENT_METADATA].append(
@@ -59,18 +67,29 @@ def render(group: ConsumerGroup) -> dict[int, list[tuple[bytes, bytes]]]:
     return out
 
 
-def changes(group: ConsumerGroup, deleted: bool = False) -> list[tuple[bytes, bytes | None]]:
+def changes(group: ConsumerGroup, deleted: bool = False, only_members: Collection[str] | None = None
+            ) -> list[tuple[bytes, bytes | None]]:
     """The records to write so the log matches the group (all tombstones when ``deleted``); updates
-    ``group.persisted`` to what they leave in the log."""
-    rendered = {} if deleted else render(group)
+    ``group.persisted`` to what they leave in the log.
+
+    ``only_members`` says that nothing changed but these members (still in the group) and the
+    group-level records: only those are rendered, which keeps a heartbeat's cost independent of
+    the group's size.
+    """
+    rendered = {} if deleted else render(group, only_members)
     current = {k: v for t in _VALUE_ORDER for k, v in rendered.get(t, ())}
-    # Tombstones first, the per-member ones before the group's (current, target, member, then group-level).
-    gone = sorted((k for k in group.persisted if k not in current),
-                  key=lambda k: -int.from_bytes(k[:2], "big"))
-    out: list[tuple[bytes, bytes | None]] = [(k, None) for k in gone]
+    out: list[tuple[bytes, bytes | None]] = []
+    if only_members is None:
+        # Tombstones first, the per-member ones before the group's (current, target, member, then group-level).
+        gone = sorted((k for k in group.persisted if k not in current),
+                      key=lambda k: -int.from_bytes(k[:2], "big"))
+        out = [(k, None) for k in gone]
     for t in _VALUE_ORDER:
         out.extend((k, v) for k, v in rendered.get(t, ()) if group.persisted.get(k) != v)
-    group.persisted = current
+    if only_members is None:
+        group.persisted = current
+    else:
+        group.persisted.update(current)
     return out
 
 

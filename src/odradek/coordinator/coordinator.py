@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.coordinator import consumer_group_records as cgr
@@ -809,9 +809,10 @@ class GroupCoordinator:
 
     # ---- consumer protocol (KIP-848) ---------------------------------------------------------
 
-    def _store_consumer_group(self, group: ConsumerGroup, deleted: bool = False) -> None:
+    def _store_consumer_group(self, group: ConsumerGroup, deleted: bool = False,
+                              only_members: Collection[str] | None = None) -> None:
         partition = self.partition_for(group.group_id)
-        for key, value in cgr.changes(group, deleted):
+        for key, value in cgr.changes(group, deleted, only_members):
             self._records.append(OffsetRecord(partition, key, value))
 
     def _validate_consumer_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
@@ -912,10 +913,13 @@ class GroupCoordinator:
                         f"{self.config.group_consumer_max_size} members.")
         if not member_id:
             member_id = str(uuid.uuid4())
+        before = set(group.members)
         member, error, message = self._consumer_member(group, member_id, member_epoch, instance_id, owned,
                                                        client_id, client_host, now_ms)
         if member is None:
             return fail(error, message)
+        # A static member's new instance took the place of another member id.
+        replaced = set(group.members) != before
         # Whatever changes in this heartbeat bumps the group epoch once.
         changed = member.member_id not in group.members
         if changed:
@@ -941,10 +945,13 @@ class GroupCoordinator:
         metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
         if changed or metadata != group.subscribed_metadata:
             group.group_epoch += 1
-        if group.assignment_epoch != group.group_epoch:
+        retargeted = group.assignment_epoch != group.group_epoch
+        if retargeted:
             self._compute_target(group, topics)
         self._reconcile(group, member, owned, now_ms)
-        self._store_consumer_group(group)
+        # A plain heartbeat changes this member only; a new target or member touches every record.
+        self._store_consumer_group(group, only_members=None if retargeted or changed or replaced
+                                   else (member.member_id,))
         full_request = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed_topic_names is not None
                                              and owned is not None)
         assignment = None
@@ -1036,7 +1043,7 @@ class GroupCoordinator:
                 member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
                 member.to_send = member.assigned
                 member.revocation_deadline_ms = None
-                self._store_consumer_group(group)
+                self._store_consumer_group(group, only_members=(member.member_id,))
                 return ConsumerHeartbeatResult(ErrorCode.none, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, interval)
         self._fence_consumer_member(group, member, topics, now_ms)
         return ConsumerHeartbeatResult(ErrorCode.none, member_id, member_epoch, interval)
@@ -1117,9 +1124,12 @@ class GroupCoordinator:
 
 def _copy_group(group: ClassicGroup | ConsumerGroup | None) -> ClassicGroup | ConsumerGroup | None:
     """A deep copy, except that the committed offsets (immutable values, often many) are copied
-    shallowly: a snapshot costs one dict copy of them instead of one deep copy per offset."""
+    shallowly: a snapshot costs one dict copy of them instead of one deep copy per offset.
+    Consumer groups copy themselves field by field (no callbacks to share, many small sets)."""
     if group is None:
         return None
+    if isinstance(group, ConsumerGroup):
+        return group.copy()
     offsets, group.offsets = group.offsets, {}
     try:
         copied = copy.deepcopy(group)
