@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import datetime
 import importlib
 import select
+import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
@@ -164,3 +165,27 @@ def test_failed_sync_leaves_the_rebalance_open_and_the_waiting_member_still_wait
         assert group_state(client, "cw") == "Stable"
     finally:
         follower.close()
+
+
+@pytest.mark.timeout(60)
+def test_session_expiry_that_cannot_be_written_keeps_the_member_until_it_can(fresh_broker, client):
+    """The timer's fencing of an expired member is a write too: while it fails the member stays
+    (as the log says), and it is fenced once the write goes through."""
+    bs = fresh_broker.bootstrap_servers
+    topic = create_topic(bs, 1)
+    assert join_consumer_group(client, "expiring", topic).error_code == ErrorCode.none
+    set_offsets_topic_config(bs, "min.insync.replicas", "2")
+    # Past the session timeout (group.consumer.session.timeout.ms=3000 in these tests), with no heartbeat.
+    time.sleep(4)
+    assert members_of(client, "expiring") == 1
+    set_offsets_topic_config(bs, "min.insync.replicas", None)
+    deadline = time.monotonic() + 30
+    while members_of(client, "expiring") != 0:
+        assert time.monotonic() < deadline, "expired member never fenced"
+        time.sleep(0.1)
+
+
+def members_of(client: WireClient, group: str) -> int:
+    cls = schemas.request_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, 0)
+    return len(client.call(schemas.build(cls, group_ids=(group,), include_authorized_operations=False)
+                           ).groups[0].members)
