@@ -147,3 +147,12 @@ def test_restore_puts_groups_back_as_snapshotted():
     assert gc.fetch_offsets("cg", [("orders", 0)])[("orders", 0)].offset == 5
     assert set(gc.groups["cg"].members) == {"a"} and "new" not in gc.groups
     assert gc.drain_records() == []
+
+
+def test_the_assignor_most_members_ask_for_is_used():
+    gc = GroupCoordinator()
+    gc.consumer_group_heartbeat("cg", "a", 0, None, None, 5_000, ["orders"], "range", None, "c", "/h", TOPICS, 0)
+    assert gc.groups["cg"].preferred_assignor() == "range"
+    for m in ("b", "c"):
+        gc.consumer_group_heartbeat("cg", m, 0, None, None, 5_000, ["orders"], "uniform", None, "c", "/h", TOPICS, 1)
+    assert gc.groups["cg"].preferred_assignor() == "uniform"

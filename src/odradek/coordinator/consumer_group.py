@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import Counter
 import re
 import uuid
 from dataclasses import dataclass, field
 
-from odradek.coordinator.assignors import Assignment
+from odradek.coordinator.assignors import DEFAULT_ASSIGNOR, Assignment
 from odradek.coordinator.group import GroupState
 
 
@@ -124,6 +125,11 @@ class ConsumerGroup:
 
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed_topics()}
+
+    def preferred_assignor(self) -> str:
+        """The server assignor most members ask for (Kafka's computePreferredServerAssignor), else uniform."""
+        counts = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
+        return counts.most_common(1)[0][0] if counts else DEFAULT_ASSIGNOR
 
     def static_member(self, instance_id: str) -> ConsumerMember | None:
         for m in self.members.values():

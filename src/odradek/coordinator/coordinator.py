@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from odradek.coordinator import consumer_group_records as cgr
 from odradek.coordinator import records as rec
-from odradek.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
+from odradek.coordinator.assignors import ASSIGNORS, Assignment
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.consumer_group import (
     ConsumerGroup,
@@ -1084,8 +1084,7 @@ class GroupCoordinator:
             for m in group.members.values()
         }
         partitions = dict(group.subscribed_metadata.values())
-        preferred = [m.server_assignor for m in group.members.values() if m.server_assignor]
-        assignor = ASSIGNORS[preferred[0] if preferred else DEFAULT_ASSIGNOR]
+        assignor = ASSIGNORS[group.preferred_assignor()]
         group.target = assignor(subscriptions, partitions, {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
 

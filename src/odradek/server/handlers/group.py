@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import uuid
 
-from odradek.coordinator.assignors import DEFAULT_ASSIGNOR
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.coordinator import ConsumerHeartbeatResult, OffsetCommit
 from odradek.coordinator.group import ClassicGroup, GroupState, JoinResult, SyncResult
@@ -402,10 +401,9 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
                 member_type=MEMBER_TYPE_CONSUMER)
             for m in group.members.values()
         )
-        assignors = [m.server_assignor for m in group.members.values() if m.server_assignor]
         described.append(schemas.build(
             module.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
             group_state=group.state_name, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-            assignor_name=assignors[0] if assignors else DEFAULT_ASSIGNOR, members=members,
+            assignor_name=group.preferred_assignor(), members=members,
             authorized_operations=-2147483648))
     return schemas.build(_cls(ctx, ApiKey.CONSUMER_GROUP_DESCRIBE), throttle_time=0, groups=tuple(described))
