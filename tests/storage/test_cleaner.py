@@ -346,3 +346,28 @@ def test_records_without_a_key_are_removed(tmp_path):
     (batch,) = served(log)
     assert [(r.offset, r.key) for r in batch.records] == [(1, b"k")] and batch.codec == CODECS["snappy"]
     log.close()
+
+
+BIG = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01)
+
+
+def test_nothing_at_or_above_the_high_watermark_is_cleaned(tmp_path):
+    log = filled(tmp_path, BIG)  # segments [0, 4), [4, 8), [8, 12)
+    assert LogCleaner().cleanable_range(log, NOW + 100, upper_bound=7).first_uncleanable == 4
+    assert LogCleaner().cleanable_range(log, NOW + 100, upper_bound=3) is None
+    log.close()
+
+
+def test_log_manager_cleans_below_the_high_watermark(tmp_path):
+    lm = LogManager([str(tmp_path)], BIG)
+    lm.startup()
+    lm.high_watermark = lambda tp: 5
+    log = lm.get_or_create_log(TopicPartition("t", 0), BIG)
+    for i in range(12):
+        log.append(build([(b"k", b"v%d" % i + b"x" * 300, NOW)]), leader_epoch=0, now_ms=NOW)
+        if i % 4 == 3:
+            log.roll(NOW)
+    asyncio.run(asyncio.wait_for(lm.clean_logs(NOW + 100), timeout=30))
+    assert log.cleaner_offset == 4
+    assert [o for o, _, _ in records_of(log)] == [3, 4, 5, 6, 7, 8, 9, 10, 11]
+    lm.shutdown()

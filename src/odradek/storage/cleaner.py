@@ -4,7 +4,8 @@ Cleaning is split in two so that the slow part runs outside the event loop:
 
 ``prepare`` (any thread) picks the cleanable range as LogCleanerManager does
 (first dirty offset from the cleaner checkpoint, first uncleanable offset at the
-active segment or the first segment younger than min.compaction.lag.ms;
+active segment, the high watermark or the first segment younger than
+min.compaction.lag.ms;
 min.cleanable.dirty.ratio and max.compaction.lag.ms decide whether to clean),
 builds an OffsetMap of the dirty section (bounded by log.cleaner.dedupe.buffer.size:
 when it fills, only the part mapped is cleaned and the rest waits for the next
@@ -97,15 +98,20 @@ class LogCleaner:
         #: Logs whose cleaning failed on a bad batch: skipped from then on (Kafka's uncleanable partitions).
         self.uncleanable: set[Path] = set()
 
-    def cleanable_range(self, log, now_ms: int) -> CleanableRange | None:
-        """The range to clean now, or None (dirty ratio and compaction lags as Kafka's LogCleanerManager)."""
+    def cleanable_range(self, log, now_ms: int, upper_bound: int | None = None) -> CleanableRange | None:
+        """The range to clean now, or None (dirty ratio and compaction lags as Kafka's LogCleanerManager).
+
+        Only whole inactive segments below ``upper_bound`` (the high watermark: Kafka never
+        cleans what a new leader could still truncate) and older than min.compaction.lag.ms.
+        """
         cfg = log.config
         if not cfg.compact or log.dir in self.uncleanable:
             return None
         segments = log.segments[:-1]  # a copy: the owner may roll meanwhile
         candidates = []
         for seg in segments:
-            if seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
+            if seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms or (
+                    upper_bound is not None and seg.next_offset > upper_bound):
                 break
             candidates.append(seg)
         if not candidates:
@@ -129,13 +135,13 @@ class LogCleaner:
     def needs_cleaning(self, log, now_ms: int) -> bool:
         return self.cleanable_range(log, now_ms) is not None
 
-    def prepare(self, log, now_ms: int) -> CleanPlan | None:
+    def prepare(self, log, now_ms: int, upper_bound: int | None = None) -> CleanPlan | None:
         """Write the cleaned version of every segment that changes; safe off the event loop.
 
         None when there is nothing to clean, or the log's data cannot be read as valid
         batches (the log is then left alone from now on, and the error logged).
         """
-        cleanable = self.cleanable_range(log, now_ms)
+        cleanable = self.cleanable_range(log, now_ms, upper_bound)
         return None if cleanable is None else self.clean(log, cleanable, now_ms)
 
     def clean(self, log, cleanable: CleanableRange, now_ms: int) -> CleanPlan | None:

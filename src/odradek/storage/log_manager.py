@@ -315,7 +315,8 @@ class LogManager:
             if lg.offline or not lg.config.compact:
                 continue
             try:
-                plan = await asyncio.to_thread(self.cleaner.prepare, lg, now_ms)
+                hw = self.high_watermark(lg.topic_partition) if self.high_watermark is not None else None
+                plan = await asyncio.to_thread(self.cleaner.prepare, lg, now_ms, hw)
                 if plan is not None:
                     self.cleaner.install(lg, plan, now_ms)
                     log.info("cleaned %s: %d -> %d bytes", lg.topic_partition, plan.bytes_before, plan.bytes_after)
