@@ -12,57 +12,106 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from odradek.protocol import wire
 
 FIRST_FLEXIBLE_VERSION = 9
 
 
-@dataclass(frozen=True, slots=True)
-class ProducePartitionData:
+class ProducePartitionData(NamedTuple):
     index: int
     records: memoryview | None
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceTopicData:
+class ProduceTopicData(NamedTuple):
     name: str
     partitions: list[ProducePartitionData]
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceRequest:
+class ProduceRequest(NamedTuple):
     transactional_id: str | None
     acks: int
     timeout_ms: int
     topics: list[ProduceTopicData]
 
 
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
 def decode_produce_request(api_version: int, body: memoryview) -> ProduceRequest:
-    """Decode a Produce request body (the bytes after the request header)."""
+    """Decode a Produce request body (the bytes after the request header).
+
+    Every request of a producer passes through here, so the fields are read with
+    struct directly rather than through wire's general readers. A short or
+    malformed body raises ValueError (wire.Truncated is one).
+    """
+    try:
+        return _decode(api_version, body)
+    except (IndexError, struct.error) as e:
+        raise wire.Truncated(f"produce request body ends early: {e}") from None
+
+
+def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    byte = buf[pos]  # IndexError past the end
+    if byte < 0x80:
+        return byte, pos + 1
+    return wire.read_uvarint(buf, pos)
+
+
+def _length(buf: memoryview, pos: int, flexible: bool, legacy: struct.Struct) -> tuple[int, int]:
+    """A string, bytes or array length: compact (n + 1 as a varint) or ``legacy`` (int16/int32)."""
+    if flexible:
+        n, pos = _uvarint(buf, pos)
+        return n - 1, pos
+    return legacy.unpack_from(buf, pos)[0], pos + legacy.size
+
+
+def _skip_tags(buf: memoryview, pos: int) -> int:
+    if buf[pos] == 0:  # the usual empty section
+        return pos + 1
+    return wire.skip_tagged_fields(buf, pos)
+
+
+def _decode(api_version: int, body: memoryview) -> ProduceRequest:
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
-    transactional_id, pos = wire.read_string(body, 0, flexible)
-    acks, pos = wire.read_int16(body, pos)
-    timeout_ms, pos = wire.read_int32(body, pos)
-    n_topics, pos = wire.read_array_length(body, pos, flexible)
+    end = len(body)
+    n, pos = _length(body, 0, flexible, _I16)
+    transactional_id = None
+    if n >= 0:
+        if pos + n > end:
+            raise IndexError("transactional id")
+        transactional_id = str(body[pos : pos + n], "utf-8")
+        pos += n
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(body, pos)
+    n_topics, pos = _length(body, pos + 6, flexible, _I32)
     topics = []
-    for _ in range(max(n_topics, 0)):
-        name, pos = wire.read_string(body, pos, flexible)
-        if name is None:
-            raise ValueError("null topic name in produce request")
-        n_partitions, pos = wire.read_array_length(body, pos, flexible)
+    for _ in range(n_topics):
+        n, pos = _length(body, pos, flexible, _I16)
+        if n < 0 or pos + n > end:
+            raise ValueError("null or truncated topic name in produce request")
+        name = str(body[pos : pos + n], "utf-8")
+        n_partitions, pos = _length(body, pos + n, flexible, _I32)
         partitions = []
-        for _ in range(max(n_partitions, 0)):
-            index, pos = wire.read_int32(body, pos)
-            records, pos = wire.read_bytes(body, pos, flexible)
+        for _ in range(n_partitions):
+            index = _I32.unpack_from(body, pos)[0]
+            n, pos = _length(body, pos + 4, flexible, _I32)
+            records = None
+            if n >= 0:
+                if pos + n > end:
+                    raise IndexError("records")
+                records = body[pos : pos + n]
+                pos += n
             if flexible:
-                pos = wire.skip_tagged_fields(body, pos)
+                pos = _skip_tags(body, pos)
             partitions.append(ProducePartitionData(index, records))
         if flexible:
-            pos = wire.skip_tagged_fields(body, pos)
+            pos = _skip_tags(body, pos)
         topics.append(ProduceTopicData(name, partitions))
     if flexible:
-        pos = wire.skip_tagged_fields(body, pos)
+        _skip_tags(body, pos)
     return ProduceRequest(transactional_id, acks, timeout_ms, topics)
 
 
