@@ -316,7 +316,10 @@ class LogManager:
                 continue
             try:
                 hw = self.high_watermark(lg.topic_partition) if self.high_watermark is not None else None
-                plan = await asyncio.to_thread(self.cleaner.prepare, lg, now_ms, hw)
+                cleanable = self.cleaner.cleanable_range(lg, now_ms, hw)  # cheap: no thread for clean logs
+                if cleanable is None:
+                    continue
+                plan = await asyncio.to_thread(self.cleaner.clean, lg, cleanable, now_ms)
                 if plan is not None:
                     self.cleaner.install(lg, plan, now_ms)
                     log.info("cleaned %s: %d -> %d bytes", lg.topic_partition, plan.bytes_before, plan.bytes_after)
