@@ -16,7 +16,11 @@ log_manager (LogManager), checkpoint (text checkpoint files), errors (typed
 errors with Kafka error codes).
 
 Threading: a Log is owned by the event loop; the LogManager runs fsync and the
-cleaner's segment rewriting in threads and installs results on the loop.
+cleaner's segment rewriting in threads and installs results on the loop. Log.flush
+is the one entry point meant for another thread: it fsyncs private descriptors
+taken under each segment's close lock (never the index maps the loop remaps), skips
+segments closed meanwhile, writes the leader-epoch checkpoint, and does not move the
+recovery point past a truncation that happened while it ran.
 """
 
 from odradek.storage.config import LogConfig
