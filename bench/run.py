@@ -276,6 +276,17 @@ def table(results: dict[str, list[dict]], scale: Scale) -> str:
     return "\n".join(rows)
 
 
+def precompile() -> None:
+    """Byte-compile the packages the brokers import, so that the first start of a fresh
+    checkout times starting, not compiling every module."""
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("odradek")
+    for location in [*(spec.submodule_search_locations or []), str(ROOT / "bench")] if spec else []:
+        compileall.compile_dir(location, quiet=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -284,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="markdown file to write ('-' for none)")
     args = parser.parse_args(argv)
     scale = QUICK if args.quick else FULL
+    precompile()
+    load_before = os.getloadavg()
     results: dict[str, list[dict]] = {"odradek": [], "null": []}
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         for r in range(args.rounds):
@@ -293,8 +306,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[name].append(one_round(name, scale, r, Path(tmp)))
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = table(results, scale)
+    load_after = os.getloadavg()
     header = (f"Machine: {machine()}\n\nMeasured {when}: `bench/run.py{' --quick' if args.quick else ''} "
-              f"--rounds {args.rounds}`, medians of {args.rounds} rounds, brokers alternating.")
+              f"--rounds {args.rounds}`, medians of {args.rounds} rounds, brokers alternating. "
+              f"Load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} at the start, "
+              f"{', '.join(f'{x:.2f}' for x in load_after)} at the end.")
     print(header + "\n\n" + text)
     if str(args.output) != "-":
         args.output.write_text(DOC.format(header=header, table=text))
@@ -318,8 +334,12 @@ for a smoke run) to reproduce; absolute figures depend on the machine, ratios mu
 Notes: producers use librdkafka defaults (linger.ms 5, batch.size 1,000,000) unless the
 workload says otherwise; consumers set fetch.queue.backoff.ms=1 so that librdkafka's
 local-queue backoff does not set the pace. End-to-end latency uses linger.ms 0 and one
-partition; each record carries its send time. The null broker keeps no data on disk, so
-its start-to-ready figures are the floor of a Python process that imports kio and listens.
+partition; each record carries its send time, and the consumer runs in a process of its
+own (sharing the producer's process and GIL added tens of milliseconds to the tail for
+either broker). The null broker keeps no data on disk, so its start-to-ready figures are
+the floor of a Python process that imports kio and listens. On a shared machine the load
+average above matters more than any code change: the latency tail in particular measures
+how often the broker process waits for a CPU.
 """
 
 
