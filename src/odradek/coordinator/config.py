@@ -21,6 +21,9 @@ class GroupCoordinatorConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2**31 - 1
+    #: KIP-848 online migration between classic and consumer groups: disabled, upgrade, downgrade or
+    #: bidirectional (Kafka 4's default).
+    group_consumer_migration_policy: str = "bidirectional"
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> GroupCoordinatorConfig:
@@ -29,8 +32,18 @@ class GroupCoordinatorConfig:
         for name in cls.__dataclass_fields__:
             key = name.replace("_", ".")
             if key in props and props[key] is not None:
-                values[name] = int(props[key])  # type: ignore[arg-type]
+                kind = type(cls.__dataclass_fields__[name].default)
+                values[name] = str(props[key]).strip().lower() if kind is str else int(props[key])  # type: ignore
+
         return cls(**values)
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.group_consumer_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.group_consumer_migration_policy in ("downgrade", "bidirectional")
 
     @property
     def offsets_retention_ms(self) -> int:

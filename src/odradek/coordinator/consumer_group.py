@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from odradek.coordinator.assignors import DEFAULT_ASSIGNOR, Assignment
+from odradek.coordinator.records import ClassicMemberMetadata
 from odradek.coordinator.group import GroupState
 
 
@@ -48,6 +49,8 @@ class ConsumerMember:
     last_sent: Assignment | None = None
     #: What the member last reported owning.
     reported_owned: Assignment = field(default_factory=dict)
+    #: Set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) in this group.
+    classic: ClassicMemberMetadata | None = None
 
     def subscribed_topics(self) -> set[str]:
         return set(self.subscribed_topic_names) | (self.regex_topics or frozenset())
@@ -125,6 +128,11 @@ class ConsumerGroup:
 
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed_topics()}
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Every other member speaks the classic protocol (and there is one): the group may downgrade."""
+        others = [m for m in self.members.values() if m.member_id != member_id]
+        return bool(others) and all(m.classic is not None for m in others)
 
     def preferred_assignor(self) -> str:
         """The server assignor most members ask for (Kafka's computePreferredServerAssignor), else uniform."""

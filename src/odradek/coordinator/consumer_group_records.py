@@ -48,7 +48,7 @@ def render(group: ConsumerGroup, only_members: Collection[str] | None = None
         out[rec.MEMBER_METADATA].append((key(rec.MEMBER_METADATA, m.member_id), rec.encode_member_metadata_value(
             rec.ConsumerGroupMemberMetadataValue(
                 m.instance_id, m.rack_id, m.client_id, m.client_host, list(m.subscribed_topic_names),
-                m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor))))
+                m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic))))
         pending = m.pending_revocation()
         out[rec.CURRENT_MEMBER_ASSIGNMENT].append((
             key(rec.CURRENT_MEMBER_ASSIGNMENT, m.member_id),
@@ -125,6 +125,9 @@ def replay(group: ConsumerGroup, key: rec.ConsumerGroupKey, raw_key: bytes, valu
         m.instance_id, m.rack_id, m.client_id, m.client_host = v.instance_id, v.rack_id, v.client_id, v.client_host
         m.subscribed_topic_names, m.subscribed_topic_regex = list(v.subscribed_topic_names), v.subscribed_topic_regex
         m.rebalance_timeout_ms, m.server_assignor = v.rebalance_timeout_ms, v.server_assignor
+        m.classic = v.classic
+        if v.classic is not None:
+            m.session_deadline_ms = now_ms + v.classic.session_timeout_ms
     elif t == rec.CURRENT_MEMBER_ASSIGNMENT and value is not None:
         assert member_id is not None
         a = rec.decode_current_member_assignment_value(value)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.coordinator import consumer_group_records as cgr
+from odradek.coordinator import embedded_protocol as ep
 from odradek.coordinator import records as rec
 from odradek.coordinator.assignors import ASSIGNORS, Assignment
 from odradek.coordinator.config import GroupCoordinatorConfig
@@ -24,6 +25,7 @@ from odradek.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerMember,
     compile_regex,
+    copy_assignment,
     resolve_regex,
     union,
     without,
@@ -234,8 +236,10 @@ class GroupCoordinator:
         require_known_member_id: bool,
         callback: JoinCallback,
         now_ms: int,
+        topics: Mapping[str, tuple[uuid.UUID, int]] | None = None,
     ) -> None:
-        """Handle a JoinGroup; ``callback`` gets the JoinResult now or when the join phase ends."""
+        """Handle a JoinGroup; ``callback`` gets the JoinResult now or when the join phase ends.
+        ``topics`` (name -> id, partitions) serves classic members of a consumer-protocol group."""
         if not group_id:
             callback(JoinResult(ErrorCode.invalid_group_id, member_id=member_id))
             return
@@ -253,7 +257,9 @@ class GroupCoordinator:
             group = self._get_or_create(group_id, now_ms)
         if isinstance(group, ConsumerGroup):
             if group.members:
-                callback(JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id))
+                callback(self._classic_join_consumer_group(
+                    group, member_id, group_instance_id, require_known_member_id, client_id, client_host,
+                    protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms, topics or {}, now_ms))
                 return
             # An empty consumer-protocol group becomes a classic one, keeping its offsets.
             classic = ClassicGroup(group_id, now_ms)
@@ -455,7 +461,13 @@ class GroupCoordinator:
 
     def sync_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                    protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
-                   callback: SyncCallback, now_ms: int) -> None:
+                   callback: SyncCallback, now_ms: int,
+                   topics: Mapping[str, tuple[uuid.UUID, int]] | None = None) -> None:
+        consumer_group = self.groups.get(group_id)
+        if isinstance(consumer_group, ConsumerGroup):
+            callback(self._classic_sync_consumer_group(consumer_group, member_id, group_instance_id, generation_id,
+                                                       protocol_type, protocol_name, topics or {}, now_ms))
+            return
         error, group = self._check_member(group_id, member_id, group_instance_id, generation_id)
         if error:
             callback(SyncResult(error))
@@ -487,6 +499,10 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                   now_ms: int) -> int:
+        consumer_group = self.groups.get(group_id)
+        if isinstance(consumer_group, ConsumerGroup):
+            return self._classic_heartbeat_consumer_group(consumer_group, member_id, group_instance_id,
+                                                          generation_id, now_ms)
         error, group = self._check_member(group_id, member_id, group_instance_id, generation_id)
         if error:
             return error
@@ -501,6 +517,8 @@ class GroupCoordinator:
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> tuple[int, list[int]]:
         """Remove members given as (member id, group instance id); per-member error codes."""
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return ErrorCode.none, [self._classic_leave_consumer_group(group, m, i, now_ms) for m, i in members]
         if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
             return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members)
         errors = []
@@ -610,6 +628,8 @@ class GroupCoordinator:
     def _expire_consumer_members(self, group: ConsumerGroup, now_ms: int) -> None:
         """Fence members whose session ended, or that did not revoke within their rebalance timeout."""
         for member in list(group.members.values()):
+            if self.groups.get(group.group_id) is not group:
+                return  # downgraded to a classic group by the previous fence
             if member.session_deadline_ms <= now_ms or (
                     member.revocation_deadline_ms is not None and member.revocation_deadline_ms <= now_ms):
                 self._fence_consumer_member(group, member, None, now_ms)
@@ -659,14 +679,15 @@ class GroupCoordinator:
         return ErrorCode.none, results
 
     def _check_consumer_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int) -> int:
-        """KIP-848: a commit names a member and its current epoch (or none at all in an empty group)."""
+        """KIP-848: a commit names a member and its current epoch (or none at all in an empty group);
+        a classic member's generation is its member epoch (ILLEGAL_GENERATION when it is not)."""
         if member_epoch < 0 and not member_id and not group.members:
             return ErrorCode.none
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
         if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
+            return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
         return ErrorCode.none
 
     def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
@@ -890,6 +911,9 @@ class GroupCoordinator:
         if error:
             return fail(error, message)
         group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup) and group.members and member_epoch == 0 \
+                and self._may_upgrade(group):
+            group = self._upgrade(group, topics, now_ms)
         if isinstance(group, ClassicGroup):
             if group.members or group.pending_members or member_epoch != 0:
                 return fail(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
@@ -1055,6 +1079,9 @@ class GroupCoordinator:
         With topic metadata at hand the new target is computed at once; otherwise (timers) on the
         next heartbeat, which carries fresh metadata.
         """
+        if group.all_classic_except(member.member_id) and self.config.downgrade_enabled:
+            self._downgrade(group, member.member_id, now_ms)
+            return
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         group.group_epoch += 1
@@ -1121,6 +1148,193 @@ class GroupCoordinator:
             member.member_epoch = group.assignment_epoch
 
 
+    # ---- classic members of consumer groups, and migration (KIP-848) ------------------------------
+
+    def _may_upgrade(self, group: ClassicGroup) -> bool:
+        """Kafka's validateOnlineUpgrade: policy allows it, the members speak the consumer protocol, fit."""
+        return (self.config.upgrade_enabled and group.protocol_type == "consumer"
+                and len(group.members) <= self.config.group_consumer_max_size)
+
+    def _upgrade(self, classic: ClassicGroup, topics: Mapping[str, tuple[uuid.UUID, int]],
+                 now_ms: int) -> ConsumerGroup:
+        """A consumer-protocol member joins a live classic group: it becomes a consumer group whose
+        classic members keep their assignment at member epoch = generation (ConsumerGroup.fromClassicGroup)."""
+        for m in classic.members.values():
+            if m.awaiting_join is not None:
+                m.awaiting_join(JoinResult(ErrorCode.rebalance_in_progress, member_id=m.member_id))
+                m.awaiting_join = None
+            if m.awaiting_sync is not None:
+                m.awaiting_sync(SyncResult(ErrorCode.rebalance_in_progress))
+                m.awaiting_sync = None
+        group = ConsumerGroup(classic.group_id, now_ms)
+        group.offsets = classic.offsets
+        group.group_epoch = group.assignment_epoch = classic.generation_id
+        for m in classic.members.values():
+            protocol = classic.protocol_name or m.protocols[0][0]
+            subscription = ep.decode_subscription(m.metadata(protocol))
+            assigned = _to_ids(ep.decode_assignment(m.assignment), topics)
+            member = ConsumerMember(
+                m.member_id, m.group_instance_id, subscription.rack_id, m.client_id, m.client_host,
+                list(subscription.topics), None, m.rebalance_timeout_ms, now_ms + m.session_timeout_ms,
+                member_epoch=classic.generation_id, previous_member_epoch=classic.generation_id,
+                assigned=assigned, to_send=copy_assignment(assigned) or {},
+                reported_owned=copy_assignment(assigned) or {},
+                classic=rec.ClassicMemberMetadata(m.session_timeout_ms, list(m.protocols)))
+            member.last_sent = copy_assignment(assigned)
+            group.members[m.member_id] = member
+            group.target[m.member_id] = copy_assignment(assigned) or {}
+        group.subscribed_metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
+        self._drop_classic_metadata(classic, now_ms)
+        self.groups[group.group_id] = group
+        self._store_consumer_group(group)
+        return group
+
+    def _downgrade(self, group: ConsumerGroup, leaving_id: str, now_ms: int) -> None:
+        """The last consumer-protocol member leaves: the classic members carry on in a classic group,
+        which rebalances (ClassicGroup.fromConsumerGroup, then prepareRebalance)."""
+        names = {topic_id: name for name, (topic_id, _) in group.subscribed_metadata.items()}
+        classic = ClassicGroup(group.group_id, now_ms)
+        classic.offsets = group.offsets
+        classic.generation_id = group.group_epoch
+        classic.protocol_type = "consumer"
+        for m in group.members.values():
+            if m.member_id == leaving_id or m.classic is None:
+                continue
+            version = ep.version_of(m.classic.protocols[0][1]) if m.classic.protocols else 0
+            assignment = ep.encode_assignment(
+                {names[t]: set(ps) for t, ps in m.to_send.items() if t in names}, version)
+            classic.add_member(Member(
+                m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.classic.session_timeout_ms, "consumer", list(m.classic.protocols), assignment,
+                session_deadline_ms=now_ms + m.classic.session_timeout_ms))
+        classic.protocol_name = classic.select_protocol()
+        classic.state = GroupState.STABLE
+        self._store_consumer_group(group, deleted=True)
+        self.groups[group.group_id] = classic
+        self._store_group(classic)
+        self._prepare_rebalance(classic, now_ms)
+
+    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None
+                        ) -> tuple[ConsumerMember | None, int]:
+        """The classic member a SyncGroup/Heartbeat/LeaveGroup names (validateConsumerGroupMember)."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+        else:
+            member = group.static_member(instance_id)
+            if member is not None and member.member_id != member_id:
+                return None, ErrorCode.fenced_instance_id
+        if member is None or member.classic is None:
+            return None, ErrorCode.unknown_member_id
+        return member, ErrorCode.none
+
+    def _classic_join_consumer_group(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                                     require_known_member_id: bool, client_id: str, client_host: str,
+                                     protocol_type: str, protocols: list[tuple[str, bytes]],
+                                     session_timeout_ms: int, rebalance_timeout_ms: int,
+                                     topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int) -> JoinResult:
+        """A classic JoinGroup to a consumer-protocol group (classicGroupJoinToConsumerGroup): the broker
+        assigns; the answer comes at once, generation = the member's epoch, no member list."""
+        unknown = not member_id
+        if unknown:
+            member_id = str(uuid.uuid4())
+        if len(group.members) >= self.config.group_consumer_max_size and member_id not in group.members:
+            return JoinResult(ErrorCode.group_max_size_reached, member_id=member_id)
+        names = [n for n, _ in protocols]
+        shared = set(names)
+        for m in group.members.values():
+            if m.classic is not None:
+                shared &= {n for n, _ in m.classic.protocols}
+        if protocol_type != "consumer" or not names or not shared:
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id)
+        if unknown and instance_id is None and require_known_member_id:
+            return JoinResult(ErrorCode.member_id_required, member_id=member_id)
+        existing = group.static_member(instance_id) if instance_id is not None else None
+        if existing is not None and not unknown and existing.member_id != member_id:
+            return JoinResult(ErrorCode.fenced_instance_id, member_id=member_id)
+        subscription = ep.decode_subscription(protocols[0][1])
+        if existing is not None and existing.member_id != member_id:
+            # A static member's new instance takes the place (and partitions) of the old one.
+            del group.members[existing.member_id]
+            if existing.member_id in group.target:
+                group.target[member_id] = group.target.pop(existing.member_id)
+            existing.member_id = member_id
+            group.members[member_id] = existing
+        member = group.members.get(member_id)
+        changed = member is None
+        if member is None:
+            member = group.members[member_id] = ConsumerMember(
+                member_id, instance_id, subscription.rack_id, client_id, client_host, [], None,
+                rebalance_timeout_ms, now_ms)
+        member.client_id, member.client_host, member.rebalance_timeout_ms = client_id, client_host, rebalance_timeout_ms
+        member.classic = rec.ClassicMemberMetadata(session_timeout_ms, list(protocols))
+        member.session_deadline_ms = now_ms + session_timeout_ms
+        if sorted(subscription.topics) != sorted(member.subscribed_topic_names):
+            member.subscribed_topic_names = list(subscription.topics)
+            changed = True
+        metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
+        if changed or metadata != group.subscribed_metadata:
+            group.group_epoch += 1
+        if group.assignment_epoch != group.group_epoch:
+            self._compute_target(group, topics)
+        # What it owns is what its subscription says (nothing for eager assignors: they revoked all).
+        self._reconcile(group, member, _to_ids(subscription.owned, topics), now_ms)
+        self._store_consumer_group(group)
+        return JoinResult(ErrorCode.none, member.member_epoch, "consumer", protocols[0][0], "", member_id, [])
+
+    def _classic_sync_consumer_group(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                                     generation_id: int, protocol_type: str | None, protocol_name: str | None,
+                                     topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int) -> SyncResult:
+        member, error = self._classic_member(group, member_id, instance_id)
+        if member is None:
+            return SyncResult(error)
+        assert member.classic is not None
+        if generation_id != member.member_epoch:
+            return SyncResult(ErrorCode.illegal_generation)
+        if (protocol_type is not None and protocol_type != "consumer") or (
+                protocol_name is not None and protocol_name not in {n for n, _ in member.classic.protocols}):
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
+        if member.member_epoch < group.group_epoch:
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        names = {topic_id: name for name, (topic_id, _) in topics.items()}
+        version = ep.version_of(member.classic.protocols[0][1])
+        assignment = ep.encode_assignment({names[t]: set(ps) for t, ps in member.to_send.items() if t in names},
+                                          version)
+        return SyncResult(ErrorCode.none, assignment, "consumer", protocol_name or member.classic.protocols[0][0])
+
+    def _classic_heartbeat_consumer_group(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                                          generation_id: int, now_ms: int) -> int:
+        """REBALANCE_IN_PROGRESS tells the classic member to rejoin: the group epoch moved, it must
+        revoke, or partitions it waits for are free now."""
+        member, error = self._classic_member(group, member_id, instance_id)
+        if member is None:
+            return error
+        assert member.classic is not None
+        if generation_id != member.member_epoch:
+            return ErrorCode.illegal_generation
+        member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        waiting = without(group.target.get(member.member_id, {}), member.assigned)
+        taken = group.owned_by_others(member.member_id)
+        released = any((t, p) not in taken for t, ps in waiting.items() for p in ps)
+        if member.member_epoch < group.group_epoch or member.pending_revocation() or released:
+            if member.revocation_deadline_ms is None:
+                member.revocation_deadline_ms = now_ms + max(member.rebalance_timeout_ms, 0)
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def _classic_leave_consumer_group(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                                      now_ms: int) -> int:
+        if instance_id is not None and not member_id:
+            member = group.static_member(instance_id)
+            member_id = member.member_id if member is not None else ""
+        member, error = self._classic_member(group, member_id, instance_id)
+        if member is None:
+            return error
+        if self.groups.get(group.group_id) is group:
+            self._fence_consumer_member(group, member, None, now_ms)
+        return ErrorCode.none
+
+
 def _copy_group(group: ClassicGroup | ConsumerGroup | None) -> ClassicGroup | ConsumerGroup | None:
     """A deep copy, except that the committed offsets (immutable values, often many) are copied
     shallowly: a snapshot costs one dict copy of them instead of one deep copy per offset.
@@ -1136,4 +1350,9 @@ def _copy_group(group: ClassicGroup | ConsumerGroup | None) -> ClassicGroup | Co
         group.offsets = offsets
     copied.offsets = dict(offsets)
     return copied
+
+
+def _to_ids(partitions: Mapping[str, set[int]], topics: Mapping[str, tuple[uuid.UUID, int]]) -> Assignment:
+    """Topic names to ids (the embedded consumer protocol names topics); unknown topics dropped."""
+    return {topics[t][0]: set(ps) for t, ps in partitions.items() if t in topics and ps}
 

@@ -73,7 +73,9 @@ class GroupMetadataValue:
     members: list[MemberMetadata] = field(default_factory=list)
 
 
-class _Writer:
+class Writer:
+    """Kafka primitive types, classic or flexible (compact) encoding."""
+
     def __init__(self, flexible: bool) -> None:
         self.parts: list[bytes] = []
         self.flexible = flexible
@@ -132,7 +134,9 @@ class _Writer:
         return b"".join(self.parts)
 
 
-class _Reader:
+class Reader:
+    """Reads what Writer writes; raises ValueError on truncated input."""
+
     def __init__(self, data: bytes, flexible: bool = False) -> None:
         self.data = memoryview(data)
         self.pos = 0
@@ -192,7 +196,7 @@ class _Reader:
 
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    w = _Writer(False)
+    w = Writer(False)
     w.int16(OFFSET_COMMIT_KEY_VERSION)
     w.string(key.group)
     w.string(key.topic)
@@ -201,7 +205,7 @@ def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    w = _Writer(False)
+    w = Writer(False)
     w.int16(GROUP_METADATA_KEY_VERSION)
     w.string(key.group)
     return w.done()
@@ -209,7 +213,7 @@ def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey:
     """Any key, told apart by its leading int16 as Kafka does (0/1 offsets, 2 group, 3-8 KIP-848)."""
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     group = r.string() or ""
     if version in (0, 1):
@@ -225,7 +229,7 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGrou
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     version = 1 if value.expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
-    w = _Writer(False)
+    w = Writer(False)
     w.int16(version)
     w.int64(value.offset)
     if version >= 3:
@@ -238,7 +242,7 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if not 0 <= version <= 4:
         raise ValueError(f"unknown OffsetCommitValue version {version}")
@@ -253,7 +257,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
-    w = _Writer(False)
+    w = Writer(False)
     w.int16(GROUP_METADATA_VALUE_VERSION)
     w.string(value.protocol_type)
     w.int32(value.generation)
@@ -274,7 +278,7 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if not 0 <= version <= 4:
         raise ValueError(f"unknown GroupMetadataValue version {version}")
@@ -329,6 +333,15 @@ class ConsumerGroupKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A consumer group member that speaks the classic protocol (tagged field 0 of its metadata)."""
+
+    session_timeout_ms: int
+    #: (protocol name, metadata) as in its JoinGroup.
+    protocols: list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -338,6 +351,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +365,7 @@ class ConsumerGroupCurrentMemberAssignmentValue:
 
 
 def encode_consumer_group_key(key: ConsumerGroupKey) -> bytes:
-    w = _Writer(False)
+    w = Writer(False)
     w.int16(key.record_type)
     w.string(key.group)
     if key.member_id is not None:
@@ -360,7 +374,7 @@ def encode_consumer_group_key(key: ConsumerGroupKey) -> bytes:
 
 
 def _epoch_value(epoch: int) -> bytes:
-    w = _Writer(True)
+    w = Writer(True)
     w.int16(0)
     w.int32(epoch)
     w.tags()
@@ -379,7 +393,7 @@ def encode_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
 
 def decode_epoch_value(data: bytes) -> int:
     """The epoch of a ConsumerGroupMetadataValue or ConsumerGroupTargetAssignmentMetadataValue."""
-    r = _Reader(data, flexible=True)
+    r = Reader(data, flexible=True)
     r.int16()
     epoch = r.int32()
     r.skip_tags()
@@ -388,7 +402,7 @@ def decode_epoch_value(data: bytes) -> int:
 
 def encode_partition_metadata_value(topics: dict[str, tuple[uuid.UUID, int]]) -> bytes:
     """ConsumerGroupPartitionMetadataValue v0: (name, id, partition count) per subscribed topic, no racks."""
-    w = _Writer(True)
+    w = Writer(True)
     w.int16(0)
     w.array_len(len(topics))
     for name, (topic_id, count) in sorted(topics.items()):
@@ -402,7 +416,7 @@ def encode_partition_metadata_value(topics: dict[str, tuple[uuid.UUID, int]]) ->
 
 
 def decode_partition_metadata_value(data: bytes) -> dict[str, tuple[uuid.UUID, int]]:
-    r = _Reader(data, flexible=True)
+    r = Reader(data, flexible=True)
     r.int16()
     topics = {}
     for _ in range(r.array_len()):
@@ -421,7 +435,7 @@ def decode_partition_metadata_value(data: bytes) -> dict[str, tuple[uuid.UUID, i
 
 
 def encode_member_metadata_value(v: ConsumerGroupMemberMetadataValue) -> bytes:
-    w = _Writer(True)
+    w = Writer(True)
     w.int16(0)
     w.string(v.instance_id)
     w.string(v.rack_id)
@@ -433,12 +447,27 @@ def encode_member_metadata_value(v: ConsumerGroupMemberMetadataValue) -> bytes:
     w.string(v.subscribed_topic_regex)
     w.int32(v.rebalance_timeout_ms)
     w.string(v.server_assignor)
-    w.tags()
+    if v.classic is None:
+        w.tags()
+    else:
+        c = Writer(True)
+        c.int32(v.classic.session_timeout_ms)
+        c.array_len(len(v.classic.protocols))
+        for name, metadata in v.classic.protocols:
+            c.string(name)
+            c.bytes_(metadata)
+            c.tags()
+        c.tags()
+        body = c.done()
+        w.uvarint(1)
+        w.uvarint(0)
+        w.uvarint(len(body))
+        w.parts.append(body)
     return w.done()
 
 
 def decode_member_metadata_value(data: bytes) -> ConsumerGroupMemberMetadataValue:
-    r = _Reader(data, flexible=True)
+    r = Reader(data, flexible=True)
     r.int16()
     instance_id = r.string()
     rack_id = r.string()
@@ -448,12 +477,24 @@ def decode_member_metadata_value(data: bytes) -> ConsumerGroupMemberMetadataValu
     regex = r.string()
     rebalance_timeout = r.int32()
     assignor = r.string()
-    r.skip_tags()  # tag 0, ClassicMemberMetadata, belongs to classic members of a consumer group
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        body = bytes(r._take(size))
+        if tag == 0:  # ClassicMemberMetadata
+            c = Reader(body, flexible=True)
+            session = c.int32()
+            protocols = []
+            for _ in range(c.array_len()):
+                name = c.string() or ""
+                protocols.append((name, c.bytes_() or b""))
+                c.skip_tags()
+            classic = ClassicMemberMetadata(session, protocols)
     return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
-                                            rebalance_timeout, assignor)
+                                            rebalance_timeout, assignor, classic)
 
 
-def _write_topic_partitions(w: _Writer, tps: TopicPartitions) -> None:
+def _write_topic_partitions(w: Writer, tps: TopicPartitions) -> None:
     w.array_len(len(tps))
     for topic_id, parts in sorted(tps.items(), key=lambda kv: str(kv[0])):
         w.uuid(topic_id)
@@ -463,7 +504,7 @@ def _write_topic_partitions(w: _Writer, tps: TopicPartitions) -> None:
         w.tags()
 
 
-def _read_topic_partitions(r: _Reader) -> TopicPartitions:
+def _read_topic_partitions(r: Reader) -> TopicPartitions:
     out: TopicPartitions = {}
     for _ in range(r.array_len()):
         topic_id = r.uuid()
@@ -475,7 +516,7 @@ def _read_topic_partitions(r: _Reader) -> TopicPartitions:
 
 
 def encode_target_assignment_member_value(assignment: TopicPartitions) -> bytes:
-    w = _Writer(True)
+    w = Writer(True)
     w.int16(0)
     _write_topic_partitions(w, assignment)
     w.tags()
@@ -483,7 +524,7 @@ def encode_target_assignment_member_value(assignment: TopicPartitions) -> bytes:
 
 
 def decode_target_assignment_member_value(data: bytes) -> TopicPartitions:
-    r = _Reader(data, flexible=True)
+    r = Reader(data, flexible=True)
     r.int16()
     out = _read_topic_partitions(r)
     r.skip_tags()
@@ -491,7 +532,7 @@ def decode_target_assignment_member_value(data: bytes) -> TopicPartitions:
 
 
 def encode_current_member_assignment_value(v: ConsumerGroupCurrentMemberAssignmentValue) -> bytes:
-    w = _Writer(True)
+    w = Writer(True)
     w.int16(0)
     w.int32(v.member_epoch)
     w.int32(v.previous_member_epoch)
@@ -503,7 +544,7 @@ def encode_current_member_assignment_value(v: ConsumerGroupCurrentMemberAssignme
 
 
 def decode_current_member_assignment_value(data: bytes) -> ConsumerGroupCurrentMemberAssignmentValue:
-    r = _Reader(data, flexible=True)
+    r = Reader(data, flexible=True)
     r.int16()
     epoch = r.int32()
     previous = r.int32()

@@ -79,7 +79,7 @@ class GroupCoordinatorService:
             "group.max.size", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
             "offsets.topic.segment.bytes", "offset.metadata.max.bytes", "offsets.retention.minutes",
             "offsets.retention.check.interval.ms", "group.consumer.session.timeout.ms",
-            "group.consumer.heartbeat.interval.ms", "group.consumer.max.size",
+            "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.migration.policy",
         )}
         self.config = GroupCoordinatorConfig.from_properties(props)
         self.core = GroupCoordinator(self.config)

@@ -25,8 +25,8 @@ REQUIRE_MEMBER_ID_SINCE = 4
 CLIENT_MEMBER_ID_SINCE = 1
 #: DescribeGroups v6 answers GROUP_ID_NOT_FOUND for unknown and non-classic groups (KIP-1043).
 DESCRIBE_GROUPS_NOT_FOUND_SINCE = 6
-#: ConsumerGroupDescribe v1 member type (KIP-1099): this member uses the consumer protocol.
-MEMBER_TYPE_CONSUMER = 1
+#: ConsumerGroupDescribe v1 member types (KIP-1099): the protocol the member speaks.
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1
 #: OffsetCommit and OffsetFetch v10 name topics by id, not by name.
 TOPIC_IDS_SINCE = 10
 #: FindCoordinator key types.
@@ -86,12 +86,14 @@ async def handle_join_group(ctx: RequestContext, request):
     rebalance_timeout = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_timeout
     client_id = ctx.header.client_id or ""
     client_host = "/" + ctx.connection.peer_host
+    topics = _topic_metadata(ctx)
 
     def start(callback, now_ms):
         svc.core.join_group(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None), client_id,
             client_host, request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
             session_timeout, rebalance_timeout, ctx.api_version >= REQUIRE_MEMBER_ID_SINCE, callback, now_ms,
+            topics=topics,
         )
 
     try:
@@ -114,12 +116,13 @@ async def handle_join_group(ctx: RequestContext, request):
 async def handle_sync_group(ctx: RequestContext, request):
     svc = _service(ctx)
     assignments = {a.member_id: a.assignment for a in request.assignments}
+    topics = _topic_metadata(ctx)
 
     def start(callback, now_ms):
         svc.core.sync_group(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
             getattr(request, "protocol_type", None), getattr(request, "protocol_name", None), assignments,
-            callback, now_ms,
+            callback, now_ms, topics=topics,
         )
 
     try:
@@ -398,7 +401,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
                 subscribed_topic_names=tuple(sorted(m.subscribed_topics())),
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.to_send), target_assignment=assignment(group.target.get(m.member_id, {})),
-                member_type=MEMBER_TYPE_CONSUMER)
+                member_type=MEMBER_TYPE_CONSUMER if m.classic is None else MEMBER_TYPE_CLASSIC)
             for m in group.members.values()
         )
         described.append(schemas.build(
