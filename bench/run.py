@@ -313,8 +313,21 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(f'{x:.2f}' for x in load_after)} at the end.")
     print(header + "\n\n" + text)
     if str(args.output) != "-":
-        args.output.write_text(DOC.format(header=header, table=text))
+        write_doc(args.output, DOC.format(header=header, table=text))
     return 0
+
+
+#: Everything after this line in the output file is kept when the table is rewritten (profiles, analysis).
+KEEP_MARKER = "<!-- written by hand below: bench/run.py keeps it -->"
+
+
+def write_doc(path: Path, generated: str) -> None:
+    """Write the generated part, keeping the hand-written part of an existing file."""
+    kept = ""
+    if path.exists():
+        _, marker, rest = path.read_text().partition(KEEP_MARKER)
+        kept = marker + rest if marker else ""
+    path.write_text(generated + ("\n" + kept if kept else ""))
 
 
 DOC = """# Benchmarks
