@@ -50,7 +50,11 @@ def new_topic(bootstrap):
 
     def create(partitions: int = 1, prefix: str = "spark") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+        # The tests' records carry 2023 timestamps: with Kafka's default retention.ms of
+        # 7 days, every batch rolls a segment (segment.ms counts from the first record's
+        # timestamp) and the next retention check deletes them, as Apache Kafka would.
+        topic = NewTopic(name, partitions, 1, config={"retention.ms": "-1"})
+        admin.create_topics([topic])[name].result(timeout=30)
         return name
 
     return create
