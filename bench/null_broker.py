@@ -65,6 +65,8 @@ SUPPORTED = {
 NODE_ID = 0
 CLUSTER_ID = "null-broker"
 _I8, _I16, _I32, _I64 = (struct.Struct(f) for f in (">b", ">h", ">i", ">q"))
+#: Requests handled back to back before a connection yields the event loop (as Odradek's listener).
+MAX_BURST = 16
 #: Offsets of the v2 record batch header fields the broker reads.
 BATCH_LENGTH_AT, LAST_OFFSET_DELTA_AT, BATCH_OVERHEAD = 8, 23, 12
 
@@ -168,8 +170,10 @@ class NullBroker:
 class Connection(asyncio.Protocol):
     """One client connection: frames in, responses out, strictly in request order.
 
-    Requests are handled as they complete in ``data_received``; only a long-polling
-    Fetch defers, and the frames behind it wait in ``backlog`` until it is answered.
+    Complete frames queue in ``backlog`` and are handled at most ``MAX_BURST`` at a time
+    before the event loop gets a turn (as Odradek's listener does), so that a fetch woken
+    by an append on another connection is not held back by this one's pipelined backlog;
+    a long-polling Fetch parks the connection until it is answered.
     """
 
     def __init__(self, broker: NullBroker) -> None:
@@ -181,6 +185,7 @@ class Connection(asyncio.Protocol):
         self.frame_size = -1
         self.backlog: deque[memoryview] = deque()
         self.parked = False
+        self.scheduled = False  # a call of _run is pending
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -206,12 +211,23 @@ class Connection(asyncio.Protocol):
             else:
                 frame, rest = joined[: self.frame_size], joined[self.frame_size :]
                 self.frame_size, self.need = -1, 4
-                if self.parked:
-                    self.backlog.append(frame)
-                else:
-                    self.handle(frame)
+                self.backlog.append(frame)
             self.chunks = [rest] if rest else []
             self.buffered = len(rest)
+        self._run()
+
+    def _run(self) -> None:
+        """Handle up to MAX_BURST queued frames; come back for the rest after the loop's other work."""
+        self.scheduled = False
+        if self.transport.is_closing():
+            return
+        for _ in range(MAX_BURST):
+            if self.parked or not self.backlog:
+                return
+            self.handle(self.backlog.popleft())
+        if self.backlog and not self.parked and not self.scheduled:
+            self.scheduled = True
+            asyncio.get_running_loop().call_soon(self._run)
 
     def send(self, correlation_id: int, flexible_header: bool, body: list) -> None:
         head = _I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
@@ -348,8 +364,7 @@ class Connection(asyncio.Protocol):
             response, _size = self._fetch_response(v, wanted, max_bytes)
             self.send(correlation_id, v >= 12, response)
             self.parked = False
-            while self.backlog and not self.parked:
-                self.handle(self.backlog.popleft())
+            self._run()
 
         waiter.add_done_callback(answer)
 
