@@ -28,6 +28,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
@@ -40,6 +41,10 @@ class _Mapping:
         if addr == _MAP_FAILED:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))
+        # Index files are sparse and preallocated: without this, the first touch of an
+        # entry faults in (and zero-fills) a whole read-ahead window, which dominated
+        # producing across 1,000 partitions.
+        _libc.madvise(addr, size, mmap.MADV_RANDOM)
         self.addr, self.size = addr, size
         self.buf = (ctypes.c_char * size).from_address(addr)
 
