@@ -11,33 +11,23 @@ from collections.abc import Iterator
 
 import crc32c
 
-from odradek.protocol.records import iter_batches, read_varint
+from odradek.protocol.records import iter_batches, read_varint, write_varint
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 #: Bytes of the batch header covered by the CRC start here (attributes onward).
 _CRC_START = 21
 
 
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
 def _field(data: bytes | None) -> bytes:
-    return _varint(-1) if data is None else _varint(len(data)) + data
+    return write_varint(-1) if data is None else write_varint(len(data)) + data
 
 
 def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
     """One batch of (key, value) records; a None value is a tombstone."""
     body = bytearray()
     for delta, (key, value) in enumerate(records):
-        record = b"\x00" + _varint(0) + _varint(delta) + _field(key) + _field(value) + _varint(0)
-        body += _varint(len(record)) + record
+        record = b"\x00" + write_varint(0) + write_varint(delta) + _field(key) + _field(value) + write_varint(0)
+        body += write_varint(len(record)) + record
     header = _HEADER.pack(
         0, _HEADER.size - 12 + len(body), -1, 2, 0, 0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1,
         len(records),

@@ -4,8 +4,8 @@ The broker's Produce/Fetch codecs and the storage layer share this module. It
 knows the fixed 61-byte batch header: where each field lives, how to walk the
 batches of a records blob, how to patch baseOffset and partitionLeaderEpoch in
 place (the CRC32C covers bytes 21..end, so those patches keep it valid), and how
-to re-stamp LogAppendTime (which does change the CRC). Only ``crc32c`` is
-imported, so any layer can use it.
+to re-stamp LogAppendTime (which does change the CRC). Only ``crc32c`` and the
+protocol's own wire primitives are imported, so any layer can use it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import struct
 from collections.abc import Iterator
 
 from crc32c import crc32c
+
+from odradek.protocol.wire import uvarint
 
 # Field offsets of the v2 batch header (the record-batch specification).
 BASE_OFFSET = 0
@@ -274,6 +276,11 @@ def iter_batches(buffer: bytes | bytearray | memoryview, *, verify_crc: bool = T
 
 
 # -- record-level decoding (only where a feature needs it) -------------------
+
+
+def write_varint(value: int) -> bytes:
+    """A zig-zag varint as records use (the inverse of ``read_varint``)."""
+    return uvarint((value << 1) ^ (value >> 63))
 
 
 def read_varint(buffer: bytes | memoryview, position: int) -> tuple[int, int]:

@@ -99,17 +99,6 @@ def read_records(batch: rb.RecordBatch) -> list[Record]:
     return out
 
 
-def zigzag(n: int) -> bytes:
-    """A zig-zag varint as records use."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def build_batch(template: rb.RecordBatch, records: list[Record], *, delete_horizon_ms: int | None = None,
                 level: int | None = None) -> bytes:
     """``records`` as one batch with ``template``'s header fields and codec (as Kafka's
@@ -131,8 +120,8 @@ def build_batch(template: rb.RecordBatch, records: list[Record], *, delete_horiz
         max_ts = max((r.timestamp for r in records), default=rb.NO_TIMESTAMP)
     body = bytearray()
     for r in records:
-        inner = bytes((r.attributes,)) + zigzag(r.timestamp - base_ts) + r.payload[r.tail_start:r.end]
-        body += zigzag(len(inner)) + inner
+        inner = bytes((r.attributes,)) + rb.write_varint(r.timestamp - base_ts) + r.payload[r.tail_start:r.end]
+        body += rb.write_varint(len(inner)) + inner
     codec = template.compression_type
     payload = compression.compress(codec, body, level) if codec else bytes(body)
     return rewrap(template, payload, attributes=attributes, base_timestamp=base_ts, max_timestamp=max_ts,
