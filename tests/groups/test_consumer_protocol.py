@@ -45,8 +45,9 @@ def test_consumer_protocol_members_share_partitions_while_records_flow(broker):
         b.start()
         wait_for(lambda: disjoint_cover([a, b]))
         c.start()
-        wait_for(lambda: disjoint_cover([a, b, c]))
-        assert sorted(len(m.assignment) for m in (a, b, c)) == [2, 2, 2]
+        # Reconciliation is incremental: a member gives up a partition before the newcomer gets it,
+        # so uneven disjoint covers (3/2/1) pass by on the way to the uniform target of 2 each.
+        wait_for(lambda: disjoint_cover([a, b, c]) and sorted(len(m.assignment) for m in (a, b, c)) == [2, 2, 2])
         b.stop()  # leaves with member epoch -1: a and c take over its partitions
         wait_for(lambda: disjoint_cover([a, c]))
     finally:
