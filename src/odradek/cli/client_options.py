@@ -43,15 +43,12 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--command-config", type=Path, help="file of client properties (security settings, timeouts)"
     )
-    parser.add_argument(
-        "-X",
-        dest="client_properties",
-        action="append",
-        type=parse_key_value,
-        default=[],
-        metavar="KEY=VALUE",
-        help="a librdkafka client property; repeatable",
-    )
+    add_key_value_arg(parser, "-X", dest="client_properties", help="a librdkafka client property; repeatable")
+
+
+def add_key_value_arg(parser: argparse.ArgumentParser, *flags: str, **kwargs: str) -> None:
+    """A repeatable ``KEY=VALUE`` option collected as a list of pairs, as Kafka's tools take them."""
+    parser.add_argument(*flags, action="append", type=parse_key_value, default=[], metavar="KEY=VALUE", **kwargs)
 
 
 def client_config(args: argparse.Namespace, extra: Iterable[tuple[str, str]] = ()) -> dict[str, str]:

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Message, TopicPartition
 
-from odradek.cli.client_options import add_connection_args, client_config, parse_key_value
+from odradek.cli.client_options import add_connection_args, add_key_value_arg, client_config
 
 METADATA_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.2
@@ -37,17 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-messages", type=int, help="exit after printing this many records")
     parser.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument(
+    add_key_value_arg(
+        parser,
         "--property",
-        action="append",
-        type=parse_key_value,
-        default=[],
-        metavar="KEY=VALUE",
         help="text format: print.key, print.timestamp, print.partition, print.offset, key.separator",
     )
-    parser.add_argument(
-        "--consumer-property", action="append", type=parse_key_value, default=[], metavar="KEY=VALUE"
-    )
+    add_key_value_arg(parser, "--consumer-property", help="a consumer config, e.g. isolation.level=read_committed")
     parser.set_defaults(func=run)
 
 

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from confluent_kafka import KafkaError, Producer
 
-from odradek.cli.client_options import add_connection_args, client_config, parse_key_value
+from odradek.cli.client_options import add_connection_args, add_key_value_arg, client_config
 
 FLUSH_TIMEOUT_S = 60.0
 
@@ -24,20 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int, help="write every record to this partition")
     parser.add_argument("--key-separator", help="split each line into key SEP value (implies parse.key)")
-    parser.add_argument(
-        "--property",
-        action="append",
-        type=parse_key_value,
-        default=[],
-        metavar="KEY=VALUE",
-        help="line reader properties: parse.key=true, key.separator=SEP, null.marker=TEXT",
+    add_key_value_arg(
+        parser, "--property", help="line reader properties: parse.key=true, key.separator=SEP, null.marker=TEXT"
     )
-    parser.add_argument(
+    add_key_value_arg(
+        parser,
         "--producer-property",
-        action="append",
-        type=parse_key_value,
-        default=[],
-        metavar="KEY=VALUE",
         help="a producer config, e.g. acks=all, compression.type=zstd, enable.idempotence=true",
     )
     parser.set_defaults(func=run)

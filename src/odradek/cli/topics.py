@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.cli.client_options import add_connection_args, client_config, parse_key_value
+from odradek.cli.client_options import add_connection_args, add_key_value_arg, client_config
 
 TIMEOUT_S = 30.0
 
@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     create.add_argument(
         "--replication-factor", type=int, default=-1, help="default: the broker's default.replication.factor"
     )
-    create.add_argument("--config", action="append", type=parse_key_value, default=[], metavar="KEY=VALUE")
+    add_key_value_arg(create, "--config", help="a topic config, e.g. cleanup.policy=compact; repeatable")
     create.add_argument("--if-not-exists", action="store_true")
     create.add_argument("--validate-only", action="store_true", help="check the request, create nothing")
     create.set_defaults(func=_create)
