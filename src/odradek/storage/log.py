@@ -136,15 +136,17 @@ class Log:
 
     # -- loading -----------------------------------------------------------------
     def _load(self, clean_shutdown: bool, now_ms: int) -> None:
-        self._complete_leftovers()
+        # One listing of the directory serves the whole load (globbing it per file kind cost
+        # more than the rest of loading a clean partition).
+        names = self._complete_leftovers(os.listdir(self.dir))
         #: Below it the cleaner has been (offsets may have gaps); from the log dir's cleaner-offset-checkpoint.
         self.cleaner_offset = load_cleaner_offset(self.dir)
-        bases = sorted(int(p.name[:20]) for p in self.dir.glob("*.log") if p.name[:20].isdigit())
+        bases = sorted(int(name[:20]) for name in names if name.endswith(".log") and name[:20].isdigit())
         cfg = self.config
         for i, base in enumerate(bases):
             seg = LogSegment(self.dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, now_ms)
             end_bound = bases[i + 1] if i + 1 < len(bases) else 2**63
-            indexes_missing = not (seg.offset_index.path.stat().st_size and seg.time_index.path.stat().st_size)
+            indexes_missing = not (os.stat(seg.offset_index.path).st_size and os.stat(seg.time_index.path).st_size)
             recover = (not clean_shutdown and end_bound > self.recovery_point) or (indexes_missing and seg.size > 0)
             cut = seg.load(recover=recover, contiguous=base >= self.cleaner_offset)
             self._add_segment(seg)
@@ -173,8 +175,14 @@ class Log:
         for seg in self.segments:
             seg.recovered_producer_batches = None  # used up: later rebuilds (truncation) read headers
 
-    def _complete_leftovers(self) -> None:
-        """Finish what a crash interrupted: .swap files replace their segment; .cleaned, .deleted and .tmp go."""
+    def _complete_leftovers(self, names: list[str]) -> list[str]:
+        """Finish what a crash interrupted: .swap files replace their segment; .cleaned, .deleted and .tmp go,
+        and so do indexes without their .log. ``names`` lists the directory; returns it as it is after."""
+        present = set(names)
+        if not any(name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp", SWAP_SUFFIX))
+                   or (name.endswith((".index", ".timeindex")) and f"{name.rpartition('.')[0]}.log" not in present)
+                   for name in names):
+            return names
         for path in self.dir.iterdir():
             name = path.name
             if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
@@ -190,6 +198,7 @@ class Log:
         for path in self.dir.glob("*.timeindex"):
             if not path.with_suffix(".log").exists():
                 path.unlink()
+        return os.listdir(self.dir)
 
     def _rebuild_producer_state(self) -> None:
         """Load the newest snapshot at or below the LEO, then replay the producer batches after

@@ -111,7 +111,11 @@ class LogManager:
                        recovery_point=recovery_points.get(tp, 0), clean_shutdown=clean,
                        producer_id_expiration_ms=self.producer_id_expiration_ms, on_io_error=self._mark_offline)
 
-        workers = min(8, max(1, len(partition_dirs) // 4))
+        # A clean load trusts the indexes and checkpoints: per partition it is short system calls
+        # and some Python, which threads only make contend for the GIL (1,050 partitions loaded
+        # in about 0.4 s in one thread and 1.4-1.9 s in eight). Recovery reads and checksums
+        # whole segments, where threads overlap the reads.
+        workers = 1 if clean else min(8, max(1, len(partition_dirs) // 4))
         if workers > 1:
             with ThreadPoolExecutor(workers, thread_name_prefix="log-recovery") as pool:
                 loaded = list(pool.map(load, partition_dirs))
