@@ -170,7 +170,13 @@ class Log:
         for seg in self.segments:  # batches recovery re-read carry epochs the checkpoint may lack
             for epoch, start in seg.recovered_epochs:
                 epochs.assign(epoch, start)
-        epochs.flush()  # a no-op unless recovery changed it; start-up, as Kafka's log loading
+        if any(seg.recovered_producer_batches is not None for seg in self.segments):
+            epochs.flush()  # the recovery point moves to the LEO: what recovery found must be on disk
+        # Without recovery the file matched the log at the clean shutdown, and truncation can only
+        # have dropped entries at or past the LEO (an epoch with no batch yet, such as (0, 0) of an
+        # empty partition), which the next load drops again; so, as Kafka's
+        # truncateFromEndAsyncFlush, the next Log.flush writes it. Writing it here cost a synced
+        # file write per empty partition at every start.
         self._rebuild_producer_state()
         for seg in self.segments:
             seg.recovered_producer_batches = None  # used up: later rebuilds (truncation) read headers
@@ -207,6 +213,8 @@ class Log:
         ps.truncate_and_reload(self.log_end_offset)
         start = ps.load_latest_snapshot(self.log_end_offset)
         start = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        if start >= self.log_end_offset:
+            return  # a snapshot at the LEO (as a clean shutdown writes): no batch to replay
         update = ps.update
         for seg in self._segments_from(start):
             batches = seg.recovered_producer_batches
