@@ -13,6 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
+from odradek.cli.main import build_parser, command_name
 from odradek.cli.serve import READY
 
 TIMEOUT = 60
@@ -46,3 +47,20 @@ def test_the_broker_does_not_import_hypothesis(tmp_path: Path) -> None:
     assert "kio.schema.errors" in modules  # the capture works: the broker's own imports are listed
     # kio's `import hypothesis.strategies` is still attempted (and listed); the package is never loaded.
     assert "hypothesis" not in modules
+
+
+def test_the_broker_does_not_import_a_client_library(tmp_path: Path) -> None:
+    """The client tools' modules import confluent-kafka; `odradek serve` registers only itself."""
+    modules = _modules_imported_until_ready(tmp_path / "data")
+    assert "odradek.server.broker" in modules  # the capture works (import_module calls are not listed)
+    assert not {m for m in modules if m.split(".")[0] == "confluent_kafka"}
+
+
+def test_command_name_finds_the_subcommand_past_the_global_options() -> None:
+    assert command_name(["--log-level", "DEBUG", "serve", "--port", "0"]) == "serve"
+    assert command_name(["topics", "list"]) == "topics"
+    assert command_name(["--help", "serve"]) is None  # the top-level help lists every subcommand
+    assert command_name([]) is None
+    assert "topics" in build_parser(None).format_help()
+    assert "topics" not in build_parser("serve").format_help()
+    assert "topics" in build_parser("no-such-command").format_help()  # argparse then names the choices

@@ -23,17 +23,38 @@ COMMAND_MODULES = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or only of ``command`` when a module of that name has it.
+
+    Each module registers the subcommand named after it, and importing the client tools'
+    modules imports confluent-kafka: `odradek serve` registers only itself, so the broker
+    process never loads a client library.
+    """
     parser = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible event-streaming broker.")
     parser.add_argument("--log-level", default="INFO", help="Python logging level (default INFO)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMAND_MODULES:
+    modules = [m for m in COMMAND_MODULES if m.rpartition(".")[2] == command] or COMMAND_MODULES
+    for module in modules:
         importlib.import_module(module).register(subparsers)
     return parser
 
 
+def command_name(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is neither an option nor --log-level's
+    value; None before a --help (which lists every subcommand)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help"):
+            return None
+        if word == "--log-level":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(command_name(sys.argv[1:] if argv is None else argv)).parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
