@@ -13,9 +13,11 @@ empty data dir and runs, through `odradek perf` in a subprocess:
 
 It prints one table with the machine's description and writes it to docs/benchmarks.md.
 
-    .venv/bin/python bench/run.py [--rounds 3] [--quick] [--output docs/benchmarks.md]
+    .venv/bin/python bench/run.py [--rounds 3] [--quick] [--start-only] [--output docs/benchmarks.md]
 
-``--quick`` divides the record and partition counts by 10 for a smoke run.
+``--quick`` divides the record and partition counts by 10 for a smoke run. ``--start-only``
+runs only the start-to-ready rows (and the produce that fills the 1,000 partitions), cheap
+enough for many rounds on a loaded machine; it writes no file unless ``--output`` says so.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -152,8 +155,9 @@ def metadata_ms(broker: Broker, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def one_round(name: str, scale: Scale, r: int, work: Path) -> dict[str, float | None]:
-    """All workloads against one fresh broker; metric name -> value (None when it failed)."""
+def one_round(name: str, scale: Scale, r: int, work: Path, start_only: bool = False) -> dict[str, float | None]:
+    """All workloads (``start_only``: the start-to-ready ones) against one fresh broker; metric
+    name -> value (None when it failed)."""
     out: dict[str, float | None] = {}
 
     def record(key: str, result: dict, field_name: str) -> None:
@@ -167,26 +171,8 @@ def one_round(name: str, scale: Scale, r: int, work: Path) -> dict[str, float | 
     broker = Broker(name, data)
     out["start_empty_s"] = broker.start()
     try:
-        for acks in ("1", "all"):
-            res = perf(broker, "produce", "--topic", f"lb-{acks}-{r}", "--partitions", "6", "--acks", acks,
-                       "--records", str(scale.records_100b), "--record-size", "100")
-            record(f"produce_100b_acks{acks}_rps", res, "records_per_s")
-        res = perf(broker, "consume", "--topic", f"lb-1-{r}", "--records", str(scale.records_100b))
-        record("consume_100b_rps", res, "records_per_s")
-        for size, count, label in ((1024, scale.records_1kb, "1kb"), (65536, scale.records_64kb, "64kb")):
-            res = perf(broker, "produce", "--topic", f"size-{label}-{r}", "--partitions", "6",
-                       "--records", str(count), "--record-size", str(size))
-            record(f"produce_{label}_mbps", res, "mb_per_s")
-        res = perf(broker, "e2e", "--topic", f"e2e-{r}", "--partitions", "1", "--throughput", "10000",
-                   "--records", str(scale.records_e2e))
-        for q in ("p50", "p99", "p99.9"):
-            record(f"e2e_{q}_ms", res, f"{q}_ms")
-        try:
-            out["create_wide_s"] = create_topic(broker, f"wide-{r}", scale.metadata_partitions)
-            out["metadata_wide_ms"] = metadata_ms(broker)
-        except Exception as e:  # noqa: BLE001 - a failed workload is reported, the others still run
-            print(f"  {name} metadata: FAILED {e}", file=sys.stderr)
-            out["create_wide_s"] = out["metadata_wide_ms"] = None
+        if not start_only:
+            workloads(broker, scale, r, record, out)
     finally:
         broker.stop()
         shutil.rmtree(data, ignore_errors=True)
@@ -209,6 +195,31 @@ def one_round(name: str, scale: Scale, r: int, work: Path) -> dict[str, float | 
         broker.stop()
         shutil.rmtree(data, ignore_errors=True)
     return out
+
+
+def workloads(broker: Broker, scale: Scale, r: int, record: Callable[[str, dict, str], None],
+              out: dict[str, float | None]) -> None:
+    """The throughput, latency and metadata workloads of a round, against a running broker."""
+    for acks in ("1", "all"):
+        res = perf(broker, "produce", "--topic", f"lb-{acks}-{r}", "--partitions", "6", "--acks", acks,
+                   "--records", str(scale.records_100b), "--record-size", "100")
+        record(f"produce_100b_acks{acks}_rps", res, "records_per_s")
+    res = perf(broker, "consume", "--topic", f"lb-1-{r}", "--records", str(scale.records_100b))
+    record("consume_100b_rps", res, "records_per_s")
+    for size, count, label in ((1024, scale.records_1kb, "1kb"), (65536, scale.records_64kb, "64kb")):
+        res = perf(broker, "produce", "--topic", f"size-{label}-{r}", "--partitions", "6",
+                   "--records", str(count), "--record-size", str(size))
+        record(f"produce_{label}_mbps", res, "mb_per_s")
+    res = perf(broker, "e2e", "--topic", f"e2e-{r}", "--partitions", "1", "--throughput", "10000",
+               "--records", str(scale.records_e2e))
+    for q in ("p50", "p99", "p99.9"):
+        record(f"e2e_{q}_ms", res, f"{q}_ms")
+    try:
+        out["create_wide_s"] = create_topic(broker, f"wide-{r}", scale.metadata_partitions)
+        out["metadata_wide_ms"] = metadata_ms(broker)
+    except Exception as e:  # noqa: BLE001 - a failed workload is reported, the others still run
+        print(f"  {broker.name} metadata: FAILED {e}", file=sys.stderr)
+        out["create_wide_s"] = out["metadata_wide_ms"] = None
 
 
 #: metric -> (label, unit, higher is better, goal as text, goal check on (odradek, ratio)).
@@ -264,6 +275,8 @@ def table(results: dict[str, list[dict]], scale: Scale) -> str:
     rows = ["| Workload | Unit | Odradek | Null broker | Odradek ÷ null | Goal | Met |",
             "|---|---|---:|---:|---:|---|---|"]
     for key, (label, unit, _higher, goal, check) in METRICS.items():
+        if not any(key in r for rounds in results.values() for r in rounds):
+            continue  # not run (--start-only)
         ours = median([r.get(key) for r in results["odradek"]])
         ref = median([r.get(key) for r in results["null"]])
         ratio = ours / ref if ours is not None and ref else None
@@ -291,9 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a tenth of the records and partitions")
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks.md",
-                        help="markdown file to write ('-' for none)")
+    parser.add_argument("--start-only", action="store_true",
+                        help="only the start-to-ready rows (and the produce that fills the spread topic)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="markdown file to write ('-' for none; default docs/benchmarks.md, "
+                             "none with --start-only)")
     args = parser.parse_args(argv)
+    if args.output is None:
+        args.output = Path("-") if args.start_only else ROOT / "docs" / "benchmarks.md"
     scale = QUICK if args.quick else FULL
     precompile()
     load_before = os.getloadavg()
@@ -303,11 +321,12 @@ def main(argv: list[str] | None = None) -> int:
             order = ("odradek", "null") if r % 2 == 0 else ("null", "odradek")
             for name in order:
                 print(f"round {r + 1}/{args.rounds}: {name}", file=sys.stderr, flush=True)
-                results[name].append(one_round(name, scale, r, Path(tmp)))
+                results[name].append(one_round(name, scale, r, Path(tmp), args.start_only))
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = table(results, scale)
     load_after = os.getloadavg()
-    header = (f"Machine: {machine()}\n\nMeasured {when}: `bench/run.py{' --quick' if args.quick else ''} "
+    flags = "".join(f" --{flag}" for flag in ("quick", "start-only") if getattr(args, flag.replace("-", "_")))
+    header = (f"Machine: {machine()}\n\nMeasured {when}: `bench/run.py{flags} "
               f"--rounds {args.rounds}`, medians of {args.rounds} rounds, brokers alternating. "
               f"Load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} at the start, "
               f"{', '.join(f'{x:.2f}' for x in load_after)} at the end.")
