@@ -5,8 +5,8 @@
   recovery after unclean stop   Log load of ~1 GiB vs reading it with CRC  (target >= 0.8)
 
 A ratio is baseline time / Odradek time (1.0 = as fast as the bare syscalls); each
-benchmark takes the best of a few interleaved runs of both, and with --rounds the
-median ratio of the rounds is printed.
+benchmark takes the median of a few interleaved runs of both (taking turns to go
+first), and with --rounds the median ratio of the rounds is printed.
 Usage: python bench/storage_bench.py [--rounds 5] [--only append16k ...] [--recovery-mib 1024] [--append-mib 256]
 """
 
@@ -46,12 +46,18 @@ def make_batch(size: int) -> bytes:
 
 
 def compare(runs: int, plain, odradek) -> tuple[float, float]:
-    """Best time of each, runs interleaved so that load from other processes hits both alike."""
+    """Median time of each. Runs are interleaved and take turns going first, so that load
+    from other processes and the state of the page cache (dirty pages of the previous run
+    being written back) hit both alike."""
     plain_times, odradek_times = [], []
-    for _ in range(runs):
-        plain_times.append(plain())
-        odradek_times.append(odradek())
-    return min(plain_times), min(odradek_times)
+    for i in range(runs):
+        if i % 2:
+            odradek_times.append(odradek())
+            plain_times.append(plain())
+        else:
+            plain_times.append(plain())
+            odradek_times.append(odradek())
+    return statistics.median(plain_times), statistics.median(odradek_times)
 
 
 def bench_append(tmp: Path, batch_size: int, total: int) -> tuple[float, float]:
@@ -59,8 +65,9 @@ def bench_append(tmp: Path, batch_size: int, total: int) -> tuple[float, float]:
     count = total // len(batch)
 
     def plain() -> float:
-        path = tmp / "plain.bin"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        # A new file in a new directory of the same file system, as the log's first segment is.
+        path = Path(tempfile.mkdtemp(dir=tmp)) / "plain.bin"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         t = clock()
         for _ in range(count):
             os.write(fd, batch)
@@ -81,7 +88,7 @@ def bench_append(tmp: Path, batch_size: int, total: int) -> tuple[float, float]:
             f.unlink()
         return elapsed
 
-    return compare(3, plain, odradek)
+    return compare(5, plain, odradek)
 
 
 def bench_read(tmp: Path, total: int, fetch_bytes: int) -> tuple[float, float]:

@@ -58,6 +58,7 @@ _I16 = struct.Struct(">h")
 _TAIL = struct.Struct(">hiqqqhii")
 #: The whole 61-byte header in one unpack (hot paths read every field at once).
 HEADER = struct.Struct(">qiibIhiqqqhii")
+_unpack_header = HEADER.unpack_from
 
 
 class InvalidBatch(ValueError):
@@ -230,7 +231,7 @@ def check_header(buffer: bytes | bytearray | memoryview, position: int, end: int
     remaining = end - position
     if remaining < HEADER_SIZE:
         raise InvalidBatch("corrupt", f"{remaining} bytes left, fewer than a batch header ({HEADER_SIZE})")
-    fields = HEADER.unpack_from(buffer, position)
+    fields = _unpack_header(buffer, position)
     _, length, _, magic, stored, _, delta, _, _, _, _, _, count = fields
     if length < HEADER_SIZE - LOG_OVERHEAD:
         raise InvalidBatch("corrupt", f"batchLength {length} is smaller than the header")
@@ -239,7 +240,9 @@ def check_header(buffer: bytes | bytearray | memoryview, position: int, end: int
     if magic != 2:
         raise InvalidBatch("magic", f"magic {magic} is not supported, only record batch v2")
     if verify_crc:
-        computed = crc32c(memoryview(buffer)[position + ATTRIBUTES : position + LOG_OVERHEAD + length])
+        # A slice of a memoryview is a view; of bytes it would be a copy of the whole batch.
+        view = buffer if type(buffer) is memoryview else memoryview(buffer)
+        computed = crc32c(view[position + ATTRIBUTES : position + LOG_OVERHEAD + length])
         if stored != computed:
             raise InvalidBatch("corrupt", f"CRC32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
     if delta < 0 or count > delta + 1 or (strict_count and count != delta + 1):

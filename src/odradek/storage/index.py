@@ -64,6 +64,7 @@ class _SparseIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry.size)
+        self._last_entry = self.max_entries - 1
         self.keys: list[int] = []
         self.values: list[int] = []
         #: While True (a rebuild), entries stay in memory until write_deferred().
@@ -72,6 +73,8 @@ class _SparseIndex:
         self._map: _Mapping | None = None
         #: Entries the mapped file has room for (appends check this, not the map).
         self._capacity = 0
+        self._pack_into = self.entry.pack_into
+        self._entry_size = self.entry.size
         self._resize(None)
 
     # -- file ----------------------------------------------------------------
@@ -135,20 +138,18 @@ class _SparseIndex:
         assert self._map is not None
         return self._map.buf
 
-    def extend(self, keys: list[int], values: list[int]) -> None:
-        """Add entries after the last one (the caller knows they increase), with one write to
-        the map; keys and values as stored (offsets relative to the segment's base offset)."""
-        n = len(self.keys)
-        self.keys += keys
-        self.values += values
-        if self.deferred:
-            return
-        count, size = len(self.keys), self.entry.size
-        buf = self._map.buf if count <= self._capacity else self._ensure_room(count)  # type: ignore[union-attr]
-        if len(keys) == 1:
-            self.entry.pack_into(buf, n * size, keys[0], values[0])
-        else:
-            buf[n * size : count * size] = b"".join(map(self.entry.pack, keys, values))
+    def append(self, key: int, value: int) -> bool:
+        """Add an entry after the last one (the caller knows it is larger) with one store into
+        the map, key and value as stored (offsets relative to the segment's base offset);
+        whether the index is now full. Appends add one entry per index.interval.bytes."""
+        keys = self.keys
+        n = len(keys)
+        keys.append(key)
+        self.values.append(value)
+        if not self.deferred:
+            buf = self._map.buf if n < self._capacity else self._ensure_room(n + 1)  # type: ignore[union-attr]
+            self._pack_into(buf, n * self._entry_size, key, value)
+        return n >= self._last_entry
 
     def write_deferred(self) -> None:
         """Write every entry held back while ``deferred`` in one go."""

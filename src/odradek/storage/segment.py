@@ -152,30 +152,23 @@ class LogSegment:
         a chunk's worth."""
         base_offset, interval = self.base_offset, self.index_interval
         since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
-        time_keys = self.time_index.keys
+        offset_index, time_index = self.offset_index, self.time_index
+        time_keys = time_index.keys
         last_time = time_keys[-1] if time_keys else _NO_ENTRY
-        offsets: list[int] = []
-        positions: list[int] = []
-        times: list[int] = []
-        time_offsets: list[int] = []
+        full = False
         for position, size, base, last, batch_max_ts in batches:
             if batch_max_ts > max_ts:
                 max_ts, max_ts_offset = batch_max_ts, last
             if since >= interval:
-                offsets.append(base - base_offset)
-                positions.append(start + position)
+                full |= offset_index.append(base - base_offset, start + position)
                 if max_ts > last_time:
-                    times.append(max_ts)
-                    time_offsets.append(max_ts_offset - base_offset)
+                    full |= time_index.append(max_ts, max_ts_offset - base_offset)
                     last_time = max_ts
                 since = size
             else:
                 since += size
-        if offsets:
-            self.offset_index.extend(offsets, positions)
-            if times:
-                self.time_index.extend(times, time_offsets)
-            self._indexes_changed()
+        if full:
+            self.index_full = True
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = batches[0][4]
         self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = since, max_ts, max_ts_offset
