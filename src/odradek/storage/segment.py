@@ -7,9 +7,8 @@ import logging
 import os
 import struct
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from odradek.protocol import records as rb
 from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
@@ -17,7 +16,9 @@ from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 log = logging.getLogger(__name__)
 
 _HEAD = struct.Struct(">qi")  # baseOffset, batchLength
-_SCAN = struct.Struct(">qiiBIhiqq")  # ... up to maxTimestamp (43 bytes)
+_unpack_scan = struct.Struct(">qiiBIhiqq").unpack_from  # ... up to maxTimestamp (43 bytes)
+_HEADER_SIZE = rb.HEADER_SIZE
+_LOG_OVERHEAD = rb.LOG_OVERHEAD
 RECOVERY_CHUNK = 8 * 1024 * 1024
 INT_MAX = 2**31 - 1
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
@@ -38,9 +39,9 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-@dataclass(frozen=True, slots=True)
-class FileRegion:
-    """A byte range of an open segment file, ready for os.sendfile / loop.sock_sendfile."""
+class FileRegion(NamedTuple):
+    """A byte range of an open segment file, ready for os.sendfile / loop.sock_sendfile
+    (a NamedTuple, like BatchMeta: every fetch makes one)."""
 
     file: BinaryIO
     position: int
@@ -50,9 +51,10 @@ class FileRegion:
         return os.pread(self.file.fileno(), self.length, self.position)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMeta:
-    """What appends and recovery need to know of one batch without touching its records."""
+class BatchMeta(NamedTuple):
+    """What reads, truncation and loading need to know of one batch without touching its
+    records. A NamedTuple: every fetch makes two, and a frozen dataclass's __init__ costs
+    twice as much."""
 
     position: int
     size: int
@@ -299,14 +301,21 @@ class LogSegment:
     def scan_headers(self, position: int = 0, end: int | None = None):
         """BatchMeta of every batch from ``position`` (a batch boundary), headers only."""
         end = self.size if end is None else end
-        while position + rb.HEADER_SIZE <= end:
-            head = os.pread(self.fd, rb.HEADER_SIZE, position)
-            if len(head) < rb.HEADER_SIZE:
-                return
-            base, length, _, _, _, _, delta, _, max_ts = _SCAN.unpack_from(head)
-            size = rb.LOG_OVERHEAD + length
-            yield BatchMeta(position, size, base, base + delta, max_ts, head)
-            position += size
+        while (b := self.header_at(position, end)) is not None:
+            yield b
+            position += b.size
+
+    def header_at(self, position: int, end: int) -> BatchMeta | None:
+        """The BatchMeta of the batch at ``position`` (a batch boundary), or None when no whole
+        header lies before ``end``. Reads call this directly: a generator costs more than the
+        one or two headers a fetch reads."""
+        if position + _HEADER_SIZE > end:
+            return None
+        head = os.pread(self.fd, _HEADER_SIZE, position)
+        if len(head) < _HEADER_SIZE:
+            return None
+        base, length, _, _, _, _, delta, _, max_ts = _unpack_scan(head)
+        return BatchMeta(position, _LOG_OVERHEAD + length, base, base + delta, max_ts, head)
 
     def producer_batches(self, position: int = 0):
         """(base offset, last offset, max timestamp, producer id, producer epoch, base sequence)
@@ -321,19 +330,23 @@ class LogSegment:
     def find_batch(self, offset: int) -> BatchMeta | None:
         """The batch holding ``offset`` or the first one after it."""
         _, position = self.offset_index.lookup(offset)
-        for b in self.scan_headers(position):
+        end = self.size
+        while (b := self.header_at(position, end)) is not None:
             if b.last_offset >= offset:
                 return b
+            position += b.size
         return None
 
     def read_end(self, start: int, limit: int, max_offset: int) -> int:
         """The end of the last whole batch from ``start`` that fits before ``limit`` and starts below ``max_offset``."""
         _, position = self.offset_index.lookup_position(limit, max_offset)
         end = position = max(position, start)
-        for b in self.scan_headers(position):
-            if b.base_offset >= max_offset or b.position + b.size > limit:
+        size = self.size
+        while (b := self.header_at(position, size)) is not None:
+            position += b.size
+            if b.base_offset >= max_offset or position > limit:
                 break
-            end = b.position + b.size
+            end = position
         return end
 
     def read_batch(self, position: int) -> rb.RecordBatch:
