@@ -89,3 +89,12 @@ def test_deleted_records_fail_or_are_skipped_per_fail_on_data_loss(spark, bootst
         read(spark, bootstrap, subscribe=topic, startingOffsets=start).collect()
     df = read(spark, bootstrap, subscribe=topic, startingOffsets=start, failOnDataLoss="false")
     assert pairs(df) == [(0, o) for o in range(10, 20)]
+
+
+@pytest.mark.parametrize("extra", [{}, {"kafka.socket.keepalive.enable": "true"}], ids=["fetch", "librdkafka"])
+def test_fetch_reader_and_librdkafka_reader_return_the_same_rows(spark, bootstrap, ten_per_partition, extra):
+    """Options the Fetch reader does not know send the read through librdkafka; both read alike."""
+    rows = read(spark, bootstrap, subscribe=ten_per_partition, **extra).collect()
+    assert sorted((r.partition, r.offset, bytes(r.key), bytes(r.value), round(r.timestamp.timestamp() * 1000),
+                   r.timestampType) for r in rows) == [
+        (p, i, f"k{i}".encode(), f"{p}-{i}".encode(), BASE_TS + i * 1000, 0) for p in range(2) for i in range(10)]

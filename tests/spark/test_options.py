@@ -144,3 +144,12 @@ def test_sink_options():
         parse_sink_options({**BOOT, "kafka.value.serializer": "x"})
     with pytest.raises(ValueError, match="configuring Kafka producer"):
         parse_sink_options({"topic": "x"})
+
+
+def test_only_options_the_fetch_reader_honours_keep_it():
+    from odradek.spark.fetcher import can_fetch
+
+    assert can_fetch(source(subscribe="t", **{"kafka.isolation.level": "read_uncommitted"}))
+    assert can_fetch(source(subscribe="t", **{"kafka.security.protocol": "PLAINTEXT"}))
+    assert not can_fetch(source(subscribe="t", **{"kafka.security.protocol": "SSL"}))
+    assert not can_fetch(source(subscribe="t", **{"kafka.sasl.mechanism": "PLAIN"}))

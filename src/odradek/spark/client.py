@@ -1,9 +1,11 @@
-"""librdkafka (confluent-kafka) on the driver and on executors.
+"""librdkafka (confluent-kafka) for metadata; Fetch requests or librdkafka for data.
 
 The driver asks the cluster which partitions a query covers and where they
 begin and end; executors read offset ranges. Both use a plain Consumer with
-assign/seek and no consumer group membership: Spark, not the broker, owns the
-offsets, which live in the query's checkpoint.
+no consumer group membership: Spark, not the broker, owns the offsets, which
+live in the query's checkpoint. Executors read a range with their own Fetch
+requests (fetcher, record_columns) when the query's kafka.* options allow it,
+otherwise through the Consumer's assign and consume.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from collections.abc import Iterable, Iterator, Mapping
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from odradek.protocol.errors import ErrorCode
+from odradek.spark.connection import BrokerConnection, BrokerError
+from odradek.spark.fetcher import READ_COMMITTED, FetchSettings, can_fetch, fetch
 from odradek.spark.offsets import OffsetRange, PartitionOffsets
 from odradek.spark.options import (
     EARLIEST,
@@ -29,6 +34,7 @@ from odradek.spark.options import (
     SourceOptions,
     Subscribe,
 )
+from odradek.spark.record_columns import decode_fetched
 from odradek.spark.schema import records_to_batch
 
 METADATA_TIMEOUT_S = 30.0
@@ -203,7 +209,120 @@ def _cached_consumer(config: dict[str, object]) -> Consumer:
 def read_range(
     offset_range: OffsetRange, options: SourceOptions, config: dict[str, object]
 ) -> Iterator[pa.RecordBatch]:
-    """The records of one offset range as Arrow batches.
+    """The records of one offset range as Arrow batches: Fetch requests where the options allow."""
+    if can_fetch(options):
+        return fetch_range(offset_range, options, config)
+    return consume_range(offset_range, options, config)
+
+
+_connections: dict[tuple, BrokerConnection] = {}
+
+
+def _leader(consumer: Consumer, topic: str, partition: int, settings: FetchSettings) -> BrokerConnection | None:
+    """A connection to the partition's leader, opened once per Python worker; None while it has none."""
+    metadata = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    found = metadata.topics.get(topic)
+    info = found.partitions.get(partition) if found is not None and found.error is None else None
+    broker = metadata.brokers.get(info.leader) if info is not None else None
+    if broker is None:
+        return None
+    key = (os.getpid(), broker.host, broker.port, settings)
+    with _consumers_lock:
+        connection = _connections.get(key)
+        if connection is None:
+            connection = _connections[key] = BrokerConnection(
+                broker.host, broker.port, settings.client_id, settings.timeout_s + settings.max_wait_ms / 1000)
+        return connection
+
+
+def _forget(connection: BrokerConnection) -> None:
+    with _consumers_lock:
+        for key, cached in list(_connections.items()):
+            if cached is connection:
+                del _connections[key]
+    connection.close()
+
+
+def fetch_range(
+    offset_range: OffsetRange, options: SourceOptions, config: dict[str, object]
+) -> Iterator[pa.RecordBatch]:
+    """The records of one offset range as Arrow batches, one Fetch request at a time.
+
+    The range's semantics are consume_range's: holes in the offsets are skipped, it ends
+    at its until offset or where the partition ends past it, deleted records are data loss.
+    A leader change or a broken connection is retried until kafkaConsumer.pollTimeoutMs passes.
+    """
+    consumer = _cached_consumer(config)
+    settings = FetchSettings.from_options(options)
+    r = offset_range
+    position = r.from_offset
+    patience_s = options.poll_timeout_ms / 1000.0
+    deadline = time.monotonic() + patience_s
+    connection: BrokerConnection | None = None
+    while position < r.until_offset:
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"Cannot fetch records in [{position}, {r.until_offset}) of {r.topic}-{r.partition} "
+                f"within {options.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
+            )
+        try:
+            if connection is None:
+                connection = _leader(consumer, r.topic, r.partition, settings)
+            data = fetch(connection, settings, r.topic, r.partition, position) if connection is not None else None
+        except (OSError, ConnectionError, BrokerError):
+            if connection is not None:
+                _forget(connection)
+            connection = data = None
+        if data is not None and data.error_code == ErrorCode.offset_out_of_range:
+            restart = _after_data_loss(consumer, r, position, options)
+            if restart <= position:
+                # Past the partition's end: the log was truncated below the range's records.
+                _lost_tail(r, position, options)
+                return
+            position = restart
+            continue
+        if data is None or data.error_code.retriable:
+            connection = None
+            time.sleep(CONSUME_WAIT_S)
+            continue
+        if data.error_code != ErrorCode.none:
+            raise BrokerError(data.error_code, f"Fetch of {r.topic}-{r.partition}")
+        committed = settings.isolation_level == READ_COMMITTED
+        aborted = [(a.producer_id, a.first_offset) for a in data.aborted_transactions or ()] if committed else None
+        decoded = decode_fetched(
+            data.records or b"", r.topic, r.partition, position, r.until_offset,
+            include_headers=options.include_headers, aborted=aborted, verify_crc=settings.verify_crc,
+        )
+        if decoded.batch is not None:
+            first = decoded.batch.column(4)[0].as_py()
+            if first > position and options.fail_on_data_loss:
+                low = getattr(data, "log_start_offset", -1)
+                _check_gap(consumer, r, position, options, low if low >= 0 else None)
+            yield decoded.batch
+        if decoded.reached_end:
+            return
+        if decoded.next_offset > position:
+            position = decoded.next_offset
+            deadline = time.monotonic() + patience_s
+            continue
+        # No complete batch from here: the rest up to the partition's end is a hole.
+        end = data.last_stable_offset if committed and data.last_stable_offset >= 0 else data.high_watermark
+        if end >= r.until_offset:
+            return
+        position = max(position, end)
+
+
+def _lost_tail(r: OffsetRange, position: int, options: SourceOptions) -> None:
+    if options.fail_on_data_loss:
+        raise DataLossError(data_loss_message(
+            f"Cannot fetch offset {position} of {r.topic}-{r.partition}: the partition ends before it."
+        ))
+
+
+def consume_range(
+    offset_range: OffsetRange, options: SourceOptions, config: dict[str, object]
+) -> Iterator[pa.RecordBatch]:
+    """The records of one offset range as Arrow batches, through librdkafka.
 
     Offsets may have holes (control records, aborted transactions, compaction);
     the range ends when a record at or past its end arrives or the partition's
@@ -311,9 +430,12 @@ def _after_data_loss(consumer: Consumer, r: OffsetRange, position: int, options:
     return max(low, position)
 
 
-def _check_gap(consumer: Consumer, r: OffsetRange, position: int, options: SourceOptions) -> None:
-    """A hole before the first record is loss only if the log start moved past where we were."""
-    low, _ = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False)
+def _check_gap(consumer: Consumer, r: OffsetRange, position: int, options: SourceOptions,
+               low: int | None = None) -> None:
+    """A hole before the first record is loss only if the log start (asked for unless known) moved past where we were."""
+    if low is None:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S,
+                                                cached=False)
     if low > position and options.fail_on_data_loss:
         raise DataLossError(
             data_loss_message(f"Offsets [{position}, {low}) of {r.topic}-{r.partition} were deleted.")

@@ -1,0 +1,97 @@
+"""One blocking PLAINTEXT socket to one broker, speaking kio's request and response schemas.
+
+The source's Fetch reader and the sink's producer send their data-path
+requests through it; the API versions are agreed once per connection with
+ApiVersions v0, which every Kafka-compatible broker answers.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from kio.serial import entity_reader
+
+from odradek.protocol import schemas
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.tolerant import tolerant_reader
+from odradek.protocol.wire import skip_tagged_fields
+
+API_VERSIONS = 18
+_SIZE = struct.Struct(">i")
+_REQUEST_HEADER = struct.Struct(">hhi")
+
+
+class BrokerError(RuntimeError):
+    """A broker answered with an error code that retrying will not cure."""
+
+    def __init__(self, code: ErrorCode, where: str, message: str | None = None) -> None:
+        super().__init__(f"{where} failed: {code.name} ({int(code)}){': ' + message if message else ''}")
+        self.code = code
+
+
+class BrokerConnection:
+    """Requests out, responses back in order; at most the caller's requests in flight."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+        self.address = f"{host}:{port}"
+        self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._correlation_id = 0
+        encoded = client_id.encode()
+        self._client_id = struct.pack(">h", len(encoded)) + encoded
+        response = self.request(schemas.build(schemas.request_schema(API_VERSIONS, 0)))
+        if response.error_code != ErrorCode.none:
+            raise BrokerError(response.error_code, f"ApiVersions to {self.address}")
+        self.versions = {int(v.api_key): (int(v.min_version), int(v.max_version)) for v in response.api_keys}
+
+    def version(self, api_key: int, lowest: int, highest: int) -> int:
+        """The newest version of an API both sides speak, between ``lowest`` and ``highest``."""
+        low, high = self.versions.get(api_key, (0, -1))
+        chosen = min(high, highest)
+        if chosen < max(low, lowest):
+            raise RuntimeError(f"broker {self.address} serves API {api_key} v{low}-v{high}; "
+                               f"this client needs v{lowest}-v{highest}")
+        return chosen
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def request(self, request: Any) -> Any:
+        return self.receive(request, self.send(request))
+
+    def send(self, request: Any) -> int:
+        """Send a request; its correlation id, to be passed to receive()."""
+        api_key, version = int(request.__api_key__), int(request.__version__)
+        self._correlation_id += 1
+        header = _REQUEST_HEADER.pack(api_key, version, self._correlation_id) + self._client_id
+        body = header + (b"\x00" if request.__flexible__ else b"") + schemas.encode(request)
+        self._sock.sendall(_SIZE.pack(len(body)) + body)
+        return self._correlation_id
+
+    def receive(self, request: Any, correlation_id: int) -> Any:
+        """The response to ``request``; responses arrive in the order their requests were sent."""
+        response = self._receive(_SIZE.unpack(self._receive(4))[0])
+        if _SIZE.unpack_from(response)[0] != correlation_id:
+            raise ConnectionError(f"{self.address} answered another request")
+        api_key, version = int(request.__api_key__), int(request.__version__)
+        # ApiVersions responses keep header v0, so that any client can read them.
+        flexible = request.__flexible__ and api_key != API_VERSIONS
+        position = skip_tagged_fields(response, 4) if flexible else 4
+        schema = schemas.response_schema(api_key, version)
+        body = response[position:]
+        try:
+            return entity_reader(schema)(body, 0)[0]
+        except KeyError:  # a tagged field kio does not know: skipped, as the protocol says
+            return tolerant_reader(schema)(body, 0)[0]
+
+    def _receive(self, size: int) -> memoryview:
+        view = memoryview(bytearray(size))
+        received = 0
+        while received < size:
+            n = self._sock.recv_into(view[received:])
+            if not n:
+                raise ConnectionError(f"{self.address} closed the connection")
+            received += n
+        return view.toreadonly()  # kio reads read-only memoryviews, never bytearrays
