@@ -67,3 +67,13 @@ def test_a_clean_load_still_removes_what_a_crash_left_behind(tmp_path) -> None:
     assert not {"00000000000000000000.log.deleted", "00000000000000000007.index", "x.tmp"} & set(os.listdir(reloaded.dir))
     assert reloaded.log_end_offset == 1
     again.shutdown()
+
+
+def test_read_small_file_reads_past_a_size_that_fstat_got_wrong() -> None:
+    # /proc files report size 0 and have content: the read must go on to the real end.
+    from pathlib import Path
+
+    from odradek.storage.checkpoint import read_small_file
+
+    status = read_small_file(Path("/proc/self/status"))
+    assert status.startswith(b"Name:") and b"\nPid:" in status

@@ -217,8 +217,7 @@ class Log:
         """Load the newest snapshot at or below the LEO, then replay the producer batches after
         it: those recovery just re-read come from its notes, the others from their headers."""
         ps = self.producer_state
-        ps.truncate_and_reload(self.log_end_offset)
-        start = ps.load_latest_snapshot(self.log_end_offset)
+        start = ps.truncate_and_reload(self.log_end_offset)
         start = self.log_start_offset if start is None else max(start, self.log_start_offset)
         if start >= self.log_end_offset:
             return  # a snapshot at the LEO (as a clean shutdown writes): no batch to replay

@@ -18,6 +18,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from odradek.durable import fsync_dir
+from odradek.storage.checkpoint import read_small_file
 from odradek.storage.errors import InvalidProducerEpoch, OutOfOrderSequence
 
 NUM_BATCHES_TO_RETAIN = 5
@@ -107,12 +108,17 @@ class ProducerStateManager:
     def commit(self, pending: dict[int, ProducerStateEntry]) -> None:
         self.producers.update(pending)
 
-    def truncate_and_reload(self, log_end_offset: int) -> None:
-        """Forget everything at or after ``log_end_offset`` (callers rebuild by replaying the log)."""
+    def truncate_and_reload(self, log_end_offset: int) -> int | None:
+        """Forget everything, delete the snapshots past ``log_end_offset`` and load the newest valid
+        one at or below it; its offset (callers replay the log from there), or None."""
         self.producers.clear()
+        kept = []
         for path in self.snapshot_files():
             if offset_of(path) > log_end_offset:
                 path.unlink(missing_ok=True)
+            else:
+                kept.append(path)
+        return self._load_newest(kept)
 
     def remove_expired(self, now_ms: int) -> None:
         expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.expiration_ms]
@@ -155,13 +161,11 @@ class ProducerStateManager:
             old.unlink(missing_ok=True)
         return path
 
-    def load_latest_snapshot(self, max_offset: int) -> int | None:
-        """Load the newest valid snapshot at or below ``max_offset``; its offset, or None."""
-        for path in reversed(self.snapshot_files()):
+    def _load_newest(self, paths: list[Path]) -> int | None:
+        """Load the newest valid snapshot of ``paths`` (oldest first); its offset, or None."""
+        for path in reversed(paths):
             offset = offset_of(path)
-            if offset > max_offset:
-                continue
-            data = path.read_bytes()
+            data = read_small_file(path)
             if len(data) < _HEADER.size:
                 continue
             version, crc, count = _HEADER.unpack_from(data)
