@@ -280,12 +280,13 @@ class Log:
                assign_offsets: bool = True) -> LogAppendInfo:
         """Validate, stamp and write a blob of v2 batches, all or nothing.
 
-        The payload is never copied: each batch goes out as a stamped 61-byte header
-        plus a view of its original records, all in one writev. This is the produce
+        The payload is never copied: each batch goes out as its first 16 bytes with
+        baseOffset and partitionLeaderEpoch set (or, for LogAppendTime, a re-stamped
+        61-byte header) plus a view of the rest, all in one writev. This is the produce
         hot path (a 16 KB batch costs little more than its write), so each header is
         unpacked once, what a feature needs (producer state, a follower's epochs) is
-        made only when it does, and records are parsed only for
-        compacted topics and CreateTime timestamps outside the accepted window.
+        made only when it does, and records are parsed only for compacted topics and
+        CreateTime timestamps outside the accepted window.
         """
         if self.offline:
             raise errors.KafkaStorageError(f"log {self.dir} is offline")
