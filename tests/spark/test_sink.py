@@ -34,13 +34,17 @@ def test_reference_murmur2_matches_kafka_test_vectors():
     assert {s: murmur2(s.encode()) for s in vectors} == vectors
 
 
-def test_batch_sink_records_read_by_plain_consumer(spark, bootstrap, new_topic, consume_all):
+@pytest.mark.parametrize("extra", [{}, {"kafka.queue.buffering.max.messages": "50000"}],
+                         ids=["arrow-producer", "librdkafka"])
+def test_batch_sink_records_read_by_plain_consumer(spark, bootstrap, new_topic, consume_all, extra):
     """Rows with a partition go there; keyed rows without one go where Spark's Java producer
-    (murmur2 of the key) would put them."""
+    (murmur2 of the key) would put them. Options the Arrow producer does not know send the
+    rows through librdkafka, with the same result."""
     topic = new_topic(partitions=3)
     rows = [(f"k{i}", f"v{i}", i % 3 if i < 20 else None) for i in range(60)]
     df = spark.createDataFrame(rows, "key string, value string, partition int")
-    df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode("append").save()
+    (df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).options(**extra)
+     .mode("append").save())
     records = consume_all(topic, partitions=3, expected=60)
     assert sorted((m.key(), m.value(), m.partition()) for m in records) == sorted(
         (k.encode(), v.encode(), (murmur2(k.encode()) & 0x7FFFFFFF) % 3 if p is None else p) for k, v, p in rows)
@@ -85,3 +89,22 @@ def test_streaming_sink_copies_a_topic(spark, bootstrap, new_topic, tmp_path, pr
     assert query.awaitTermination(120) and query.exception() is None
     records = consume_all(sink, partitions=1, expected=30)
     assert sorted(m.value() for m in records) == sorted(b"r%d" % i for i in range(30))
+
+
+def test_rows_go_to_the_topic_in_their_topic_column(spark, bootstrap, new_topic, consume_all):
+    first, second = new_topic(), new_topic(partitions=2)
+    rows = [(first if i % 3 else second, None, f"v{i}") for i in range(30)]
+    df = spark.createDataFrame(rows, "topic string, key string, value string")
+    df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
+    assert sorted(m.value() for m in consume_all(first, partitions=1, expected=20)) == sorted(
+        v.encode() for t, _, v in rows if t == first)
+    got = consume_all(second, partitions=2, expected=10)
+    assert sorted(m.value() for m in got) == sorted(v.encode() for t, _, v in rows if t == second)
+    assert len({m.partition() for m in got}) == 1  # null keys: one sticky partition per Arrow batch
+
+
+def test_a_partition_the_topic_lacks_fails_the_write(spark, bootstrap, new_topic):
+    topic = new_topic(partitions=2)
+    df = spark.createDataFrame([("v", 5)], "value string, partition int")
+    with pytest.raises(Exception, match="(?i)unknown.topic.or.partition"):
+        df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode("append").save()

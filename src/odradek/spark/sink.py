@@ -5,6 +5,8 @@ option, when set, overrides the topic column. Each task produces its rows
 through an idempotent producer and flushes before reporting success, so a
 committed task's records are on the broker; a task retried by Spark may
 write its records again (at-least-once, exactly as Spark's Kafka sink).
+The producer is odradek.spark.producer (whole Arrow batches as record
+batches) when the sink's kafka.* options allow it, else librdkafka's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from odradek.spark.options import SinkOptions
+from odradek.spark.producer import can_produce, produce_arrow
 
 FLUSH_TIMEOUT_S = 120.0
 
@@ -171,6 +174,13 @@ def _when_room(producer: Producer, row: tuple, headers: list | None = None) -> N
 
 def produce_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> int:
     """Produce every row, flush, and raise if any record was not acknowledged."""
+    if can_produce(options):
+        return produce_arrow(batches, options)
+    return produce_rows(batches, options)
+
+
+def produce_rows(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> int:
+    """produce_batches through librdkafka, one produce() call per row."""
     cached = _producer(options)
     producer = cached.producer
     cached.errors.clear()
