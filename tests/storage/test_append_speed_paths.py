@@ -89,3 +89,28 @@ def test_truncation_clears_index_full(tmp_path: Path):
         log.append(build_batch([(b"k", b"v", 5)]), leader_epoch=0, now_ms=0)
         assert log.active.index_full is full
     assert len(log.segments) == 1
+
+
+@pytest.mark.parametrize("interval", [0, 100, 1 << 20])
+def test_locate_agrees_with_a_header_scan_for_every_offset(tmp_path: Path, interval: int):
+    # Batches of 1-4 records, some indexed (interval 100), all (0) or none but the first (1 MiB):
+    # an index entry for an offset names its batch's start; other offsets need the scan.
+    log = Log(tmp_path / "topic-0", LogConfig(index_interval_bytes=interval))
+    for i in range(30):
+        log.append(build_batch([(b"k", b"v" * 40, 5)] * (1 + i % 4)), leader_epoch=0, now_ms=0)
+    seg = log.active
+    for offset in range(log.log_end_offset):
+        found = seg.find_batch(offset)
+        assert seg.locate(offset) == (found.position, found.base_offset)
+    assert seg.locate(log.log_end_offset) is None
+
+
+def test_read_from_an_indexed_offset_returns_a_first_batch_larger_than_max_bytes_whole(tmp_path: Path):
+    log = Log(tmp_path / "topic-0", LogConfig(index_interval_bytes=0))
+    for n in (1, 3, 2):
+        log.append(build_batch([(b"k", b"v" * 100, 5)] * n), leader_epoch=0, now_ms=0)
+    assert log.active.offset_index.position_of(1) is not None
+    info = log.read(1, 1)
+    batches = parse_batches(b"".join(r.read_bytes() for r in info.regions))
+    assert [(b.base_offset, len(b.records)) for b in batches] == [(1, 3)]
+    assert log.read(1, 1, min_one_message=False).regions == []

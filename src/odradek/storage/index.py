@@ -183,6 +183,13 @@ class OffsetIndex(_SparseIndex):
             return self.base_offset, 0
         return self.base_offset + self.keys[i], self.values[i]
 
+    def position_of(self, offset: int) -> int | None:
+        """The position of the entry for exactly ``offset`` (where its batch starts), or None."""
+        key = offset - self.base_offset
+        keys = self.keys
+        i = bisect.bisect_left(keys, key)
+        return self.values[i] if i < len(keys) and keys[i] == key else None
+
     def lookup_position(self, position: int, below_offset: int) -> tuple[int, int]:
         """The last entry whose position is at most ``position`` and offset below ``below_offset``."""
         i = min(bisect.bisect_right(self.values, position), bisect.bisect_left(self.keys, below_offset - self.base_offset)) - 1

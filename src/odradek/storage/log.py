@@ -449,19 +449,20 @@ class Log:
         for seg in self._segments_from(start_offset):
             if seg.base_offset >= upper:
                 break
-            first = seg.find_batch(start_offset)
+            first = seg.locate(start_offset)
             if first is None:
                 continue
-            if first.base_offset >= upper:
+            position, base_offset = first
+            if base_offset >= upper:
                 break
             budget = max_bytes - total
-            end = seg.read_end(first.position, first.position + budget, upper)
-            if end == first.position:
+            end = seg.read_end(position, position + budget, upper)
+            if end == position:
                 if regions or not min_one_message:
                     break
-                end = first.position + first.size
-            regions.append(FileRegion(seg.file, first.position, end - first.position))
-            total += end - first.position
+                end = position + seg.header_at(position, seg.size).size  # type: ignore[union-attr]
+            regions.append(FileRegion(seg.file, position, end - position))
+            total += end - position
             if end < seg.size or total >= max_bytes:
                 break
         return FetchDataInfo(regions, total)

@@ -337,6 +337,17 @@ class LogSegment:
             position += b.size
         return None
 
+    def locate(self, offset: int) -> tuple[int, int] | None:
+        """(position, base offset) of the batch holding ``offset`` or of the first one after it,
+        or None. An index entry for ``offset`` itself marks where its batch starts, so no header
+        is read: a consumer's next fetch starts at the batch after its last one, which is
+        indexed whenever batches are larger than index.interval.bytes."""
+        position = self.offset_index.position_of(offset)
+        if position is not None:
+            return position, offset
+        b = self.find_batch(offset)
+        return None if b is None else (b.position, b.base_offset)
+
     def read_end(self, start: int, limit: int, max_offset: int) -> int:
         """The end of the last whole batch from ``start`` that fits before ``limit`` and starts below ``max_offset``."""
         _, position = self.offset_index.lookup_position(limit, max_offset)
