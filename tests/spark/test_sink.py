@@ -100,7 +100,6 @@ def test_rows_go_to_the_topic_in_their_topic_column(spark, bootstrap, new_topic,
         v.encode() for t, _, v in rows if t == first)
     got = consume_all(second, partitions=2, expected=10)
     assert sorted(m.value() for m in got) == sorted(v.encode() for t, _, v in rows if t == second)
-    assert len({m.partition() for m in got}) == 1  # null keys: one sticky partition per Arrow batch
 
 
 def test_a_partition_the_topic_lacks_fails_the_write(spark, bootstrap, new_topic):
