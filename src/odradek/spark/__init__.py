@@ -2,7 +2,9 @@
 
 Spark's own Kafka connector is a JVM package; this one is registered as the
 "odradek" format (the name "kafka" belongs to Spark) and speaks to any
-Kafka-compatible broker through librdkafka (confluent-kafka).
+Kafka-compatible broker: metadata through librdkafka (confluent-kafka), data
+through its own Fetch and Produce requests on whole record batches, or through
+librdkafka when a kafka.* option asks for something only librdkafka does.
 """
 
 from __future__ import annotations

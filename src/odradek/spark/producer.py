@@ -8,9 +8,10 @@ partition and up to batch.size bytes with record_builder, and sends them as
 Produce requests (acks=all) stamped with its producer id, epoch and per-partition
 sequence numbers from InitProducerId, so a retried request is never appended twice.
 
-One request is in flight per broker connection: the next is sent only after
-the previous one's response is in, so a request that fails with a retriable
-error can be sent again, with the same sequence, before anything after it.
+One request (one partition's batch) is in flight per broker connection: the
+next is sent only after the previous one's response is in, so a request that
+fails with a retriable error or a broken connection can be sent again, with the
+same sequence, before anything after it.
 A fatal error fails the task and forgets the producer id (the next task starts
 a new one); Spark's retry makes the sink at-least-once, as Spark's Kafka sink.
 
@@ -96,10 +97,14 @@ class ProduceSettings:
 
 @dataclass
 class _InFlight:
+    """A Produce request of one partition's batch, sent and not yet answered."""
+
+    leader: int
     connection: BrokerConnection
     request: Any
     correlation_id: int
-    batches: dict[tuple[str, int], bytes]
+    tp: tuple[str, int]
+    batch: bytes
 
 
 @dataclass
@@ -177,60 +182,67 @@ class ProducerState:
                                 producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                                 base_sequence=sequence, codec=self.settings.codec)
             self.sequences[tp] = (sequence + stop - start) % _SEQUENCE_MODULUS
-            self._send({tp: batch})
+            self._send(tp, batch)
 
-    def _send(self, batches: dict[tuple[str, int], bytes]) -> None:
-        leader = self.leaders[next(iter(batches))]
-        self._complete(leader)
-        connection = self.connections[leader]
-        version = connection.version(PRODUCE, MIN_PRODUCE_VERSION, MAX_PRODUCE_VERSION)
-        module = load_payload_module(PRODUCE, version, EntityType.request)
-        by_topic: dict[str, list] = {}
-        for (topic, partition), batch in batches.items():
-            by_topic.setdefault(topic, []).append(
-                schemas.build(module.PartitionProduceData, index=partition, records=batch))
-        request = schemas.build(
-            module.ProduceRequest, transactional_id=None, acks=ACKS_ALL,
-            timeout=int(self.settings.request_timeout_s * 1000),
-            topic_data=tuple(schemas.build(module.TopicProduceData, name=t, partition_data=tuple(p))
-                             for t, p in by_topic.items()),
-        )
-        self.in_flight[leader] = _InFlight(connection, request, connection.send(request), batches)
-
-    def _complete(self, leader: int, deadline: float | None = None) -> None:
-        """Wait for the request in flight to ``leader``; send what failed retriably again (same
-        sequence numbers) until it succeeds or delivery.timeout.ms passes."""
-        pending = self.in_flight.pop(leader, None)
-        if pending is None:
-            return
+    def _send(self, tp: tuple[str, int], batch: bytes, deadline: float | None = None) -> None:
+        """Send one partition's batch to its leader once the request before it there is answered."""
         if deadline is None:
             deadline = time.monotonic() + self.settings.delivery_timeout_s
-        try:
-            response = pending.connection.receive(pending.request, pending.correlation_id)
-        except (OSError, ConnectionError):
-            if time.monotonic() > deadline:
-                raise
-            # Whether the broker appended it is unknown: the same sequences make a resend safe.
-            self.connections.pop(leader, None)
-            pending.connection.close()
-            retry = pending.batches
-        else:
-            retry = {}
-            for topic in response.responses:
-                for p in topic.partition_responses:
-                    code = p.error_code
-                    # A duplicate sequence is a batch the broker already has: a resend's success.
-                    if code in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
-                        continue
-                    if not code.retriable or time.monotonic() > deadline:
-                        raise BrokerError(code, f"Produce to {topic.name}-{p.index}",
-                                          getattr(p, "error_message", None))
-                    retry[(topic.name, p.index)] = pending.batches[(topic.name, p.index)]
-        for tp, batch in retry.items():
+        while True:
+            leader = self.leaders[tp]
+            self._complete(leader, deadline)
+            connection = self.connections.get(leader)
+            try:
+                if connection is None:
+                    raise ConnectionError(f"no connection to broker {leader}")
+                version = connection.version(PRODUCE, MIN_PRODUCE_VERSION, MAX_PRODUCE_VERSION)
+                module = load_payload_module(PRODUCE, version, EntityType.request)
+                request = schemas.build(
+                    module.ProduceRequest, transactional_id=None, acks=ACKS_ALL,
+                    timeout=int(self.settings.request_timeout_s * 1000),
+                    topic_data=(schemas.build(module.TopicProduceData, name=tp[0], partition_data=(
+                        schemas.build(module.PartitionProduceData, index=tp[1], records=batch),)),),
+                )
+                self.in_flight[leader] = _InFlight(leader, connection, request, connection.send(request), tp, batch)
+                return
+            except (OSError, ConnectionError):  # a connection closed while idle, a broker gone
+                if time.monotonic() > deadline:
+                    raise
+                self._drop(leader)
+                time.sleep(0.1)
+                self.refresh(tp[0])
+
+    def _drop(self, leader: int) -> None:
+        connection = self.connections.pop(leader, None)
+        if connection is not None:
+            connection.close()
+
+    def _complete(self, leader: int, deadline: float | None = None) -> None:
+        """Wait for the request in flight to ``leader``; send it again (same sequence numbers) after a
+        retriable error or a broken connection, until it succeeds or delivery.timeout.ms passes."""
+        pending = self.in_flight.pop(leader, None)
+        if deadline is None:
+            deadline = time.monotonic() + self.settings.delivery_timeout_s
+        while pending is not None:
+            try:
+                response = pending.connection.receive(pending.request, pending.correlation_id)
+            except (OSError, ConnectionError):
+                if time.monotonic() > deadline:
+                    raise
+                # Whether the broker appended it is unknown: the same sequence makes a resend safe.
+                self._drop(pending.leader)
+            else:
+                p = response.responses[0].partition_responses[0]
+                # A duplicate sequence is a batch the broker already has: a resend's success.
+                if p.error_code in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
+                    return
+                if not p.error_code.retriable or time.monotonic() > deadline:
+                    raise BrokerError(p.error_code, f"Produce to {pending.tp[0]}-{pending.tp[1]}",
+                                      getattr(p, "error_message", None))
             time.sleep(0.1)
-            self.refresh(tp[0])
-            self._send({tp: batch})
-            self._complete(self.leaders[tp], deadline)
+            self.refresh(pending.tp[0])
+            self._send(pending.tp, pending.batch, deadline)
+            pending = self.in_flight.pop(self.leaders[pending.tp])
 
     def flush(self) -> None:
         for leader in list(self.in_flight):
