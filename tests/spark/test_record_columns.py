@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import struct
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +24,7 @@ from odradek.spark.record_columns import CorruptBatch, decode_fetched
 from odradek.storage import compression
 from odradek.storage.records_builder import rewrap
 
-EPOCH = datetime(2020, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
 EPOCH_MS = 1_577_836_800_000
 ABORT, COMMIT = 0, 1
 
@@ -98,7 +98,7 @@ def test_log_append_time_batches_carry_their_max_timestamp() -> None:
     blob = batch_bytes([record(0, ms=5), record(1, ms=9)], log_append_ms=1_700_000_000_123)
     got = rows(blob)
     assert [r["timestampType"] for r in got] == [1, 1]
-    assert {r["timestamp"] for r in got} == {datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=timezone.utc)}
+    assert {r["timestamp"] for r in got} == {datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)}
 
 
 def test_control_batches_are_never_data_and_advance_the_position() -> None:

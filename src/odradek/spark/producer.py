@@ -22,6 +22,7 @@ librdkafka's Producer.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import threading
@@ -174,7 +175,7 @@ class ProducerState:
         sizes = pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         sizes += pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64) + 16
         bounds = _chunk_bounds(sizes, self.settings.batch_bytes)
-        for start, stop in zip(bounds, bounds[1:]):
+        for start, stop in itertools.pairwise(bounds):
             tp = (topic, partition)
             sequence = self.sequences.get(tp, 0)
             batch = build_batch(keys[start:stop], values[start:stop],
