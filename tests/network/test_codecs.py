@@ -15,7 +15,11 @@ from hypothesis import strategies as st
 from kio.serial import entity_writer
 
 from odradek.protocol import schemas
-from odradek.protocol.fetch import FetchPartitionResponse, FetchTopicResponse, encode_fetch_response
+from odradek.protocol.fetch import (
+    FetchPartitionResponse,
+    FetchTopicResponse,
+    encode_fetch_response,
+)
 from odradek.protocol.produce import decode_produce_request
 
 names = st.text(alphabet="abcXYZ019._-", min_size=1, max_size=20)
@@ -30,7 +34,7 @@ def _kio_bytes(entity) -> bytes:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    version=st.integers(3, 11),
+    version=st.integers(3, 13),
     transactional_id=st.one_of(st.none(), names),
     acks=st.sampled_from([-1, 0, 1]),
     topics=st.lists(st.tuples(names, st.lists(st.tuples(st.integers(0, 2**31 - 1), blobs), max_size=4)), max_size=4),
@@ -42,8 +46,10 @@ def test_produce_request_decoder_matches_kio(version, transactional_id, acks, to
         acks=acks,
         timeout=timedelta(milliseconds=1500),
         topic_data=tuple(
-            module.TopicProduceData(
+            schemas.build(
+                module.TopicProduceData,
                 name=name,
+                topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name),
                 partition_data=tuple(module.PartitionProduceData(index=i, records=r) for i, r in parts),
             )
             for name, parts in topics
@@ -55,9 +61,10 @@ def test_produce_request_decoder_matches_kio(version, transactional_id, acks, to
     assert ours.transactional_id == theirs.transactional_id
     assert ours.acks == theirs.acks
     assert ours.timeout_ms == theirs.timeout.total_seconds() * 1000
-    assert [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions])
+    assert [(t.name or t.topic_id, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions])
             for t in ours.topics] == [
-        (t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
+        (getattr(t, "name", None) or t.topic_id,
+         [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
         for t in theirs.topic_data
     ]
 
@@ -83,7 +90,7 @@ class _Region:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    version=st.integers(4, 16),
+    version=st.integers(4, 18),
     session_id=st.integers(0, 2**31 - 1),
     error_code=st.sampled_from([0, 70]),
     topics=st.lists(

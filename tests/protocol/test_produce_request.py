@@ -1,8 +1,12 @@
-"""The Produce request decoder reads struct fields directly; every cut of a valid body is refused."""
+"""The Produce request decoder reads struct fields directly; every cut of a valid body is refused.
+
+From v13 topics are named by id: the decoder returns the id and an empty name.
+"""
 
 from __future__ import annotations
 
 import io
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -10,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_writer
 
+from odradek.protocol import schemas
 from odradek.protocol.produce import decode_produce_request
 
 names = st.text(min_size=1, max_size=8)
@@ -19,7 +24,7 @@ def body(version: int, transactional_id: str | None, topics: list[tuple[str, lis
     module = __import__(f"kio.schema.produce.v{version}.request", fromlist=["x"])
     request = module.ProduceRequest(
         transactional_id=transactional_id, acks=-1, timeout=timedelta(milliseconds=30000),
-        topic_data=tuple(module.TopicProduceData(name=name, partition_data=tuple(
+        topic_data=tuple(schemas.build(module.TopicProduceData, name=name, topic_id=topic_id(name), partition_data=tuple(
             module.PartitionProduceData(index=i, records=r) for i, r in parts)) for name, parts in topics),
     )
     buf = io.BytesIO()
@@ -27,9 +32,13 @@ def body(version: int, transactional_id: str | None, topics: list[tuple[str, lis
     return buf.getvalue()
 
 
+def topic_id(name: str) -> uuid.UUID:
+    return uuid.uuid5(uuid.NAMESPACE_DNS, name)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
-    version=st.integers(3, 11),
+    version=st.integers(3, 13),
     transactional_id=st.one_of(st.none(), names),
     topics=st.lists(st.tuples(names, st.lists(st.tuples(st.integers(0, 99), st.one_of(st.none(), st.binary(max_size=40))),
                                               max_size=2)), max_size=2),
@@ -37,8 +46,11 @@ def body(version: int, transactional_id: str | None, topics: list[tuple[str, lis
 def test_every_truncation_is_a_value_error(version, transactional_id, topics) -> None:
     data = body(version, transactional_id, topics)
     decoded = decode_produce_request(version, memoryview(data))
-    assert [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions])
-            for t in decoded.topics] == topics
+    by_id = version >= 13
+    assert [((t.topic_id, t.name) if by_id else (t.name, t.topic_id),
+             [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions])
+            for t in decoded.topics] == [((topic_id(name), "") if by_id else (name, None), parts)
+                                         for name, parts in topics]
     for cut in range(len(data)):
         with pytest.raises(ValueError):
             decode_produce_request(version, memoryview(data[:cut]))
@@ -49,3 +61,10 @@ def test_records_are_views_of_the_frame_not_copies() -> None:
     frame = memoryview(data)
     records = decode_produce_request(9, frame).topics[0].partitions[0].records
     assert isinstance(records, memoryview) and records.obj is frame.obj
+
+
+def test_v13_topic_id_is_read_in_place_of_the_name() -> None:
+    data = body(13, "tx", [("orders", [(4, b"batch")])])
+    topic = decode_produce_request(13, memoryview(data)).topics[0]
+    assert (topic.name, topic.topic_id) == ("", topic_id("orders"))
+    assert [(p.index, bytes(p.records)) for p in topic.partitions] == [(4, b"batch")]

@@ -1,8 +1,12 @@
-"""Hand-written Fetch response encoder (v4-v16) whose record data are file regions.
+"""Hand-written Fetch response encoder (v4-v18) whose record data are file regions.
 
 The encoder emits bytes for the fields and the storage FileRegions unchanged, so
 the network layer can sendfile record data straight from the segment files.
-Tested byte-for-byte against kio's encoder in tests/network/test_codecs.py.
+Tested byte-for-byte against kio's encoder in tests/network/test_codecs.py and
+tests/protocol/test_fetch_versions.py. Responses v17 and v18 have v16's format:
+those versions only add tagged fields to the request (the fetching replica's
+directory id, KIP-853, and its high watermark), which kio decodes and a leader
+without followers ignores.
 """
 
 from __future__ import annotations

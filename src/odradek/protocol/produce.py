@@ -1,22 +1,30 @@
-"""Hand-written Produce codecs (v3-v11): the request decoder and the response encoder.
+"""Hand-written Produce codecs (v3-v13): the request decoder and the response encoder.
 
 kio would copy every partition's records into a new bytes object; here each one
 is a memoryview into the received frame, handed unchanged to the log. The
 response is the other half of every Produce round trip: encoded here with a few
 struct packs instead of building and walking kio's dataclasses, which cost more
 than the append itself for small requests. Both are tested byte-for-byte against
-kio in tests/network/test_codecs.py and tests/protocol/test_produce_response.py.
+kio in tests/network/test_codecs.py, tests/protocol/test_produce_response.py and
+tests/protocol/test_produce_versions.py.
+
+v12 has v11's format (it only tells the broker the client follows KIP-890 part 2);
+v13 names each topic by its id instead of its name (KIP-516), in the request and
+the response.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from odradek.protocol import wire
 
 FIRST_FLEXIBLE_VERSION = 9
+#: From v13 topics are named by id (KIP-516).
+FIRST_TOPIC_ID_VERSION = 13
 
 
 class ProducePartitionData(NamedTuple):
@@ -25,8 +33,11 @@ class ProducePartitionData(NamedTuple):
 
 
 class ProduceTopicData(NamedTuple):
+    #: "" from v13, where the request carries only ``topic_id``.
     name: str
     partitions: list[ProducePartitionData]
+    #: None before v13.
+    topic_id: uuid.UUID | None = None
 
 
 class ProduceRequest(NamedTuple):
@@ -88,12 +99,21 @@ def _decode(api_version: int, body: memoryview) -> ProduceRequest:
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(body, pos)
     n_topics, pos = _length(body, pos + 6, flexible, _I32)
     topics = []
+    by_id = api_version >= FIRST_TOPIC_ID_VERSION
     for _ in range(n_topics):
-        n, pos = _length(body, pos, flexible, _I16)
-        if n < 0 or pos + n > end:
-            raise ValueError("null or truncated topic name in produce request")
-        name = str(body[pos : pos + n], "utf-8")
-        n_partitions, pos = _length(body, pos + n, flexible, _I32)
+        topic_id = None
+        if by_id:
+            if pos + 16 > end:
+                raise IndexError("topic id")
+            name, topic_id = "", uuid.UUID(bytes=bytes(body[pos : pos + 16]))
+            pos += 16
+        else:
+            n, pos = _length(body, pos, flexible, _I16)
+            if n < 0 or pos + n > end:
+                raise ValueError("null or truncated topic name in produce request")
+            name = str(body[pos : pos + n], "utf-8")
+            pos += n
+        n_partitions, pos = _length(body, pos, flexible, _I32)
         partitions = []
         for _ in range(n_partitions):
             index = _I32.unpack_from(body, pos)[0]
@@ -109,7 +129,7 @@ def _decode(api_version: int, body: memoryview) -> ProduceRequest:
             partitions.append(ProducePartitionData(index, records))
         if flexible:
             pos = _skip_tags(body, pos)
-        topics.append(ProduceTopicData(name, partitions))
+        topics.append(ProduceTopicData(name, partitions, topic_id))
     if flexible:
         _skip_tags(body, pos)
     return ProduceRequest(transactional_id, acks, timeout_ms, topics)
@@ -133,16 +153,19 @@ _PARTITION = struct.Struct(">ihqq")
 
 
 def encode_produce_response(
-    api_version: int, topics: list[tuple[str, list[ProducePartitionResponse]]], throttle_time_ms: int = 0
+    api_version: int,
+    topics: list[tuple[str | uuid.UUID, list[ProducePartitionResponse]]],
+    throttle_time_ms: int = 0,
 ) -> bytes:
-    """The Produce response body (no header). No tagged fields are written: Kafka sends
-    current_leader and node_endpoints only with NOT_LEADER_OR_FOLLOWER, which a single
-    leader never answers."""
+    """The Produce response body (no header); each topic is keyed by its name, or from
+    v13 by its id. No tagged fields are written: Kafka sends current_leader and
+    node_endpoints only with NOT_LEADER_OR_FOLLOWER, which a single leader never answers."""
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
+    by_id = api_version >= FIRST_TOPIC_ID_VERSION
     array_length, string = wire.array_length, wire.string
     out = [array_length(len(topics), flexible)]
-    for name, partitions in topics:
-        out.append(string(name, flexible))
+    for key, partitions in topics:
+        out.append(key.bytes if by_id else string(key, flexible))
         out.append(array_length(len(partitions), flexible))
         for p in partitions:
             out.append(_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))

@@ -33,8 +33,8 @@ class ApiSpec:
 _H = "odradek.server.handlers."
 
 API_SPECS: list[ApiSpec] = [
-    ApiSpec(ApiKey.PRODUCE, 3, 11, _H + "produce:handle", "odradek.protocol.produce:decode_produce_request"),
-    ApiSpec(ApiKey.FETCH, 4, 16, _H + "fetch:handle"),
+    ApiSpec(ApiKey.PRODUCE, 3, 13, _H + "produce:handle", "odradek.protocol.produce:decode_produce_request"),
+    ApiSpec(ApiKey.FETCH, 4, 18, _H + "fetch:handle"),
     ApiSpec(ApiKey.LIST_OFFSETS, 1, 10, _H + "list_offsets:handle"),
     ApiSpec(ApiKey.METADATA, 0, 13, _H + "metadata:handle"),
     ApiSpec(ApiKey.API_VERSIONS, 0, 4, _H + "api_versions:handle"),

@@ -3,16 +3,24 @@
 The records arrive as memoryviews into the request frame (hand-written decoder)
 and are handed to the log unchanged; the log validates and patches them in place
 and writes them in one call. Errors are per partition and use the Kafka error
-code the storage or replication layer attached. The response is hand-encoded
-(protocol.produce); acks=0 gets no response at all.
+code the storage or replication layer attached. From v13 topics are named by id;
+an id the metadata does not know is answered UNKNOWN_TOPIC_ID for each of its
+partitions, as Kafka does. The response is hand-encoded (protocol.produce);
+acks=0 gets no response at all.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.produce import ProducePartitionResponse, ProduceRequest, encode_produce_response
+from odradek.protocol.produce import (
+    FIRST_TOPIC_ID_VERSION,
+    ProducePartitionResponse,
+    ProduceRequest,
+    encode_produce_response,
+)
 from odradek.protocol.response import EncodedResponse
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
@@ -27,14 +35,25 @@ FIRST_RECORD_ERRORS_VERSION = 8
 async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedResponse | None:
     replicas = ctx.broker.replica_manager
     acks, now_ms = request.acks, ctx.now_ms
-    results: list[tuple[str, list[ProducePartitionResponse]]] = []
+    by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
+    results: list[tuple[str | uuid.UUID, list[ProducePartitionResponse]]] = []
     for topic in request.topics:
         out: list[ProducePartitionResponse] = []
-        results.append((topic.name, out))
+        name = topic.name
+        if by_id:
+            assert topic.topic_id is not None
+            results.append((topic.topic_id, out))
+            image = ctx.broker.metadata.topic_by_id(topic.topic_id)
+            if image is None:
+                out += (ProducePartitionResponse(p.index, ErrorCode.unknown_topic_id) for p in topic.partitions)
+                continue
+            name = image.name
+        else:
+            results.append((name, out))
         for p in topic.partitions:
             result = ProducePartitionResponse(p.index)
             out.append(result)
-            tp = TopicPartition(topic.name, p.index)
+            tp = TopicPartition(name, p.index)
             if acks not in (-1, 0, 1):
                 result.error_code = ErrorCode.invalid_required_acks
                 continue
