@@ -7,15 +7,18 @@ ApiVersions request of a version we do not know gets a v0-format reply carrying
 UNSUPPORTED_VERSION and our version list (KIP-511), so a newer client can
 downgrade instead of failing.
 
-An unsupported version of any other API closes the connection, as Kafka 4 does
-(SocketServer.parseRequestHeader: "Received request api key ... with version
-... which is not enabled"): clients pick versions from ApiVersions, so such a
-request is a client bug, and no error response could be trusted to decode.
+A version of any other API that we do not serve but Kafka defines (kio has its
+schema) is answered with that version's error response carrying UNSUPPORTED_VERSION in every error
+field (protocol.error_response, Kafka's getErrorResponse). A version Kafka does not
+define at all closes the connection, as Kafka 4 does (SocketServer.parseRequestHeader:
+"Received request api key ... with version ... which is not enabled"): no response
+could be trusted to decode.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.network.listener import CloseConnection, ConnectionInfo
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.error_response import error_response
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.header import parse_request_header, peek_api, response_header
 from odradek.protocol.response import EncodedResponse
@@ -32,6 +36,7 @@ from odradek.server.context import RequestContext
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
+log = logging.getLogger(__name__)
 
 
 def _resolve(path: str) -> Callable[..., Any]:
@@ -61,10 +66,7 @@ class RequestChannel:
         if not spec.min_version <= api_version <= spec.max_version:
             if api_key == ApiKey.API_VERSIONS:
                 return self._unsupported_api_versions(correlation_id)
-            raise CloseConnection(
-                f"Received request api key {ApiKey(api_key).name} with version {api_version} which is not "
-                f"enabled (supported {spec.min_version}-{spec.max_version})"
-            )
+            return self._unsupported_version(buf, spec, api_version, correlation_id)
         flexible = schemas.is_flexible(api_key, api_version)
         try:
             header = parse_request_header(buf, flexible)
@@ -88,6 +90,30 @@ class RequestChannel:
         out = EncodedResponse()
         out.add(head)
         out.add(schemas.encode(response))
+        return out
+
+    def _unsupported_version(
+        self, buf: memoryview, spec: ApiSpec, api_version: int, correlation_id: int
+    ) -> EncodedResponse:
+        """UNSUPPORTED_VERSION in the error response of a version Kafka defines; else CloseConnection."""
+        message = (
+            f"Received request api key {ApiKey(spec.api_key).name} with version {api_version} which is not "
+            f"enabled (supported {spec.min_version}-{spec.max_version})"
+        )
+        try:
+            response_schema = schemas.response_schema(spec.api_key, api_version)
+        except schemas.UnknownApi:
+            raise CloseConnection(message) from None
+        try:
+            flexible = schemas.is_flexible(spec.api_key, api_version)
+            header = parse_request_header(buf, flexible)
+            request = schemas.decode_request(spec.api_key, api_version, buf[header.size :])
+        except Exception as e:  # undecodable bytes: nothing to answer
+            raise CloseConnection(f"{message}; malformed request: {e!r}") from None
+        log.warning("%s: answered UNSUPPORTED_VERSION", message)
+        out = EncodedResponse()
+        out.add(response_header(spec.api_key, correlation_id, flexible))
+        out.add(schemas.encode(error_response(response_schema, request, ErrorCode.unsupported_version)))
         return out
 
     def _unsupported_api_versions(self, correlation_id: int) -> EncodedResponse:
