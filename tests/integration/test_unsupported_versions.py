@@ -2,9 +2,10 @@
 
 ApiVersions of an unknown version gets the v0-format UNSUPPORTED_VERSION reply
 (KIP-511) and the connection stays open for the client's retry at a version we
-know. Any other API at a version outside our range closes the connection with a
-log line (Kafka's SocketServer.parseRequestHeader), sending nothing back, and
-other clients are unaffected.
+know. Any other API at a version Kafka does not define (no kio schema) closes the
+connection with a log line (Kafka's SocketServer.parseRequestHeader), sending
+nothing back, and other clients are unaffected; versions Kafka defines but we do
+not serve get an error response (test_unsupported_version_errors.py).
 """
 
 from __future__ import annotations
