@@ -105,3 +105,16 @@ def test_grown_partitions_commit_only_onto_the_same_topic(tmp_path: Path) -> Non
     with pytest.raises(UnknownTopic):
         store.commit_partitions(grown)
     assert len(store.commit_partitions(store.grown_topic("t", 2)).partitions) == 2
+
+
+def test_lookup_by_id_follows_every_change(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    first = store.create_topic("t", 1, 1)
+    store.create_partitions("t", 2)
+    altered = store.set_topic_configs("t", {"retention.ms": "7"})
+    assert store.topic_by_id(first.topic_id) == altered == store.topic("t")
+    store.delete_topic("t")
+    assert store.topic_by_id(first.topic_id) is None and store.topic("t") is None
+    second = store.create_topic("t", 1, 1)
+    assert store.topic_by_id(first.topic_id) is None
+    assert store.topic_by_id(second.topic_id) == second

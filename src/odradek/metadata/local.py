@@ -37,6 +37,7 @@ class LocalMetadataStore(MetadataStore):
         self._cluster_id = cluster_id
         self._broker = broker
         self._topics: dict[str, TopicImage] = {}
+        self._topic_ids: dict[uuid.UUID, TopicImage] = {}
         #: BROKER config resource name ("" cluster default, or a node id) -> its dynamic configs.
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._pending: set[str] = set()
@@ -56,6 +57,12 @@ class LocalMetadataStore(MetadataStore):
 
     def topics(self) -> dict[str, TopicImage]:
         return dict(self._topics)
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        return self._topic_ids.get(topic_id)
 
     def new_topic(self, name, partitions, replication_factor, configs=None, internal=False) -> TopicImage:
         if name in self._topics or name in self._pending:
@@ -147,8 +154,10 @@ class LocalMetadataStore(MetadataStore):
         name = (after or before).name  # type: ignore[union-attr]
         if after is None:
             del self._topics[name]
+            del self._topic_ids[before.topic_id]  # type: ignore[union-attr]
         else:
             self._topics[name] = after
+            self._topic_ids[after.topic_id] = after
         self._save()
         self._publish(before, after)
         return after
@@ -160,7 +169,7 @@ class LocalMetadataStore(MetadataStore):
             self._broker_configs[""] = state["broker_configs"]
         self._broker_configs.update(state.get("per_broker_configs", {}))
         for t in state.get("topics", []):
-            self._topics[t["name"]] = TopicImage(
+            topic = self._topics[t["name"]] = TopicImage(
                 name=t["name"],
                 topic_id=uuid.UUID(t["topic_id"]),
                 partitions=tuple(
@@ -170,6 +179,7 @@ class LocalMetadataStore(MetadataStore):
                 configs=t.get("configs", {}),
                 internal=t.get("internal", False),
             )
+            self._topic_ids[topic.topic_id] = topic
 
     def _save(self) -> None:
         state = {

@@ -67,11 +67,14 @@ class MetadataStore(ABC):
     def topics(self) -> dict[str, TopicImage]:
         """Every topic by name (a snapshot; later changes do not alter it)."""
 
+    @abstractmethod
     def topic(self, name: str) -> TopicImage | None:
-        return self.topics().get(name)
+        """One topic by name, without the snapshot of every topic that ``topics`` makes
+        (request handlers look topics up on every Produce and Fetch)."""
 
+    @abstractmethod
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
-        return next((t for t in self.topics().values() if t.topic_id == topic_id), None)
+        """One topic by id (Fetch v13+ and Produce v13+ name topics by id)."""
 
     @abstractmethod
     def new_topic(
