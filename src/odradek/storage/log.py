@@ -155,7 +155,9 @@ class Log:
             end_bound = bases[i + 1] if i + 1 < len(bases) else 2**63
             indexes_missing = not (os.stat(seg.offset_index.path).st_size and os.stat(seg.time_index.path).st_size)
             recover = (not clean_shutdown and end_bound > self.recovery_point) or (indexes_missing and seg.size > 0)
-            cut = seg.load(recover=recover, contiguous=base >= self.cleaner_offset)
+            # As Kafka's recovery: offsets only increase; gaps are allowed anywhere, since a follower
+            # copies compacted batches from its leader above its own cleaner offset.
+            cut = seg.load(recover=recover, contiguous=False)
             self._add_segment(seg)
             if cut:
                 for later in bases[i + 1:]:
@@ -312,7 +314,8 @@ class Log:
         max_ts, record_count, position = rb.NO_TIMESTAMP, 0, 0
         while position < end:
             try:
-                fields = _check_header(buf, position, end)
+                # A follower's batches may come compacted: fewer records than lastOffsetDelta + 1.
+                fields = _check_header(buf, position, end, strict_count=assign_offsets)
             except rb.InvalidBatch as exc:
                 raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
             base, length, batch_epoch, _, _, attrs, delta, base_ts, batch_ts, pid, p_epoch, first_seq, count = fields
