@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,8 +96,22 @@ class LogCleaner:
         self.dedupe_buffer_size = dedupe_buffer_size
         self.load_factor = load_factor
         self.io_buffer_size = io_buffer_size
-        #: Logs whose cleaning failed on a bad batch: skipped from then on (Kafka's uncleanable partitions).
-        self.uncleanable: set[Path] = set()
+        #: Logs whose cleaning failed on a bad batch (Kafka's uncleanable partitions): log dir ->
+        #: (the log, its truncation count then). Skipped while that log lives untruncated; a log
+        #: deleted (and maybe created again under the same name) or truncated since is tried again,
+        #: as Kafka's maintainUncleanablePartitions drops partitions whose log is gone.
+        self.uncleanable: dict[Path, tuple[weakref.ref, int]] = {}
+
+    def is_uncleanable(self, log) -> bool:
+        """Whether ``log`` is marked uncleanable; drops the mark of a log deleted or truncated since."""
+        entry = self.uncleanable.get(log.dir)
+        if entry is None:
+            return False
+        marked, truncations = entry
+        if marked() is log and not log.deleted and log._truncations == truncations:
+            return True
+        del self.uncleanable[log.dir]
+        return False
 
     def cleanable_range(self, log, now_ms: int, upper_bound: int | None = None) -> CleanableRange | None:
         """The range to clean now, or None (dirty ratio and compaction lags as Kafka's LogCleanerManager).
@@ -105,7 +120,7 @@ class LogCleaner:
         cleans what a new leader could still truncate) and older than min.compaction.lag.ms.
         """
         cfg = log.config
-        if not cfg.compact or log.dir in self.uncleanable:
+        if not cfg.compact or self.is_uncleanable(log):
             return None
         segments = log.segments[:-1]  # a copy: the owner may roll meanwhile
         candidates = []
@@ -174,7 +189,7 @@ class LogCleaner:
                 return None
             if isinstance(exc, (errors.KafkaError, rb.InvalidBatch)):
                 logger.error("cannot clean %s, marking it uncleanable: %s", log.dir.name, exc)
-                self.uncleanable.add(log.dir)
+                self.uncleanable[log.dir] = (weakref.ref(log), plan.truncations)
                 return None
             raise
         return plan
