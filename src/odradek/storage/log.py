@@ -26,7 +26,7 @@ from odradek.durable import fsync_dir
 from odradek.storage.cleaner import CLEANED_SUFFIX, CleanPlan
 from odradek.storage.cleaner_checkpoint import load_cleaner_offset, save_cleaner_offset
 from odradek.storage.compression import decompress
-from odradek.storage.config import LogConfig
+from odradek.storage.config import LONG_MAX, LogConfig
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from odradek.storage.recompress import recompress_batches
@@ -329,7 +329,11 @@ class Log:
                     if append_time is None:
                         low = now_ms - cfg.message_timestamp_before_max_ms
                         high = now_ms + cfg.message_timestamp_after_max_ms
-                        if not (low <= base_ts <= high and low <= batch_ts <= high):
+                        # A record's timestamp is baseTimestamp + a delta that may be negative, so the
+                        # header's range does not bound it from below: with a before.max.ms limit set,
+                        # every record is checked, as Kafka's LogValidator does.
+                        if (cfg.message_timestamp_before_max_ms != LONG_MAX
+                                or not (low <= base_ts <= high and low <= batch_ts <= high)):
                             ts_errors += _out_of_range_timestamps(rb.RecordBatch(buf, position, fields),
                                                                   record_count, low, high)
                 if pid >= 0:
