@@ -116,3 +116,22 @@ def test_several_listeners_matched_by_name() -> None:
 def test_listener_errors(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BrokerConfig(props)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("log.cleaner.io.buffer.load.factor", "0"), ("log.cleaner.io.buffer.load.factor", "1.5"),
+     ("log.cleaner.io.buffer.load.factor", "most"), ("log.cleaner.dedupe.buffer.size", "1000"),
+     ("log.cleaner.io.buffer.size", "-1"), ("log.cleaner.enable", "sometimes")],
+)
+def test_bad_cleaner_settings_name_the_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        BrokerConfig({key: value})
+
+
+def test_cleaner_settings_parse() -> None:
+    config = BrokerConfig({"log.cleaner.io.buffer.load.factor": "0.5", "log.cleaner.enable": "false"})
+    assert config["log.cleaner.io.buffer.load.factor"] == 0.5
+    assert config["log.cleaner.enable"] is False
+    assert config["log.cleaner.dedupe.buffer.size"] == 128 * 1024 * 1024
+    assert config["log.cleaner.io.buffer.size"] == 512 * 1024

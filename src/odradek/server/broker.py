@@ -25,6 +25,7 @@ from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.purgatory import FetchPurgatory
 from odradek.server.request_channel import RequestChannel
 from odradek.storage import LogConfig, LogManager
+from odradek.storage.cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,12 @@ class Broker:
                 retention_check_interval_ms=self.config["log.retention.check.interval.ms"],
                 checkpoint_interval_ms=self.config["log.flush.offset.checkpoint.interval.ms"],
                 producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
+                cleaner=LogCleaner(
+                    self.config["log.cleaner.dedupe.buffer.size"],
+                    self.config["log.cleaner.io.buffer.load.factor"],
+                    self.config["log.cleaner.io.buffer.size"],
+                ),
+                cleaner_enable=self.config["log.cleaner.enable"],
             )
             self.log_manager.startup()
             self._logs_started = True

@@ -55,7 +55,7 @@ def _list(value: str) -> list[str]:
 #: Kafka's ConfigDef numeric types and the ranges their parsers accept.
 _NUMERIC_RANGES = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), INT_MAX), "long": (-(2**63), LONG_MAX)}
 _PARSERS: dict[str, Callable[[str], Any]] = {"boolean": _bool, "list": _list, "string": str,
-                                              "short": int, "int": int, "long": int}
+                                              "short": int, "int": int, "long": int, "double": float}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,8 @@ class ConfigDef:
     doc: str
     #: Lowest accepted value for numeric configs.
     at_least: int | None = None
+    #: For doubles: accepted values lie in (0, at_most].
+    at_most: float | None = None
     #: How the value is read when that differs from the type's parser (listeners are a string to Kafka).
     reader: Callable[[str], Any] | None = None
 
@@ -123,7 +125,16 @@ _DEFS = [
     ConfigDef("log.message.timestamp.after.max.ms", "long", "3600000",
               "message.timestamp.after.max.ms default: how far a CreateTime may lie ahead of the broker's clock.",
               at_least=0),
-    ConfigDef("log.cleaner.enable", "boolean", "true", "Run the log cleaner for compacted topics."),
+    ConfigDef("log.cleaner.enable", "boolean", "true",
+              "Run the log cleaner; when false, compacted topics are never cleaned and grow without bound."),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", str(128 * 1024 * 1024),
+              "Memory of the cleaner's offset map (16-byte key hash plus 8-byte offset per key).",
+              at_least=1024 * 1024),
+    ConfigDef("log.cleaner.io.buffer.size", "int", str(512 * 1024),
+              "The cleaner's read buffer; a larger batch is read whole on its own.", at_least=0),
+    ConfigDef("log.cleaner.io.buffer.load.factor", "double", "0.9",
+              "How full the offset map may get before a cleaning stops at the offsets it has mapped.",
+              at_most=1.0),
     ConfigDef("min.insync.replicas", "int", "1", "min.insync.replicas default.", at_least=1),
     ConfigDef("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets.", at_least=1),
     ConfigDef("offsets.topic.replication.factor", "short", "3", "Replication factor of __consumer_offsets (capped at live brokers).", at_least=1),
@@ -180,6 +191,11 @@ class BrokerConfig:
             raise ConfigError(
                 f"Invalid value {raw!r} for configuration {definition.name}: "
                 f"value must be at least {definition.at_least}"
+            )
+        if definition.at_most is not None and not 0 < value <= definition.at_most:
+            raise ConfigError(
+                f"Invalid value {raw!r} for configuration {definition.name}: "
+                f"value must be above 0 and at most {definition.at_most}"
             )
         return value
 

@@ -95,7 +95,8 @@ class LogCleaner:
                  load_factor: float = DEFAULT_LOAD_FACTOR, io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE) -> None:
         self.dedupe_buffer_size = dedupe_buffer_size
         self.load_factor = load_factor
-        self.io_buffer_size = io_buffer_size
+        # log.cleaner.io.buffer.size may be 0 (Kafka's lower bound); reads and writes still need a batch header's worth.
+        self.io_buffer_size = max(io_buffer_size, rb.HEADER_SIZE)
         #: Logs whose cleaning failed on a bad batch (Kafka's uncleanable partitions): log dir ->
         #: (the log, its truncation count then). Skipped while that log lives untruncated; a log
         #: deleted (and maybe created again under the same name) or truncated since is tried again,

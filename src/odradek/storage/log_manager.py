@@ -43,7 +43,8 @@ class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig, *,
                  retention_check_interval_ms: int = 300000, checkpoint_interval_ms: int = 60000,
                  producer_id_expiration_ms: int = 86400000,
-                 producer_id_expiration_check_interval_ms: int = 600000, cleaner: LogCleaner | None = None) -> None:
+                 producer_id_expiration_check_interval_ms: int = 600000, cleaner: LogCleaner | None = None,
+                 cleaner_enable: bool = True) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         self.default_config = default_config
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -56,8 +57,10 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._lock_fds: dict[Path, int] = {}
         self._dir_counts: dict[Path, int] = {}  # partitions per dir, to place new ones
-        #: The broker may size it from log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.*.
+        #: The broker sizes it from log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.*.
         self.cleaner = cleaner if cleaner is not None else LogCleaner()
+        #: log.cleaner.enable: false leaves compacted logs uncleaned (retention of delete,compact still runs).
+        self.cleaner_enable = cleaner_enable
 
     # -- start-up ----------------------------------------------------------------
     def startup(self) -> None:
@@ -317,6 +320,8 @@ class LogManager:
 
     async def clean_logs(self, now_ms: int) -> None:
         """Compact the logs that need it: segments are rewritten in a thread, swapped in here."""
+        if not self.cleaner_enable:
+            return
         for lg in self.all_logs():
             if lg.offline or not lg.config.compact:
                 continue
