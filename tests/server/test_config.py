@@ -135,3 +135,19 @@ def test_cleaner_settings_parse() -> None:
     assert config["log.cleaner.enable"] is False
     assert config["log.cleaner.dedupe.buffer.size"] == 128 * 1024 * 1024
     assert config["log.cleaner.io.buffer.size"] == 512 * 1024
+
+
+def test_broker_compression_settings_are_topic_defaults() -> None:
+    from odradek.storage import LogConfig
+
+    props = BrokerConfig({"compression.type": "zstd", "compression.zstd.level": "7"}).log_config_properties()
+    config = LogConfig.from_properties(props)
+    assert (config.compression_type, config.compression_zstd_level) == ("zstd", 7)
+    assert (config.compression_gzip_level, config.compression_lz4_level) == (-1, 9)
+
+
+def test_a_bad_broker_compression_type_names_the_key() -> None:
+    from odradek.storage import LogConfig
+
+    with pytest.raises(ValueError, match="compression.type"):
+        LogConfig.from_properties(BrokerConfig({"compression.type": "brotli"}).log_config_properties())
