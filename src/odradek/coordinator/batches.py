@@ -6,16 +6,9 @@ and reads them back at start-up; this is the little codec it needs for that.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
-import crc32c
-
-from odradek.protocol.records import iter_batches, read_varint, write_varint
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-#: Bytes of the batch header covered by the CRC start here (attributes onward).
-_CRC_START = 21
+from odradek.protocol.records import iter_batches, new_batch, read_varint, write_varint
 
 
 def _field(data: bytes | None) -> bytes:
@@ -28,13 +21,8 @@ def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -
     for delta, (key, value) in enumerate(records):
         record = b"\x00" + write_varint(0) + write_varint(delta) + _field(key) + _field(value) + write_varint(0)
         body += write_varint(len(record)) + record
-    header = _HEADER.pack(
-        0, _HEADER.size - 12 + len(body), -1, 2, 0, 0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1,
-        len(records),
-    )
-    batch = bytearray(header) + body
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[_CRC_START:])))
-    return bytes(batch)
+    return new_batch(bytes(body), attributes=0, last_offset_delta=len(records) - 1, base_timestamp=timestamp_ms,
+                     max_timestamp=timestamp_ms, records_count=len(records))
 
 
 def decode_records(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:

@@ -268,6 +268,21 @@ def stamped_header(buffer: bytes | bytearray | memoryview, position: int, size: 
     return header
 
 
+_HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+
+
+def new_batch(payload: bytes, *, attributes: int, last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+              producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+              records_count: int) -> bytes:
+    """A v2 batch (base offset 0, no leader epoch) around an encoded, possibly compressed,
+    records ``payload``: the one place clients of the format (the coordinator, the Spark
+    sink) build a header and its CRC."""
+    tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                      base_sequence, records_count)
+    crc = crc32c(payload, crc32c(tail))
+    return _HEAD.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2) + _U32.pack(crc) + tail + payload
+
+
 def iter_batches(buffer: bytes | bytearray | memoryview, *, verify_crc: bool = True,
                  strict_count: bool = True) -> Iterator[RecordBatch]:
     """Every batch of a records blob, checked; raises InvalidBatch at the first bad one."""

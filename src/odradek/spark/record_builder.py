@@ -9,23 +9,18 @@ records section. Headers, when a row has them, take a Python step per header.
 
 from __future__ import annotations
 
-import struct
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from crc32c import crc32c
 
 from odradek.protocol import records as rb
 from odradek.storage.compression import compress
 
 _MAX_VARINT = 5  # every length and offset delta here fits in an int32
 _NO_HEADERS = b"\x00"
-_HEADER_WITHOUT_CRC = struct.Struct(">qiib")
-# attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
-_HEADER_TAIL = struct.Struct(">hiqqqhii")
 _M = np.uint32(0x5BD1E995)
 _SEED = 0x9747B28C
 
@@ -154,10 +149,9 @@ def build_batch(
     records = joined.buffers()[2][start:stop].to_pybytes() + last_headers
     payload = compress(codec, records) if codec else records
     now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    tail = _HEADER_TAIL.pack(codec, n - 1, now, now, producer_id, producer_epoch, base_sequence, n)
-    crc = crc32c(payload, crc32c(tail))
-    length = rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(payload)
-    return _HEADER_WITHOUT_CRC.pack(0, length, -1, 2) + struct.pack(">I", crc) + tail + payload
+    return rb.new_batch(payload, attributes=codec, last_offset_delta=n - 1, base_timestamp=now, max_timestamp=now,
+                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                        records_count=n)
 
 
 def murmur2(keys: pa.Array) -> np.ndarray:
