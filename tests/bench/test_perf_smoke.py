@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from odradek import EmbeddedBroker
-from odradek.cli.perf import percentile
+from odradek.cli.perf import Throttle, percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60
@@ -67,6 +67,30 @@ def test_e2e_receives_every_record(target: str, request: pytest.FixtureRequest) 
     result = perf(bootstrap, "e2e", "--topic", "smoke-e2e", "--records", "300", "--throughput", "3000")
     assert result["records"] == 300 and result["errors"] == 0
     assert result["latency_samples"] == 300 - 30
+
+
+def test_e2e_latency_log_has_every_timed_record(odradek: str, tmp_path: Path) -> None:
+    log = tmp_path / "latency.csv"
+    result = perf(odradek, "e2e", "--topic", "smoke-e2e-log", "--records", "300", "--throughput", "3000",
+                  "--latency-log", str(log))
+    header, *rows = log.read_text().splitlines()
+    assert header == "offset,send_monotonic_ns,latency_us"
+    assert len(rows) == result["latency_samples"] == 270
+    offsets = [int(row.split(",")[0]) for row in rows]
+    assert offsets == list(range(30, 300))  # a new topic: the records after the 30 of warm-up, in order
+    sends = [int(row.split(",")[1]) for row in rows]
+    assert sends == sorted(sends)
+    assert all(float(row.split(",")[2]) > 0 for row in rows)
+
+
+def test_throttle_sleeps_only_in_steps_of_two_ms() -> None:
+    """As Kafka's ThroughputThrottler: no sleep until the sender is 2 ms ahead, then until on schedule."""
+    throttle = Throttle(10_000, start=100.0)
+    assert throttle.delay(19, now=100.0) == 0.0  # 1.9 ms ahead: send on
+    assert throttle.delay(20, now=100.0) == pytest.approx(0.002)
+    assert throttle.delay(100, now=100.005) == pytest.approx(0.005)
+    assert throttle.delay(10, now=101.0) == 0.0  # behind schedule
+    assert Throttle(-1, start=100.0).delay(10**6, now=100.0) == 0.0  # no cap
 
 
 def test_two_producers_share_the_records(null_broker: str) -> None:

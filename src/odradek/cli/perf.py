@@ -5,9 +5,12 @@ produce: N records of S bytes (random uppercase letters, as Kafka's tool, so tha
 compression means something) from one or more producer processes, optionally
 capped at a total records/s; latency is produce() to delivery report, sampled.
 consume: reads N records from the start of every partition of a topic.
-e2e: one producer at a fixed rate and one consumer in a separate process; latency is
-send to receive, each record carrying its send time (both ends read the machine's
-monotonic clock).
+e2e: one producer at a fixed average rate and one consumer in a separate process; latency
+is the producer's produce() call to the consumer's poll() returning the record, each record
+carrying its send time (both ends read the machine's monotonic clock). As in Kafka's tools,
+the rate is kept by Kafka's ThroughputThrottler (the records due in each 2 ms step go out
+back to back, linger.ms 0); the consumer keeps librdkafka's fetch settings (a fetch waits
+in the broker until an append wakes it). ``--latency-log`` writes every timed record.
 
 Every command prints one human-readable line, or with ``--json`` one JSON object
 (what bench/run.py reads).
@@ -26,6 +29,7 @@ import struct
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from odradek.cli.client_options import add_connection_args, client_config
 
@@ -99,6 +103,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             p.add_argument("--throughput", type=float, default=10_000, help="records/s (default 10,000)")
             p.add_argument("--warmup-records", type=int, default=-1,
                            help="records left out of the latencies (default a tenth, at most 1,000)")
+            p.add_argument("--latency-log", type=Path, metavar="FILE",
+                           help="write every timed record as CSV: offset, send time (CLOCK_MONOTONIC ns) "
+                                "and latency (us), to line the tail up with what the broker did meanwhile")
         p.set_defaults(func=func)
 
 
@@ -142,18 +149,32 @@ def ensure_topic(args: argparse.Namespace) -> int:
 
 
 class Throttle:
-    """Kafka's ThroughputThrottler: sleep whenever the sender is ahead of ``rate`` records/s."""
+    """Kafka's ThroughputThrottler: once the sender is ``MIN_SLEEP_S`` or more ahead of ``rate``
+    records/s, sleep until it is on schedule; the records due meanwhile then go out back to back.
+
+    Kafka sleeps in steps of at least 2 ms (MIN_SLEEP_NS) rather than before every record.
+    A sleep per record (10,000 wake-ups a second at 10,000 records/s) cost the sending process
+    0.43 of a core on a 2-core machine, and the librdkafka producer then sent every record in
+    a request of its own: the broker being measured, and the client, competed for the CPUs.
+    """
+
+    MIN_SLEEP_S = 0.002
 
     def __init__(self, rate: float, start: float) -> None:
         self.rate = rate
         self.start = start
 
-    def wait(self, sent: int) -> None:
+    def delay(self, sent: int, now: float) -> float:
+        """Seconds to sleep before sending record number ``sent`` at ``now`` (perf_counter)."""
         if self.rate <= 0:
-            return
-        ahead = sent / self.rate - (time.perf_counter() - self.start)
-        if ahead > 0:
-            time.sleep(ahead)
+            return 0.0
+        ahead = sent / self.rate - (now - self.start)
+        return ahead if ahead >= self.MIN_SLEEP_S else 0.0
+
+    def wait(self, sent: int) -> None:
+        pause = self.delay(sent, time.perf_counter())
+        if pause:
+            time.sleep(pause)
 
 
 def emit(args: argparse.Namespace, kind: str, result: Result) -> int:
@@ -291,9 +312,10 @@ def run_consume(args: argparse.Namespace) -> int:
 
 
 def _e2e_consumer(config: dict[str, str], topic: str, partitions: int, records: int, warmup: int, timeout: float,
-                  ready: object, results: object) -> None:
+                  keep_records: bool, ready: object, results: object) -> None:
     """The receiving end in its own process: assigns the partitions at their ends, signals ``ready``,
-    then reports (records, errors, latencies in ms) once ``records`` arrived or ``timeout`` passed."""
+    then reports (records, errors, latencies in ms, timed records) once ``records`` arrived or
+    ``timeout`` passed; with ``keep_records`` the timed records are (offset, send ns, latency ns)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(config)
@@ -303,6 +325,7 @@ def _e2e_consumer(config: dict[str, str], topic: str, partitions: int, records: 
     consumer.assign(tps)
     ready.set()  # type: ignore[attr-defined]
     latencies: list[float] = []
+    timed: list[tuple[int, int, int]] = []
     received = errors = 0
     deadline = time.monotonic() + timeout
     while received < records and time.monotonic() < deadline:
@@ -315,9 +338,18 @@ def _e2e_consumer(config: dict[str, str], topic: str, partitions: int, records: 
             continue
         received += 1
         if received > warmup:
-            latencies.append((now - _STAMP.unpack_from(message.value())[0]) / 1e6)
+            sent = _STAMP.unpack_from(message.value())[0]
+            latencies.append((now - sent) / 1e6)
+            if keep_records:
+                timed.append((message.offset(), sent, now - sent))
     consumer.close()
-    results.put((received, errors, latencies))  # type: ignore[attr-defined]
+    results.put((received, errors, latencies, timed))  # type: ignore[attr-defined]
+
+
+def write_latency_log(path: Path, timed: list[tuple[int, int, int]]) -> None:
+    with path.open("w") as out:
+        out.write("offset,send_monotonic_ns,latency_us\n")
+        out.writelines(f"{offset},{sent},{latency / 1000:.1f}\n" for offset, sent, latency in timed)
 
 
 def run_e2e(args: argparse.Namespace) -> int:
@@ -333,7 +365,8 @@ def run_e2e(args: argparse.Namespace) -> int:
     ctx = multiprocessing.get_context("spawn")
     ready, results = ctx.Event(), ctx.Queue()
     reader = ctx.Process(target=_e2e_consumer, daemon=True,
-                         args=(config, args.topic, partitions, args.records, warmup, args.timeout, ready, results))
+                         args=(config, args.topic, partitions, args.records, warmup, args.timeout,
+                               args.latency_log is not None, ready, results))
     reader.start()
     producer = Producer(producer_config(args, default_linger_ms=0))
     producer.list_topics(args.topic, timeout=30)
@@ -356,11 +389,13 @@ def run_e2e(args: argparse.Namespace) -> int:
         producer.poll(0)
     producer.flush(args.timeout)
     try:
-        received, errors, latencies = results.get(timeout=args.timeout + 30)
+        received, errors, latencies, timed = results.get(timeout=args.timeout + 30)
     except queue.Empty:
-        received, errors, latencies = 0, 1, []
+        received, errors, latencies, timed = 0, 1, [], []
     seconds = time.perf_counter() - start
     reader.join(10)
+    if args.latency_log is not None:
+        write_latency_log(args.latency_log, timed)
     if received < args.records:
         errors += 1
         print(f"odradek perf: only {received} of {args.records} records arrived", file=sys.stderr)
