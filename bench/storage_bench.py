@@ -1,6 +1,8 @@
 """Storage benchmarks: printed ratios against the plain system calls doing the same I/O.
 
   append 16 KB / 1 MB batches   Log.append vs os.write of the same bytes   (target >= 0.8 / 0.95)
+  idempotent append 16 KB / 1 MB  the same with one idempotent producer's batches, also printed in us
+                                per batch beside os.write and the plain append of the same run
   indexed read + sendfile       Log.read + os.sendfile vs os.sendfile      (target >= 0.95)
   recovery after unclean stop   Log load of ~1 GiB vs reading it with CRC  (target >= 0.8)
 
@@ -45,19 +47,16 @@ def make_batch(size: int) -> bytes:
     return build_batch([(b"key", value, NOW_MS)] * n)
 
 
-def compare(runs: int, plain, odradek) -> tuple[float, float]:
-    """Median time of each. Runs are interleaved and take turns going first, so that load
-    from other processes and the state of the page cache (dirty pages of the previous run
-    being written back) hit both alike."""
-    plain_times, odradek_times = [], []
+def compare(runs: int, *contenders) -> tuple[float, ...]:
+    """Median time of each contender. Runs are interleaved and take turns going first, so
+    that load from other processes and the state of the page cache (dirty pages of the
+    previous run being written back) hit all alike."""
+    times: list[list[float]] = [[] for _ in contenders]
     for i in range(runs):
-        if i % 2:
-            odradek_times.append(odradek())
-            plain_times.append(plain())
-        else:
-            plain_times.append(plain())
-            odradek_times.append(odradek())
-    return statistics.median(plain_times), statistics.median(odradek_times)
+        for k in range(len(contenders)):
+            j = (i + k) % len(contenders)
+            times[j].append(contenders[j]())
+    return tuple(statistics.median(t) for t in times)
 
 
 def bench_append(tmp: Path, batch_size: int, total: int) -> tuple[float, float]:
@@ -89,6 +88,61 @@ def bench_append(tmp: Path, batch_size: int, total: int) -> tuple[float, float]:
         return elapsed
 
     return compare(5, plain, odradek)
+
+
+def sequenced_chunks(template: bytes, count: int, records: int, producer_id: int):
+    """The bytes of ``count`` batches like ``template``, in lists of at most 16 MiB, each
+    batch a buffer of its own; with ``producer_id`` >= 0 they are one idempotent producer's
+    consecutive batches (baseSequence patched, CRC recomputed)."""
+    per_chunk = max(1, (16 << 20) // len(template))
+    for start in range(0, count, per_chunk):
+        chunk = []
+        for i in range(start, min(count, start + per_chunk)):
+            b = bytearray(template)
+            if producer_id >= 0:
+                struct.pack_into(">qhi", b, 43, producer_id, 0, (i * records) % 2**31)
+                struct.pack_into(">I", b, 17, crc32c(memoryview(b)[21:]))
+            chunk.append(bytes(b))
+        yield chunk
+
+
+def bench_idempotent_append(tmp: Path, batch_size: int, total: int) -> tuple[float, float, float]:
+    """os.write, Log.append and an idempotent producer's Log.append of the same number of
+    equal-sized batches; each batch is a buffer of its own, built outside the timed loops."""
+    template = make_batch(batch_size)
+    records = struct.unpack_from(">i", template, 57)[0]
+    count = total // len(template)
+
+    def timed(write, producer_id: int) -> float:
+        elapsed = 0.0
+        for chunk in sequenced_chunks(template, count, records, producer_id):
+            t = clock()
+            for batch in chunk:
+                write(batch)
+            elapsed += clock() - t
+        return elapsed
+
+    def plain() -> float:
+        path = Path(tempfile.mkdtemp(dir=tmp)) / "plain.bin"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        elapsed = timed(lambda batch: os.write(fd, batch), 1)
+        os.close(fd)
+        path.unlink()
+        return elapsed
+
+    def appended(producer_id: int):
+        def run() -> float:
+            d = Path(tempfile.mkdtemp(dir=tmp)) / "bench-0"
+            log = Log(d, BIG)
+            elapsed = timed(lambda batch: log.append(batch, leader_epoch=0, now_ms=NOW_MS), producer_id)
+            log.close()
+            for f in d.iterdir():
+                f.unlink()
+            return elapsed
+        return run
+
+    times = compare(5, plain, appended(-1), appended(1))
+    return tuple(t / count * 1e6 for t in times)
 
 
 def bench_read(tmp: Path, total: int, fetch_bytes: int) -> tuple[float, float]:
@@ -190,7 +244,7 @@ def main() -> None:
     parser.add_argument("--recovery-mib", type=int, default=1024)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every benchmark; print the median ratio")
-    parser.add_argument("--only", choices=("append16k", "append1m", "read", "recovery"), action="append",
+    parser.add_argument("--only", choices=("append16k", "append1m", "idempotent16k", "idempotent1m", "read", "recovery"), action="append",
                         help="run only these benchmarks (repeatable)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="time runs by wall clock (the targets' measure) or by this process's CPU time")
@@ -200,6 +254,10 @@ def main() -> None:
     benches = {
         "append16k": ("append 16 KB batches", 0.8, lambda tmp: bench_append(tmp, 16 * 1024, args.append_mib << 20)),
         "append1m": ("append 1 MB batches", 0.95, lambda tmp: bench_append(tmp, 1024 * 1024, args.append_mib << 20)),
+        "idempotent16k": ("idempotent append 16 KB batches", 0.8,
+                          lambda tmp: bench_idempotent_append(tmp, 16 * 1024, args.append_mib << 20)),
+        "idempotent1m": ("idempotent append 1 MB batches", 0.95,
+                         lambda tmp: bench_idempotent_append(tmp, 1024 * 1024, args.append_mib << 20)),
         "read": ("indexed read + sendfile (1 MiB fetches)", 0.95,
                  lambda tmp: bench_read(tmp, args.read_mib << 20, 1 << 20)),
         "recovery": (f"recovery of {args.recovery_mib} MiB, unclean", 0.8,
@@ -207,13 +265,16 @@ def main() -> None:
     }
     chosen = args.only or list(benches)
     ratios: dict[str, list[float]] = {name: [] for name in chosen}
+    per_batch: dict[str, list[tuple[float, ...]]] = {}  # the idempotent rows: us per batch of each contender
     loads = []
     for _ in range(args.rounds):
         for name in chosen:
             with tempfile.TemporaryDirectory(dir=args.dir) as tmp_name:
                 loads.append(os.getloadavg()[0])
-                base, ours = benches[name][2](Path(tmp_name))
-                ratios[name].append(base / ours)
+                times = benches[name][2](Path(tmp_name))
+                ratios[name].append(times[0] / times[-1])
+                if len(times) == 3:
+                    per_batch.setdefault(name, []).append(times)
     print(f"{'benchmark':44} {'ratio':>6} {'min':>6} {'max':>6} {'target':>7}   ({args.rounds} rounds, "
           f"{args.clock} clock, 1-min load {min(loads):.1f}-{max(loads):.1f})")
     for name in chosen:
@@ -221,6 +282,11 @@ def main() -> None:
         r = ratios[name]
         median = statistics.median(r)
         print(f"{label:44} {median:6.2f} {min(r):6.2f} {max(r):6.2f} {target:7.2f} {'ok' if median >= target else 'BELOW'}")
+    for name, rounds in per_batch.items():
+        write, plain, idempotent = (statistics.median(t[i] for t in rounds) for i in range(3))
+        print(f"{benches[name][0]}, us per batch (medians): os.write {write:.2f}, append {plain:.2f} "
+              f"(ratio {write / plain:.2f}), idempotent append {idempotent:.2f} (ratio {write / idempotent:.2f}); "
+              f"idempotence costs {idempotent - plain:+.2f} us")
 
 
 if __name__ == "__main__":
