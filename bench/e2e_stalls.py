@@ -14,6 +14,8 @@ against it ``--runs`` times and prints, per run:
 - the broker's event-loop stalls: how late a 1 ms sleep woke, and of that how long the
   loop thread waited for a CPU (run-queue delay from /proc/thread-self/schedstat) and
   how long it ran;
+- samples of the loop thread blocked in the kernel (state D, with its system call number
+  and wchan), taken every 2 ms by a watcher thread;
 - garbage collections (generation, duration) and the background pass's steps
   (flush_dirty_logs in its thread, retention, clean_logs, checkpoint) with durations;
 - the machine's CPU pressure (/proc/pressure/cpu, "some") during the run;
@@ -61,7 +63,12 @@ class Probes:
         self.background: list[tuple[str, int, int, int]] = []  # (step, start, duration, CPU of its thread)
         self.appends: dict[str, array] = {}  # topic -> (time, first offset, last offset) triples
         self.reads: dict[str, array] = {}  # topic -> (time, fetch offset, high watermark) of reads with data
+        #: (time, how late the watcher itself woke, loop thread state, its system call, its wchan): samples
+        #: of the loop thread blocked in the kernel (state D), or of the watcher kept from the GIL.
+        self.blocked: list[tuple[int, int, str, str, str]] = []
         self._gc_start = 0
+        #: Modules imported after the ready line: their first use reads files on the loop thread.
+        self.ready_modules: set[str] = set()
 
     def on_gc(self, phase: str, info: dict) -> None:
         now = time.monotonic_ns()
@@ -89,6 +96,28 @@ class Probes:
                 cpu1, wait1 = schedstat()
                 self.lags.append((woke, lag, wait1 - wait0, cpu1 - cpu0))
 
+    def watch_blocked(self, tid: int) -> None:
+        """Every 2 ms, from a thread of its own: is the loop thread in uninterruptible sleep (a
+        disk write, a page fault), and in which system call? A blocked system call that holds the
+        GIL (a page fault on a memory map) also keeps this thread from running: it wakes late."""
+        task = f"/proc/self/task/{tid}"
+        while True:
+            before = time.monotonic_ns()
+            time.sleep(0.002)
+            now = time.monotonic_ns()
+            late = now - before - 2_000_000
+            try:
+                with open(f"{task}/stat") as f:
+                    state = f.read().rpartition(")")[2].split()[0]
+                if state == "D" or late > 5_000_000:
+                    with open(f"{task}/syscall") as f:
+                        syscall = f.read().split(" ", 1)[0]
+                    with open(f"{task}/wchan") as f:
+                        wchan = f.read()
+                    self.blocked.append((now, late, state, syscall, wchan))
+            except OSError:
+                return
+
     def timed(self, step: str, func):
         """``func`` (sync) recording its wall time and its thread's CPU time under ``step``."""
         def wrapper(*args, **kwargs):
@@ -111,6 +140,8 @@ class Probes:
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps({
             "lags": self.lags, "wakeups": self.wakeups, "gcs": self.gcs, "background": self.background,
+            "blocked": self.blocked,
+            "imported_after_ready": sorted(set(sys.modules) - self.ready_modules) if self.ready_modules else [],
             "appends": {t: a.tolist() for t, a in self.appends.items()},
             "reads": {t: a.tolist() for t, a in self.reads.items()},
         }))
@@ -160,7 +191,9 @@ def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
 
     async def probed_start(self):
         await start(self)
+        probes.ready_modules = set(sys.modules)
         self._loop_lag_probe = asyncio.get_running_loop().create_task(probes.loop_lag())
+        threading.Thread(target=probes.watch_blocked, args=(threading.get_native_id(),), daemon=True).start()
 
     broker_module.Broker.start = probed_start
     atexit.register(probes.dump, probe_file)
@@ -268,8 +301,19 @@ def analyse(latency_log: Path, probes: dict, topic: str, pressure: list[tuple[in
         "gc_max_ms": max((g[1] - g[0]) / 1e6 for g in gcs) if gcs else 0.0,
         "gc_total_ms": sum(g[1] - g[0] for g in gcs) / 1e6,
         "background_max_ms": {k: max(v) / 1e6 for k, v in by_step.items()},
+        "loop_blocked_samples": _count(f"{state} {syscall} {wchan}" for at, _, state, syscall, wchan
+                                       in probes["blocked"] if t0 <= at <= t1 and state == "D"),
+        "watcher_late_over_5ms": [(ms(at - t0), ms(late), state, syscall, wchan) for at, late, state, syscall, wchan
+                                  in probes["blocked"] if t0 <= at <= t1 and late > 5_000_000][:8],
         "cpu_pressure_some": cpu_pressure,
     }
+
+
+def _count(items) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
