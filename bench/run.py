@@ -366,9 +366,10 @@ for a smoke run) to reproduce; absolute figures depend on the machine, ratios mu
 Notes: producers use librdkafka defaults (linger.ms 5, batch.size 1,000,000) unless the
 workload says otherwise; consumers set fetch.queue.backoff.ms=1 so that librdkafka's
 local-queue backoff does not set the pace. End-to-end latency uses linger.ms 0 and one
-partition; each record carries its send time, and the consumer runs in a process of its
-own (sharing the producer's process and GIL added tens of milliseconds to the tail for
-either broker). The null broker keeps no data on disk, so its start-to-ready figures are
+partition, paced by Kafka's ThroughputThrottler (the records due in each 2 ms step are sent
+back to back); each record carries its send time, latency runs from produce() to the
+consumer's poll(), and the consumer runs in a process of its own (sharing the producer's
+process and GIL added tens of milliseconds to the tail for either broker). The null broker keeps no data on disk, so its start-to-ready figures are
 the floor of a Python process that imports kio and listens. On a shared machine the load
 average above matters more than any code change: the latency tail in particular measures
 how often the broker process waits for a CPU.
