@@ -46,6 +46,7 @@ DELETE_HORIZON_MASK = 0x40
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
+_LONG_MAX = 2**63 - 1
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -251,18 +252,21 @@ def check_header(buffer: bytes | bytearray | memoryview, position: int, end: int
 
 
 def stamped_header(buffer: bytes | bytearray | memoryview, position: int, size: int, *, base_offset: int,
-                   leader_epoch: int, log_append_time: int | None = None) -> bytearray:
+                   leader_epoch: int, log_append_time: int | None = None,
+                   max_timestamp: int | None = None) -> bytearray:
     """A copy of a batch's header with baseOffset and partitionLeaderEpoch set, and, with
-    ``log_append_time``, LogAppendTime stamped and the CRC recomputed over the new header
-    and the unchanged records. Lets a writer send header + original payload without
-    copying the payload."""
+    ``log_append_time``, LogAppendTime stamped (or, with ``max_timestamp``, maxTimestamp
+    corrected) and the CRC recomputed over the new header and the unchanged records.
+    Lets a writer send header + original payload without copying the payload."""
     header = bytearray(memoryview(buffer)[position : position + HEADER_SIZE])
     _I64.pack_into(header, BASE_OFFSET, base_offset)
     _I32.pack_into(header, PARTITION_LEADER_EPOCH, leader_epoch)
-    if log_append_time is not None:
-        attributes = _I16.unpack_from(header, ATTRIBUTES)[0] | TIMESTAMP_TYPE_MASK
-        _I16.pack_into(header, ATTRIBUTES, attributes)
-        _I64.pack_into(header, MAX_TIMESTAMP, log_append_time)
+    if log_append_time is not None or max_timestamp is not None:
+        if log_append_time is not None:
+            attributes = _I16.unpack_from(header, ATTRIBUTES)[0] | TIMESTAMP_TYPE_MASK
+            _I16.pack_into(header, ATTRIBUTES, attributes)
+            max_timestamp = log_append_time
+        _I64.pack_into(header, MAX_TIMESTAMP, max_timestamp)
         crc = crc32c(memoryview(buffer)[position + HEADER_SIZE : position + size], crc32c(header[ATTRIBUTES:]))
         _U32.pack_into(header, CRC, crc)
     return header
@@ -310,6 +314,62 @@ def read_varint(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
         result |= (byte & 0x7F) << shift
         if not byte & 0x80:
             return (result >> 1) ^ -(result & 1), position
+        shift += 7
+        if shift > 63:
+            raise InvalidBatch("corrupt", "varint too long")
+
+
+def timestamp_delta_range(payload: bytes | memoryview, count: int) -> tuple[int, int]:
+    """(smallest, largest) timestampDelta of the ``count`` records of an uncompressed records
+    payload, which they must fill exactly (Kafka's "Incorrect declared batch size").
+
+    The produce path runs this on every CreateTime batch while a timestamp window is
+    set (Kafka 4 bounds message.timestamp.after.max.ms by default), since a batch header's
+    maxTimestamp is the producer's word, not the records'. So it reads only each record's
+    length and timestampDelta, with the one- and two-byte varints records of up to 8 KiB
+    have decoded inline. Raises InvalidBatch("invalid") when the records do not fit.
+    """
+    low, high = _LONG_MAX, -_LONG_MAX - 1
+    position = 0
+    try:
+        for _ in range(count):
+            length = payload[position]
+            if length < 0x80:
+                position += 1
+            elif (second := payload[position + 1]) < 0x80:
+                length = (length & 0x7F) | (second << 7)
+                position += 2
+            else:
+                length, position = _read_uvarint(payload, position)
+            if length & 1:  # zig-zag: a negative length
+                raise InvalidBatch("invalid", f"negative record length at {position}")
+            delta = payload[position + 1]  # after the attributes byte
+            if delta < 0x80:
+                delta = (delta >> 1) ^ -(delta & 1)
+            else:
+                delta = read_varint(payload, position + 1)[0]
+            if delta < low:
+                low = delta
+            if delta > high:
+                high = delta
+            position += length >> 1
+    except IndexError:
+        raise InvalidBatch("invalid", "Incorrect declared batch size, premature EOF reached") from None
+    if position != len(payload):
+        raise InvalidBatch("invalid", f"Incorrect declared batch size: {count} records end at {position} "
+                                      f"of {len(payload)} bytes")
+    return low, high
+
+
+def _read_uvarint(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
+    """An unsigned varint and the position after it."""
+    shift = result = 0
+    while True:
+        byte = buffer[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, position
         shift += 7
         if shift > 63:
             raise InvalidBatch("corrupt", "varint too long")

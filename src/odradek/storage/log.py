@@ -44,6 +44,9 @@ _PREFIX = rb.MAGIC
 _HEADER_SIZE = rb.HEADER_SIZE
 _LOG_OVERHEAD = rb.LOG_OVERHEAD
 _CONTROL_MASK = rb.CONTROL_MASK
+_COMPRESSION_MASK = rb.COMPRESSION_MASK
+_TIMESTAMP_TYPE_MASK = rb.TIMESTAMP_TYPE_MASK
+_delta_range = rb.timestamp_delta_range
 _INVALID_BATCH_ERRORS: dict[str, type[errors.KafkaError]] = {
     "corrupt": errors.CorruptRecord,
     "magic": errors.UnsupportedForMessageFormat,
@@ -257,6 +260,9 @@ class Log:
         self._recompress = config.compression_type != "producer"
         self._log_append_time = config.log_append_time
         self._compact = config.compact
+        # With neither limit set no timestamp can fall outside the window: records are not read.
+        self._timestamp_window = (config.message_timestamp_before_max_ms != LONG_MAX
+                                  or config.message_timestamp_after_max_ms != LONG_MAX)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -286,9 +292,11 @@ class Log:
         baseOffset and partitionLeaderEpoch set (or, for LogAppendTime, a re-stamped
         61-byte header) plus a view of the rest, all in one writev. This is the produce
         hot path (a 16 KB batch costs little more than its write), so each header is
-        unpacked once, what a feature needs (producer state, a follower's epochs) is
-        made only when it does, and records are parsed only for compacted topics and
-        CreateTime timestamps outside the accepted window.
+        unpacked once and what a feature needs (producer state, a follower's epochs) is
+        made only when it does. Records are read only where Kafka's LogValidator needs
+        them: keys of compacted topics, and each CreateTime record's timestamp while a
+        message.timestamp.{before,after}.max.ms window is set (Kafka 4 bounds
+        after.max.ms by default), which reads two fields per record.
         """
         if self.offline:
             raise errors.KafkaStorageError(f"log {self.dir} is offline")
@@ -312,6 +320,10 @@ class Log:
         duplicates: list[BatchMetadata] | None = None
         epoch_starts: list[tuple[int, int]] | None = None
         max_ts, record_count, position = rb.NO_TIMESTAMP, 0, 0
+        check_timestamps = append_time is None and self._timestamp_window
+        if check_timestamps:
+            low = now_ms - cfg.message_timestamp_before_max_ms
+            high = now_ms + cfg.message_timestamp_after_max_ms
         while position < end:
             try:
                 # A follower's batches may come compacted: fewer records than lastOffsetDelta + 1.
@@ -320,22 +332,32 @@ class Log:
                 raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
             base, length, batch_epoch, _, _, attrs, delta, base_ts, batch_ts, pid, p_epoch, first_seq, count = fields
             size = _LOG_OVERHEAD + length
+            restamp = None  # a corrected maxTimestamp for this batch's header
             if size > cfg.max_message_bytes:
                 raise errors.RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
             if assign_offsets:
                 if not attrs & _CONTROL_MASK:
                     if compact:
                         key_errors += _null_key_indices(rb.RecordBatch(buf, position, fields), record_count)
-                    if append_time is None:
-                        low = now_ms - cfg.message_timestamp_before_max_ms
-                        high = now_ms + cfg.message_timestamp_after_max_ms
-                        # A record's timestamp is baseTimestamp + a delta that may be negative, so the
-                        # header's range does not bound it from below: with a before.max.ms limit set,
-                        # every record is checked, as Kafka's LogValidator does.
-                        if (cfg.message_timestamp_before_max_ms != LONG_MAX
-                                or not (low <= base_ts <= high and low <= batch_ts <= high)):
+                    if check_timestamps:
+                        # Every record's timestamp, as Kafka's LogValidator checks them: the header's
+                        # maxTimestamp is the producer's word, and a record's baseTimestamp + delta
+                        # may lie above it (or, with a negative delta, below baseTimestamp).
+                        if attrs & _TIMESTAMP_TYPE_MASK:  # a producer-stamped LogAppendTime: records carry it
+                            first_ts = last_ts = batch_ts
+                        else:
+                            payload = buf[position + _HEADER_SIZE : position + size]
+                            try:
+                                lo, hi = _delta_range(decompress(attrs & _COMPRESSION_MASK, payload)
+                                                      if attrs & _COMPRESSION_MASK else payload, count)
+                            except rb.InvalidBatch as exc:
+                                raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
+                            first_ts, last_ts = base_ts + lo, base_ts + hi
+                        if first_ts < low or last_ts > high:
                             ts_errors += _out_of_range_timestamps(rb.RecordBatch(buf, position, fields),
                                                                   record_count, low, high)
+                        elif last_ts != batch_ts:
+                            restamp = last_ts  # Kafka sets maxTimestamp to the records' largest
                 if pid >= 0:
                     if pending is None:
                         pending = {}
@@ -348,12 +370,13 @@ class Log:
                         record_count += count
                         position += size
                         continue
-                if append_time is None:  # baseOffset and partitionLeaderEpoch are outside the CRC
+                if append_time is None and restamp is None:  # baseOffset and leader epoch are outside the CRC
                     pieces += (_pack_prefix(next_offset, length, leader_epoch), buf[position + _PREFIX : position + size])
                 else:
                     pieces += (rb.stamped_header(buf, position, size, base_offset=next_offset, leader_epoch=leader_epoch,
-                                                 log_append_time=append_time), buf[position + _HEADER_SIZE : position + size])
-                    batch_ts = append_time
+                                                 log_append_time=append_time, max_timestamp=restamp),
+                               buf[position + _HEADER_SIZE : position + size])
+                    batch_ts = append_time if restamp is None else restamp
                 base = next_offset
             else:
                 if base < next_offset:
@@ -679,10 +702,12 @@ def _null_key_indices(batch: rb.RecordBatch, first_index: int) -> list[tuple[int
 
 def _out_of_range_timestamps(batch: rb.RecordBatch, first_index: int, low: int,
                              high: int) -> list[tuple[int, str | None]]:
-    """(batch index, message) of each CreateTime timestamp outside [low, high] (NO_TIMESTAMP passes)."""
+    """(batch index, message) of each CreateTime timestamp outside [low, high] (NO_TIMESTAMP passes).
+    The records of a batch the producer marked LogAppendTime all carry its maxTimestamp."""
+    stamped = batch.timestamp_type == rb.LOG_APPEND_TIME
     return [(first_index + i, (f"Timestamp {ts} of message with batch index {first_index + i} is out of range. "
                                f"The timestamp should be within [{low}, {high}]"))
-            for i, (ts, _) in enumerate(_record_fields(batch))
+            for i, ts in enumerate(batch.max_timestamp if stamped else ts for ts, _ in _record_fields(batch))
             if ts != rb.NO_TIMESTAMP and not low <= ts <= high]
 
 
