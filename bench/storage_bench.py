@@ -282,11 +282,12 @@ def main() -> None:
         r = ratios[name]
         median = statistics.median(r)
         print(f"{label:44} {median:6.2f} {min(r):6.2f} {max(r):6.2f} {target:7.2f} {'ok' if median >= target else 'BELOW'}")
-    for name, rounds in per_batch.items():
-        write, plain, idempotent = (statistics.median(t[i] for t in rounds) for i in range(3))
-        print(f"{benches[name][0]}, us per batch (medians): os.write {write:.2f}, append {plain:.2f} "
-              f"(ratio {write / plain:.2f}), idempotent append {idempotent:.2f} (ratio {write / idempotent:.2f}); "
-              f"idempotence costs {idempotent - plain:+.2f} us")
+    if per_batch:
+        print(f"\n{'us per batch (medians of the rounds)':44} {'write':>8} {'append':>8} {'idempotent':>10} "
+              f"{'+idempotence':>12}")
+        for name, rounds in per_batch.items():
+            write, plain, idempotent = (statistics.median(t[i] for t in rounds) for i in range(3))
+            print(f"{benches[name][0]:44} {write:8.2f} {plain:8.2f} {idempotent:10.2f} {idempotent - plain:+12.2f}")
 
 
 if __name__ == "__main__":
