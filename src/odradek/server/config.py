@@ -122,6 +122,9 @@ _DEFS = [
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", "60000", "Recovery point checkpoint interval.", at_least=0),
     ConfigDef("log.index.size.max.bytes", "int", "10485760", "segment.index.bytes default.", at_least=4),
     ConfigDef("log.index.interval.bytes", "int", "4096", "index.interval.bytes default.", at_least=0),
+    ConfigDef("log.segment.delete.delay.ms", "long", "60000",
+              "file.delete.delay.ms default: how long deleted segments and deleted partitions' "
+              "directories stay on disk (readers may still hold them) before they are removed.", at_least=0),
     ConfigDef("log.cleanup.policy", "list", "delete", "cleanup.policy default."),
     ConfigDef("log.message.timestamp.type", "string", "CreateTime", "message.timestamp.type default."),
     ConfigDef("log.message.timestamp.before.max.ms", "long", str(LONG_MAX),

@@ -12,7 +12,6 @@ import base64
 import fcntl
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from odradek.durable import fsync_dir, write_atomically
 from odradek.storage.checkpoint import CorruptCheckpoint, read_offsets, write_offsets
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log, TopicPartition
+from odradek.storage.log_deleter import LogDeleter, close_files, delete_dir_name, is_delete_dir
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ META_PROPERTIES = "meta.properties"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-DELETE_DIR_SUFFIX = "-delete"
 PARTITION_METADATA = "partition.metadata"
 
 
@@ -61,6 +60,10 @@ class LogManager:
         self.cleaner = cleaner if cleaner is not None else LogCleaner()
         #: log.cleaner.enable: false leaves compacted logs uncleaned (retention of delete,compact still runs).
         self.cleaner_enable = cleaner_enable
+        #: Logs whose cleaning is under way in a thread; their deletion waits for it.
+        self._cleaning: set[Log] = set()
+        #: Closes deleted logs' files and removes their renamed dirs, file.delete.delay.ms later.
+        self.deleter = LogDeleter(in_use=lambda lg: lg in self._cleaning)
 
     # -- start-up ----------------------------------------------------------------
     def startup(self) -> None:
@@ -101,8 +104,8 @@ class LogManager:
         for name, is_dir in entries:
             if not is_dir:
                 continue
-            if name.endswith(DELETE_DIR_SUFFIX):
-                shutil.rmtree(d / name, ignore_errors=True)
+            if is_delete_dir(name):  # a deletion a stop or crash interrupted: finish it, never load it
+                self.deleter.schedule(d / name, None, self.default_config.file_delete_delay_ms)
                 continue
             try:
                 tp = TopicPartition.from_dir_name(name)
@@ -242,23 +245,27 @@ class LogManager:
         self._dir_counts[parent] = self._dir_counts.get(parent, 0) + 1
 
     def delete_log(self, tp: TopicPartition) -> None:
+        """Detach the log and rename its dir to ``<topic>-<partition>.<uuid>-delete``, as Kafka's asyncDelete.
+
+        Only that happens on the caller's (the event loop's) time: the files are closed
+        and the dir removed by the LogDeleter's thread after file.delete.delay.ms, and a
+        dir still carrying the suffix at the next start-up is removed then.
+        """
         lg = self._logs.pop(tp, None)
         if lg is None:
             return
         self._dir_counts[lg.dir.parent] -= 1
         forget_cleaner_offset(lg.dir)
-        lg.deleted = lg.offline = True  # any holder of the object now gets KafkaStorageError, not a closed file
-        for seg in lg.segments:
-            try:
-                seg.close()
-            except OSError:
-                pass
+        lg.deleted = lg.offline = True  # any holder of the object now gets KafkaStorageError
+        doomed = lg.dir.with_name(delete_dir_name(tp))
         try:
-            doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
             os.rename(lg.dir, doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
-        except OSError as exc:
-            log.warning("could not delete %s: %s", lg.dir, exc)
+        except OSError as exc:  # as Kafka, a failed rename takes the dir offline (and nothing is removed)
+            log.error("could not rename %s for deletion: %s", lg.dir, exc)
+            self._mark_offline(lg.dir.parent)
+            close_files(lg, lg.dir)
+            return
+        self.deleter.schedule(doomed, lg, self.default_config.file_delete_delay_ms)
 
     def all_logs(self) -> list[Log]:
         return list(self._logs.values())
@@ -330,7 +337,11 @@ class LogManager:
                 cleanable = self.cleaner.cleanable_range(lg, now_ms, hw)  # cheap: no thread for clean logs
                 if cleanable is None:
                     continue
-                plan = await asyncio.to_thread(self.cleaner.clean, lg, cleanable, now_ms)
+                self._cleaning.add(lg)
+                try:
+                    plan = await asyncio.to_thread(self.cleaner.clean, lg, cleanable, now_ms)
+                finally:
+                    self._cleaning.discard(lg)
                 if plan is not None:
                     self.cleaner.install(lg, plan, now_ms)
                     log.info("cleaned %s: %d -> %d bytes", lg.topic_partition, plan.bytes_before, plan.bytes_after)
@@ -365,7 +376,12 @@ class LogManager:
                 next_checkpoint = now + self.checkpoint_interval_ms
 
     def shutdown(self) -> None:
-        """Close every log (flush, producer snapshots), write checkpoints and the clean-shutdown marker."""
+        """Close every log (flush, producer snapshots), write checkpoints and the clean-shutdown marker.
+
+        Deleted logs still waiting for their delay only have their files closed: their
+        ``-delete`` dirs are removed after the next start-up.
+        """
+        self.deleter.stop()
         def close(lg: Log) -> None:
             try:
                 lg.close()
