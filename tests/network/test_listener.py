@@ -12,6 +12,7 @@ import struct
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
+from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.protocol import schemas
 from odradek.protocol.errors import ErrorCode
@@ -47,9 +48,10 @@ def decode_api_versions(version: int, body: bytes):
     return entity_reader(schemas.response_schema(18, version))(body, 0)[0]
 
 
-def run(scenario, **limits) -> None:
+def run(scenario, quotas: ConnectionQuotas | None = None, **limits) -> None:
     async def main() -> None:
-        listener = Listener(ListenerConfig(host="127.0.0.1", port=0, **limits), RequestChannel(None, TABLE).dispatch)
+        listener = Listener(ListenerConfig(host="127.0.0.1", port=0, **limits), RequestChannel(None, TABLE).dispatch,
+                            quotas)
         port = listener.bind()
         await listener.start()
         try:
@@ -173,7 +175,7 @@ def test_max_connections_per_ip() -> None:
         writer.write(api_versions_request(2))
         assert (await read_response(reader))[0] == 2
 
-    run(scenario, max_connections_per_ip=1)
+    run(scenario, ConnectionQuotas(max_connections_per_ip=1))
 
 
 def test_idle_connections_are_closed() -> None:

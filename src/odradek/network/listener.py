@@ -17,20 +17,27 @@ after the producer's whole backlog).
 
 Anything wrong with a connection's bytes (a bad size prefix, a malformed header, an
 unknown API) closes that connection alone, with a log line.
+
+Connections are accepted by the listener's own accept loop (Kafka's Acceptor),
+which consults the broker's shared ``ConnectionQuotas``: at ``max.connections``
+(broker-wide or per listener) it waits for a slot before taking the next
+connection, and a connection above its address's ``max.connections.per.ip``
+(or override) is closed at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import types
-from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.framing import FrameReader
 from odradek.protocol.frames import InvalidFrame, size_prefix
 from odradek.protocol.response import EncodedResponse, Region
@@ -67,19 +74,21 @@ class ListenerConfig:
     listener_name: str = "PLAINTEXT"
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000
-    max_connections_per_ip: int = 2147483647
+    #: Pending connections the kernel queues while the acceptor waits for a slot.
+    backlog: int = 1024
 
 
 class Listener:
     """One listening socket and its connections."""
 
-    def __init__(self, config: ListenerConfig, dispatch: Dispatch) -> None:
+    def __init__(self, config: ListenerConfig, dispatch: Dispatch, quotas: ConnectionQuotas | None = None) -> None:
         self.config = config
         self._dispatch = dispatch
-        self._server: asyncio.Server | None = None
+        #: Shared by every listener of a broker (max.connections counts them all); unlimited by default.
+        self.quotas = quotas if quotas is not None else ConnectionQuotas()
+        self._acceptor: asyncio.Task | None = None
         self._socket: socket.socket | None = None
         self._connections: set[_Connection] = set()
-        self._per_ip: Counter[str] = Counter()
         self._stopping = False
         self._next_id = 0
 
@@ -106,14 +115,48 @@ class Listener:
         """Start accepting connections on the bound socket."""
         if self._socket is None:
             self.bind()
+        assert self._socket is not None
+        self._socket.listen(self.config.backlog)
+        self._socket.setblocking(False)
+        self._acceptor = asyncio.create_task(self._accept_loop(), name=f"acceptor-{self.config.listener_name}")
+
+    async def _accept_loop(self) -> None:
+        """Kafka's Acceptor: accept, wait for a connection slot, apply the per-address limit, serve."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), sock=self._socket, backlog=1024)
+        name = self.config.listener_name
+        while True:
+            try:
+                sock, address = await loop.sock_accept(self._socket)
+            except OSError as e:  # e.g. EMFILE: the connection stays in the backlog; try again shortly
+                log.error("listener %s cannot accept a connection: %s", name, e)
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                await self.quotas.wait_for_slot(name)
+                info = self._admit(address[0], address[1])
+            except BaseException:
+                sock.close()
+                raise
+            if info is None:
+                sock.close()
+                continue
+            connection = _Connection(self, info)
+            try:
+                await loop.connect_accepted_socket(lambda: connection, sock)
+            except OSError as e:
+                log.info("connection %s failed at once: %s", info.connection_id, e)
+                sock.close()
+                if not connection.counted:
+                    self._release(info)
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Stop accepting, let in-flight requests finish and be answered, close every connection."""
         self._stopping = True
-        if self._server is not None:
-            self._server.close()
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._acceptor
+            self._acceptor = None
         for connection in list(self._connections):
             connection.stop()
         tasks = [c.task for c in self._connections if c.task is not None]
@@ -121,37 +164,37 @@ class Listener:
             await asyncio.wait(tasks, timeout=timeout)
         for connection in list(self._connections):
             connection.abort(force=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-        elif self._socket is not None:
+        if self._socket is not None:
             self._socket.close()
+            self._socket = None
 
     def _admit(self, host: str, port: int) -> ConnectionInfo | None:
-        """A new connection's identity, or None when it must be refused."""
-        if self._stopping or self._per_ip[host] >= self.config.max_connections_per_ip:
-            log.warning("closing connection from %s:%s: max.connections.per.ip (%d) reached",
-                        host, port, self.config.max_connections_per_ip)
+        """A new connection's identity, or None when it must be refused (closed at once)."""
+        if self._stopping:
             return None
-        self._per_ip[host] += 1
+        if not self.quotas.admit(self.config.listener_name, host):
+            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
+                     host, self.quotas.max_for(host))
+            return None
         self._next_id += 1
         return ConnectionInfo(f"{host}:{port}-{self._next_id}", host, port, self.config.listener_name)
 
     def _release(self, info: ConnectionInfo) -> None:
-        self._per_ip[info.peer_host] -= 1
-        if not self._per_ip[info.peer_host]:
-            del self._per_ip[info.peer_host]
+        self.quotas.release(info.listener_name, info.peer_host)
 
 
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames in through a FrameReader, responses out in request order."""
 
-    def __init__(self, listener: Listener) -> None:
+    def __init__(self, listener: Listener, info: ConnectionInfo) -> None:
         self._listener = listener
         self._reader = FrameReader(listener.config.socket_request_max_bytes)
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._socket_fd = -1
-        self.info: ConnectionInfo | None = None
+        self.info = info
+        #: Set once the listener tracks the connection; its quota slot is then released when it closes.
+        self.counted = False
         self.task: asyncio.Task | None = None
         #: Set while the request loop waits for frames, for writability or for the stream's end.
         self._wakeup: asyncio.Future[None] | None = None
@@ -169,12 +212,7 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        self.info = self._listener._admit(peer[0], peer[1])
-        if self.info is None:
-            self._closed = True
-            transport.close()
-            return
+        self.counted = True
         self._listener._connections.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -191,7 +229,7 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             self._reader.received(nbytes)
         except InvalidFrame as e:
-            log.warning("closing connection %s: %s", self.info.connection_id if self.info else "?", e)
+            log.warning("closing connection %s: %s", self.info.connection_id, e)
             self.abort()
             return
         if self._reader.frames:
@@ -208,7 +246,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        if self.info is not None and self in self._listener._connections:
+        if self.counted and self in self._listener._connections:
             self._listener._connections.discard(self)
             self._listener._release(self.info)
         if self._idle_timer is not None:
@@ -270,7 +308,6 @@ class _Connection(asyncio.BufferedProtocol):
     # -- the request loop ------------------------------------------------------------------
 
     async def _serve(self) -> None:
-        assert self.info is not None
         info, reader, dispatch, listener = self.info, self._reader, self._listener._dispatch, self._listener
         burst = 0
         try:

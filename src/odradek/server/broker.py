@@ -17,6 +17,7 @@ from typing import Any
 
 from odradek.metadata.image import BrokerImage
 from odradek.metadata.local import LocalMetadataStore
+from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.components import COMPONENTS
@@ -32,6 +33,13 @@ log = logging.getLogger(__name__)
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        #: max.connections (broker-wide and per listener) and max.connections.per.ip(.overrides), for all listeners.
+        self.connection_quotas = ConnectionQuotas(
+            max_connections=config["max.connections"],
+            max_connections_per_ip=config["max.connections.per.ip"],
+            per_ip_overrides=config["max.connections.per.ip.overrides"],
+            listener_max_connections=config.listener_max_connections(),
+        )
         #: One Listener per entry of ``listeners``, each tagging its connections with its listener name.
         self.listeners = [
             Listener(
@@ -41,9 +49,9 @@ class Broker:
                     listener_name=endpoint.listener_name,
                     socket_request_max_bytes=config["socket.request.max.bytes"],
                     connections_max_idle_ms=config["connections.max.idle.ms"],
-                    max_connections_per_ip=config["max.connections.per.ip"],
                 ),
                 self._dispatch,
+                self.connection_quotas,
             )
             for endpoint in config.listeners()
         ]

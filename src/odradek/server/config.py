@@ -10,18 +10,23 @@ translated to a storage LogConfig by ``log_config_properties``.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
+from odradek.network.connection_quotas import parse_overrides
 
 log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
+
+#: Kafka's per-listener form of max.connections.
+_LISTENER_MAX_CONNECTIONS = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.max\.connections")
 
 #: Kafka's security protocols; odradek serves PLAINTEXT only.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -103,7 +108,14 @@ _DEFS = [
     ConfigDef("compression.zstd.level", "int", "3", "compression.zstd.level default (up to 22).", at_least=-131072),
     ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request frame.", at_least=1),
     ConfigDef("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this.", at_least=1),
-    ConfigDef("max.connections.per.ip", "int", str(INT_MAX), "Connections allowed from one address.", at_least=0),
+    ConfigDef("max.connections.per.ip", "int", str(INT_MAX),
+              "Connections allowed from one address (0 only with overrides); more are closed at once.", at_least=0),
+    ConfigDef("max.connections.per.ip.overrides", "string", "",
+              'Per-address or host name overrides of max.connections.per.ip, e.g. "hostName:100,127.0.0.1:200".',
+              reader=parse_overrides),
+    ConfigDef("max.connections", "int", str(INT_MAX),
+              "Connections allowed in the broker at once (listener.name.<name>.max.connections per listener); "
+              "at the limit the listener stops accepting until a connection closes.", at_least=0),
     ConfigDef("num.network.threads", "int", "3", "Accepted for compatibility; one event loop does the network I/O.", at_least=1),
     ConfigDef("num.io.threads", "int", "8", "Accepted for compatibility; blocking work uses a thread pool.", at_least=1),
     ConfigDef("log.segment.bytes", "int", "1073741824", "segment.bytes default.", at_least=14),
@@ -185,8 +197,12 @@ class BrokerConfig:
         self._listeners = self._endpoints("listeners", distinct_ports=True)
         self._advertised = self._endpoints("advertised.listeners", distinct_ports=False)
         self._check_listeners()
+        if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
+            raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                              "property is set.")
+        self._listener_max_connections = self._per_listener_max_connections()
         for name in props:
-            if name not in CONFIG_DEFS:
+            if name not in CONFIG_DEFS and not _LISTENER_MAX_CONNECTIONS.fullmatch(name):
                 log.info("config %s=%s is not a known broker config; kept as given", name, props[name])
 
     @staticmethod
@@ -274,6 +290,27 @@ class BrokerConfig:
         if any(e.host == "0.0.0.0" for e in self._advertised):
             raise ConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
                               "Use a routable IP address.")
+
+    def _per_listener_max_connections(self) -> dict[str, int]:
+        """``listener.name.<name>.max.connections`` (Kafka's listener prefix, name in any case), validated."""
+        definition = CONFIG_DEFS["max.connections"]
+        limits = {}
+        names = {e.listener_name for e in self._listeners}
+        for key, raw in self.originals.items():
+            match = _LISTENER_MAX_CONNECTIONS.fullmatch(key)
+            if match is None:
+                continue
+            name = match["listener"].upper()
+            limit = self._parse(ConfigDef(key, definition.type, None, definition.doc, at_least=0), raw)
+            if name in names:
+                limits[name] = limit
+            else:  # as Kafka, a prefix naming no listener configures nothing
+                log.warning("config %s names no listener in listeners; it has no effect", key)
+        return limits
+
+    def listener_max_connections(self) -> dict[str, int]:
+        """Listener name -> its own connection limit, for the listeners that have one."""
+        return dict(self._listener_max_connections)
 
     def listeners(self) -> list[Endpoint]:
         """Every listener to bind, in the order configured (the first one is printed in the ready line)."""
