@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
-import bisect
 import csv
 import gc
 import json
@@ -42,7 +41,8 @@ import time
 from array import array
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from odradek.cli.perf import percentile
+
 PY = sys.executable
 #: Loop wake-ups later than this are kept (with their run-queue delay); the rest only counted.
 LAG_KEPT_NS = 500_000
@@ -226,10 +226,9 @@ def delivery_times(reads: list[int]) -> dict[int, int]:
     return first
 
 
-def overlapping(events: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
-    """(start, end) events, sorted by start, that overlap [start, end]."""
-    i = bisect.bisect_left(events, (start - 10**10, 0))
-    return [e for e in events[i:] if e[0] <= end and e[1] >= start]
+def overlaps(windows: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether any (start, end) window overlaps [start, end]."""
+    return any(s <= end and e >= start for s, e in windows)
 
 
 def ms(ns: float) -> str:
@@ -244,9 +243,6 @@ def analyse(latency_log: Path, probes: dict, topic: str, pressure: list[tuple[in
     lat = sorted(r[2] for r in rows)
     t0, t1 = rows[0][1], max(r[1] + r[2] for r in rows)
 
-    def pct(q: float) -> float:
-        return lat[min(len(lat) - 1, int(q * len(lat)))]
-
     appended = {}
     a = probes["appends"].get(topic, [])
     for i in range(0, len(a), 3):
@@ -259,25 +255,17 @@ def analyse(latency_log: Path, probes: dict, topic: str, pressure: list[tuple[in
     slow = [r for r in rows if r[2] > slow_ms * 1e6]
     legs = {"produce->append": [], "append->read": [], "read->consumer": []}
     causes = {"loop stall >1 ms": 0, "gc": 0, "background step": 0, "none of these": 0}
+    windows = {"loop stall >1 ms": [(s, e) for s, e, *_ in stalls if e - s > 1_000_000],
+               "gc": [(s, e) for s, e, *_ in gcs], "background step": [(s, e) for s, e, *_ in background]}
     for offset, sent, latency in slow:
         at, read_at = appended.get(offset), delivered.get(offset)
         if at is not None and read_at is not None:
             legs["produce->append"].append(at - sent)
             legs["append->read"].append(read_at - at)
             legs["read->consumer"].append(sent + latency - read_at)
-        end = sent + latency
-        hit = False
-        if overlapping([(s, e) for s, e, *_ in stalls if e - s > 1_000_000], sent, end):
-            causes["loop stall >1 ms"] += 1
-            hit = True
-        if overlapping([(s, e) for s, e, *_ in gcs], sent, end):
-            causes["gc"] += 1
-            hit = True
-        if overlapping([(s, e) for s, e, *_ in background], sent, end):
-            causes["background step"] += 1
-            hit = True
-        if not hit:
-            causes["none of these"] += 1
+        hits = [cause for cause, spans in windows.items() if overlaps(spans, sent, sent + latency)]
+        for cause in hits or ["none of these"]:
+            causes[cause] += 1
     window = [p for p in pressure if t0 <= p[0] <= t1]
     cpu_pressure = ((window[-1][1] - window[0][1]) * 1000 / (window[-1][0] - window[0][0])
                     if len(window) > 1 else None)
@@ -286,7 +274,8 @@ def analyse(latency_log: Path, probes: dict, topic: str, pressure: list[tuple[in
         by_step.setdefault(step, []).append(e - s)
     big_stalls = [s for s in stalls if s[1] - s[0] > 2_000_000]
     return {
-        "records": len(rows), "p50_ms": pct(0.5) / 1e6, "p99_ms": pct(0.99) / 1e6, "p99.9_ms": pct(0.999) / 1e6,
+        "records": len(rows), "p50_ms": percentile(lat, 0.5) / 1e6, "p99_ms": percentile(lat, 0.99) / 1e6,
+        "p99.9_ms": percentile(lat, 0.999) / 1e6,
         "max_ms": lat[-1] / 1e6, "slow": len(slow),
         "slow_legs_median_ms": {k: statistics.median(v) / 1e6 if v else None for k, v in legs.items()},
         "slow_legs_max_ms": {k: max(v) / 1e6 if v else None for k, v in legs.items()},

@@ -369,10 +369,11 @@ local-queue backoff does not set the pace. End-to-end latency uses linger.ms 0 a
 partition, paced by Kafka's ThroughputThrottler (the records due in each 2 ms step are sent
 back to back); each record carries its send time, latency runs from produce() to the
 consumer's poll(), and the consumer runs in a process of its own (sharing the producer's
-process and GIL added tens of milliseconds to the tail for either broker). The null broker keeps no data on disk, so its start-to-ready figures are
-the floor of a Python process that imports kio and listens. On a shared machine the load
-average above matters more than any code change: the latency tail in particular measures
-how often the broker process waits for a CPU.
+process and GIL added tens of milliseconds to the tail for either broker). The null broker
+keeps no data on disk, so its start-to-ready figures are the floor of a Python process that
+imports kio and listens. On a shared machine the load average above matters more than any
+code change: the latency tail in particular measures how often the broker process waits
+for a CPU.
 """
 
 
