@@ -105,12 +105,15 @@ class Broker:
                 retention_check_interval_ms=self.config["log.retention.check.interval.ms"],
                 checkpoint_interval_ms=self.config["log.flush.offset.checkpoint.interval.ms"],
                 producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
+                # As Kafka's cleaner threads, each cleaning at once gets its share of the buffers.
                 cleaner=LogCleaner(
-                    self.config["log.cleaner.dedupe.buffer.size"],
+                    self.config["log.cleaner.dedupe.buffer.size"] // max(1, self.config["log.cleaner.threads"]),
                     self.config["log.cleaner.io.buffer.load.factor"],
-                    self.config["log.cleaner.io.buffer.size"],
+                    self.config["log.cleaner.io.buffer.size"] // max(1, self.config["log.cleaner.threads"]),
                 ),
                 cleaner_enable=self.config["log.cleaner.enable"],
+                cleaner_threads=self.config["log.cleaner.threads"],
+                cleaner_backoff_ms=self.config["log.cleaner.backoff.ms"],
             )
             self.log_manager.startup()
             self._logs_started = True

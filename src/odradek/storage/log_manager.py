@@ -43,7 +43,7 @@ class LogManager:
                  retention_check_interval_ms: int = 300000, checkpoint_interval_ms: int = 60000,
                  producer_id_expiration_ms: int = 86400000,
                  producer_id_expiration_check_interval_ms: int = 600000, cleaner: LogCleaner | None = None,
-                 cleaner_enable: bool = True) -> None:
+                 cleaner_enable: bool = True, cleaner_threads: int = 1, cleaner_backoff_ms: int = 15000) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         self.default_config = default_config
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -60,6 +60,11 @@ class LogManager:
         self.cleaner = cleaner if cleaner is not None else LogCleaner()
         #: log.cleaner.enable: false leaves compacted logs uncleaned (retention of delete,compact still runs).
         self.cleaner_enable = cleaner_enable
+        #: log.cleaner.threads: how many logs are cleaned at once (0: none).
+        self.cleaner_threads = cleaner_threads
+        #: log.cleaner.backoff.ms: how long the cleaner rests after finding nothing to clean.
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self._cleaner_idle_until_ms = 0
         #: Logs whose cleaning is under way in a thread; their deletion waits for it.
         self._cleaning: set[Log] = set()
         #: Closes deleted logs' files and removes their renamed dirs, file.delete.delay.ms later.
@@ -326,17 +331,29 @@ class LogManager:
                     continue
 
     async def clean_logs(self, now_ms: int) -> None:
-        """Compact the logs that need it: segments are rewritten in a thread, swapped in here."""
-        if not self.cleaner_enable:
+        """Compact the logs that need it: segments are rewritten in threads, swapped in here.
+
+        As Kafka's cleaner threads: at most log.cleaner.threads logs are cleaned at once,
+        and a pass that finds nothing to clean rests for log.cleaner.backoff.ms.
+        """
+        if not self.cleaner_enable or self.cleaner_threads < 1 or now_ms < self._cleaner_idle_until_ms:
             return
-        for lg in self.all_logs():
-            if lg.offline or not lg.config.compact:
-                continue
+        slots = asyncio.Semaphore(self.cleaner_threads)
+        logs = [lg for lg in self.all_logs() if not lg.offline and lg.config.compact]
+        cleaned = await asyncio.gather(*(self._clean_log(lg, now_ms, slots) for lg in logs))
+        if not any(cleaned):
+            self._cleaner_idle_until_ms = now_ms + self.cleaner_backoff_ms
+
+    async def _clean_log(self, lg: Log, now_ms: int, slots: asyncio.Semaphore) -> bool:
+        """Clean one log when it needs it (holding one of the slots); whether it needed it."""
+        async with slots:
+            if lg.offline:
+                return False
             try:
                 hw = self.high_watermark(lg.topic_partition) if self.high_watermark is not None else None
                 cleanable = self.cleaner.cleanable_range(lg, now_ms, hw)  # cheap: no thread for clean logs
                 if cleanable is None:
-                    continue
+                    return False
                 self._cleaning.add(lg)
                 try:
                     plan = await asyncio.to_thread(self.cleaner.clean, lg, cleanable, now_ms)
@@ -349,7 +366,8 @@ class LogManager:
                 log.error("cleaning %s failed: %s", lg.dir, exc)
                 self._mark_offline(lg.dir.parent)
             except errors.KafkaStorageError:
-                continue
+                pass
+            return True
 
     async def run_background(self) -> None:
         """Retention, flushes, checkpoints and producer id expiration until cancelled."""
