@@ -248,8 +248,13 @@ def main() -> None:
                         help="run only these benchmarks (repeatable)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="time runs by wall clock (the targets' measure) or by this process's CPU time")
+    parser.add_argument("--topic-config", action="append", default=[], metavar="NAME=VALUE",
+                        help="a topic config of the logs benchmarked (repeatable); e.g. "
+                             "message.timestamp.after.max.ms=9223372036854775807 with no before limit "
+                             "(Kafka 3's defaults) leaves records unread on append")
     args = parser.parse_args()
-    global clock
+    global clock, BIG
+    BIG = LogConfig.from_properties(dict(item.split("=", 1) for item in args.topic_config), base=BIG)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     benches = {
         "append16k": ("append 16 KB batches", 0.8, lambda tmp: bench_append(tmp, 16 * 1024, args.append_mib << 20)),
