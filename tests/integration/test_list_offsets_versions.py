@@ -1,4 +1,4 @@
-"""ListOffsets at every advertised version (1-10), with the special timestamps of v8+ and v9+.
+"""ListOffsets at every advertised version (1-11), with the special timestamps of v8+ and v9+.
 
 Without a remote tier, earliest local (-4) is the log start offset and latest
 tiered (-5, v9+) is offset -1 with leader epoch -1, as Kafka answers when remote
@@ -67,21 +67,21 @@ def list_offsets(broker: EmbeddedBroker, version: int, topic: str, timestamp: in
 
 def test_advertised_range_is_kafka_4s() -> None:
     spec = API_TABLE[ApiKey.LIST_OFFSETS]
-    assert (spec.min_version, spec.max_version) == (1, 10)
+    assert (spec.min_version, spec.max_version) == (1, 11)
 
 
-@pytest.mark.parametrize("version", range(1, 11))
+@pytest.mark.parametrize("version", range(1, 12))
 def test_latest_and_earliest_at_every_version(broker: EmbeddedBroker, topic: str, version: int) -> None:
     assert list_offsets(broker, version, topic, LATEST).offset == RECORDS
     assert list_offsets(broker, version, topic, EARLIEST).offset == 0
 
 
-@pytest.mark.parametrize("version", [8, 9, 10])
+@pytest.mark.parametrize("version", [8, 9, 10, 11])
 def test_earliest_local_is_the_log_start(broker: EmbeddedBroker, topic: str, version: int) -> None:
     assert list_offsets(broker, version, topic, EARLIEST_LOCAL).offset == 0
 
 
-@pytest.mark.parametrize("version", [9, 10])
+@pytest.mark.parametrize("version", [9, 10, 11])
 def test_latest_tiered_without_a_remote_tier(broker: EmbeddedBroker, topic: str, version: int) -> None:
     answer = list_offsets(broker, version, topic, LATEST_TIERED)
     assert (answer.offset, answer.leader_epoch, answer.timestamp) == (-1, -1, -1)

@@ -35,7 +35,7 @@ _H = "odradek.server.handlers."
 API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.PRODUCE, 3, 13, _H + "produce:handle", "odradek.protocol.produce:decode_produce_request"),
     ApiSpec(ApiKey.FETCH, 4, 18, _H + "fetch:handle"),
-    ApiSpec(ApiKey.LIST_OFFSETS, 1, 10, _H + "list_offsets:handle"),
+    ApiSpec(ApiKey.LIST_OFFSETS, 1, 11, _H + "list_offsets:handle"),
     ApiSpec(ApiKey.METADATA, 0, 13, _H + "metadata:handle"),
     ApiSpec(ApiKey.API_VERSIONS, 0, 4, _H + "api_versions:handle"),
     ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, _H + "admin_topics:handle_create_topics"),
@@ -48,7 +48,7 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, _H + "configs:handle_alter_configs"),
     ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, _H + "configs:handle_incremental_alter_configs"),
     ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, _H + "cluster:handle_describe_cluster"),
-    ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, _H + "producer_ids:handle_init_producer_id"),
+    ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 6, _H + "producer_ids:handle_init_producer_id"),
     ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, _H + "group:handle_find_coordinator"),
     ApiSpec(ApiKey.JOIN_GROUP, 0, 9, _H + "group:handle_join_group"),
     ApiSpec(ApiKey.SYNC_GROUP, 0, 5, _H + "group:handle_sync_group"),

@@ -1,9 +1,12 @@
-"""ListOffsets: offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3), earliest local (-4),
-latest tiered (-5, v9+).
+"""ListOffsets: offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local
+(-4, v8+), latest tiered (-5, v9+), earliest pending upload (-6, v11+, KIP-1023).
 
-There is no remote tier, so earliest local is the log start offset and latest
-tiered answers offset -1 with leader epoch -1, as Kafka does when remote storage
-is off. v10's timeout only bounds remote-storage lookups, so it changes nothing here.
+There is no remote tier, so earliest local is the log start offset, and latest
+tiered and earliest pending upload answer offset -1 with leader epoch -1, as
+Kafka's UnifiedLog does when remote storage is off. v10's timeout only bounds
+remote-storage lookups, so it changes nothing here. As Kafka's ReplicaManager, a
+special (negative) timestamp the request's version does not define, or one that
+is no special timestamp at all, gets UNSUPPORTED_VERSION for its partition.
 """
 
 from __future__ import annotations
@@ -20,6 +23,15 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+#: Kafka's ReplicaManager.timestampMinSupportedVersion: the first version defining each special timestamp.
+TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                         EARLIEST_PENDING_UPLOAD: 11}
+
+
+def timestamp_unsupported(timestamp: int, version: int) -> bool:
+    """Kafka's isListOffsetsTimestampUnsupported."""
+    return timestamp < 0 and version < TIMESTAMP_MIN_VERSION.get(timestamp, 2**15)
 
 
 async def handle(ctx: RequestContext, request):
@@ -30,23 +42,11 @@ async def handle(ctx: RequestContext, request):
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, timestamp, offset, epoch = ErrorCode.none, -1, -1, -1
-            try:
-                partition = ctx.broker.replica_manager.partition(TopicPartition(topic.name, p.partition_index))
-                partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
-                epoch = partition.leader_epoch
-                if p.timestamp == LATEST:
-                    offset = partition.last_stable_offset if isolation == READ_COMMITTED else partition.high_watermark
-                elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
-                    offset = partition.log_start_offset
-                elif p.timestamp == LATEST_TIERED:
-                    epoch = -1
-                else:
-                    found = partition.log.fetch_offset_by_timestamp(p.timestamp)
-                    if found is not None and found[0] < partition.high_watermark:
-                        offset, timestamp = found
-            except KafkaError as e:
-                code, epoch = e.error_code, -1
+            if timestamp_unsupported(p.timestamp, ctx.api_version):
+                code, timestamp, offset, epoch = ErrorCode.unsupported_version, -1, -1, -1
+            else:
+                code, timestamp, offset, epoch = _offset_for(ctx, TopicPartition(topic.name, p.partition_index), p,
+                                                             isolation)
             partitions.append(
                 schemas.build(
                     module.ListOffsetsPartitionResponse,
@@ -60,3 +60,25 @@ async def handle(ctx: RequestContext, request):
             )
         topics.append(schemas.build(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)))
     return schemas.build(cls, throttle_time=0, topics=tuple(topics))
+
+
+def _offset_for(ctx: RequestContext, tp: TopicPartition, p, isolation: int) -> tuple[ErrorCode, int, int, int]:
+    """(error, timestamp, offset, leader epoch) answering one partition of the request."""
+    timestamp, offset = -1, -1
+    try:
+        partition = ctx.broker.replica_manager.partition(tp)
+        partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+        epoch = partition.leader_epoch
+        if p.timestamp == LATEST:
+            offset = partition.last_stable_offset if isolation == READ_COMMITTED else partition.high_watermark
+        elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
+            offset = partition.log_start_offset
+        elif p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing is tiered
+            epoch = -1
+        else:
+            found = partition.log.fetch_offset_by_timestamp(p.timestamp)
+            if found is not None and found[0] < partition.high_watermark:
+                offset, timestamp = found
+    except KafkaError as e:
+        return e.error_code, -1, -1, -1
+    return ErrorCode.none, timestamp, offset, epoch

@@ -1,4 +1,14 @@
-"""InitProducerId, and the broker component that owns the persisted producer id state."""
+"""InitProducerId, and the broker component that owns the persisted producer id state.
+
+v6 adds KIP-939's two-phase commit flags. This broker runs no transaction
+coordinator with 2PC, so it answers as Kafka's TransactionCoordinator does with
+``transaction.two.phase.commit.enable=false`` (Kafka's default): a transactional
+producer asking for Enable2Pc gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, one asking
+to KeepPreparedTxn gets UNSUPPORTED_VERSION (Kafka does not implement keeping a
+prepared transaction either), and OngoingTxnProducerId/Epoch are always -1.
+An idempotent producer (no transactional id) is granted an id whatever the flags,
+as Kafka's coordinator grants it before looking at them.
+"""
 
 from __future__ import annotations
 
@@ -28,9 +38,25 @@ class ProducerIds:
         pass
 
 
+def _two_phase_commit_error(request) -> ErrorCode | None:
+    """The error of a v6 request using KIP-939's flags on a broker without 2PC, checked as Kafka's
+    coordinator does after the null and empty transactional id cases."""
+    if not request.transactional_id:
+        return None
+    if getattr(request, "enable2_pc", False):
+        return ErrorCode.transactional_id_authorization_failed
+    if getattr(request, "keep_prepared_txn", False):
+        return ErrorCode.unsupported_version
+    return None
+
+
 async def handle_init_producer_id(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.INIT_PRODUCER_ID, ctx.api_version)
     manager: ProducerIdManager = ctx.broker.components["producer_ids"].manager
+    refused = _two_phase_commit_error(request)
+    if refused is not None:
+        return schemas.build(module.InitProducerIdResponse, throttle_time=0, error_code=refused,
+                             producer_id=-1, producer_epoch=-1)
     try:
         granted = manager.init_producer_id(
             request.transactional_id,

@@ -1,0 +1,87 @@
+"""InitProducerId v6 (KIP-939's Enable2Pc and KeepPreparedTxn) against a real broker, through kio.
+
+The broker has no two-phase commit, so it answers as Kafka's TransactionCoordinator
+with transaction.two.phase.commit.enable=false: Enable2Pc from a transactional
+producer is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KeepPreparedTxn is
+UNSUPPORTED_VERSION, and the ongoing-transaction fields stay -1. Without a
+transactional id (an idempotent producer) the flags do not matter, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kio.schema.api_versions.v2.request import ApiVersionsRequest
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest as InitProducerIdV5
+from kio.schema.init_producer_id.v6.request import InitProducerIdRequest
+from kio.static.primitive import i32Timedelta
+from kio_client import KioClient
+
+from odradek import EmbeddedBroker
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=60))
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as b:
+        yield b
+
+
+def init(broker: EmbeddedBroker, transactional_id: str | None, *, enable2_pc: bool = False,
+         keep_prepared_txn: bool = False, producer_id: int = -1, producer_epoch: int = -1):
+    request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout=TIMEOUT,
+                                    producer_id=producer_id, producer_epoch=producer_epoch, enable2_pc=enable2_pc,
+                                    keep_prepared_txn=keep_prepared_txn)
+    with KioClient(broker.bootstrap_servers) as client:
+        return client.send(request)
+
+
+def test_api_versions_advertises_v6(broker: EmbeddedBroker) -> None:
+    with KioClient(broker.bootstrap_servers) as client:  # v2: its response header is not flexible
+        keys = client.send(ApiVersionsRequest()).api_keys
+    assert [(k.min_version, k.max_version) for k in keys if k.api_key == ApiKey.INIT_PRODUCER_ID] == [(0, 6)]
+
+
+def test_idempotent_producer_gets_an_id(broker: EmbeddedBroker) -> None:
+    first, second = init(broker, None), init(broker, None, enable2_pc=True, keep_prepared_txn=True)
+    for answer in (first, second):
+        assert answer.error_code == ErrorCode.none and answer.producer_id >= 0 and answer.producer_epoch == 0
+        assert (answer.ongoing_txn_producer_id, answer.ongoing_txn_producer_epoch) == (-1, -1)
+    assert first.producer_id != second.producer_id
+
+
+def test_transactional_producer_without_2pc_bumps_its_epoch(broker: EmbeddedBroker) -> None:
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    first = init(broker, tid)
+    second = init(broker, tid, producer_id=first.producer_id, producer_epoch=first.producer_epoch)
+    assert (first.error_code, second.error_code) == (ErrorCode.none, ErrorCode.none)
+    assert (second.producer_id, second.producer_epoch) == (first.producer_id, first.producer_epoch + 1)
+    assert (second.ongoing_txn_producer_id, second.ongoing_txn_producer_epoch) == (-1, -1)
+
+
+def test_enable_2pc_is_refused_as_with_two_phase_commit_disabled(broker: EmbeddedBroker) -> None:
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    answer = init(broker, tid, enable2_pc=True)
+    assert answer.error_code == ErrorCode.transactional_id_authorization_failed
+    assert (answer.producer_id, answer.producer_epoch) == (-1, -1)
+    # Refused before any state changed: the id starts at epoch 0 afterwards.
+    assert init(broker, tid).producer_epoch == 0
+
+
+def test_keep_prepared_txn_is_unsupported(broker: EmbeddedBroker) -> None:
+    answer = init(broker, f"tx-{uuid.uuid4().hex[:8]}", keep_prepared_txn=True)
+    assert answer.error_code == ErrorCode.unsupported_version
+    assert (answer.producer_id, answer.producer_epoch) == (-1, -1)
+
+
+def test_v5_still_served(broker: EmbeddedBroker) -> None:
+    with KioClient(broker.bootstrap_servers) as client:
+        answer = client.send(InitProducerIdV5(transactional_id=None, transaction_timeout=TIMEOUT,
+                                              producer_id=-1, producer_epoch=-1))
+    assert answer.error_code == ErrorCode.none and answer.producer_id >= 0
