@@ -125,6 +125,25 @@ def test_recreate_the_same_name_right_after_deletion(tmp_path: Path) -> None:
     lm.shutdown()
 
 
+def test_a_recreated_partition_survives_a_crash_without_the_old_offsets(tmp_path: Path) -> None:
+    lm = started(tmp_path, delay_ms=60_000)
+    tp = TopicPartition("again", 0)
+    for _ in range(10):
+        append_one(lm, tp)
+    lm.get_log(tp).maybe_increment_log_start_offset(5)
+    lm.checkpoint()  # the checkpoints now say: log start 5, recovery point 10
+    lm.delete_log(tp)
+    for _ in range(2):
+        append_one(lm, tp)  # re-created: a new log at offset 0
+    lm.deleter.stop()
+    lm._unlock_all()  # a crash: no shutdown, no further checkpoint
+    lm = started(tmp_path, delay_ms=60_000)
+    log = lm.get_log(tp)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 2)
+    assert log.read(0, 10_000).size > 0
+    lm.shutdown()
+
+
 def test_a_249_character_topic_can_be_deleted(tmp_path: Path) -> None:
     lm = started(tmp_path, delay_ms=60_000)
     tp = TopicPartition("x" * 249, 0)

@@ -12,6 +12,7 @@ import base64
 import fcntl
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -69,6 +70,10 @@ class LogManager:
         self._cleaning: set[Log] = set()
         #: Closes deleted logs' files and removes their renamed dirs, file.delete.delay.ms later.
         self.deleter = LogDeleter(in_use=lambda lg: lg in self._cleaning)
+        #: Partitions deleted since the checkpoints were last written: their entries there are stale.
+        self._deleted_since_checkpoint: set[TopicPartition] = set()
+        #: checkpoint() runs in the background thread, a creating thread and at shutdown (one temp file each).
+        self._checkpoint_lock = threading.Lock()
 
     # -- start-up ----------------------------------------------------------------
     def startup(self) -> None:
@@ -225,6 +230,12 @@ class LogManager:
                 except OSError as exc:
                     self._mark_offline(target)
                     raise errors.KafkaStorageError(f"cannot sync {target}: {exc}") from exc
+        if touched and not self._deleted_since_checkpoint.isdisjoint(tps):
+            # A partition re-created after a deletion: the checkpoints still hold the old log's
+            # recovery point and log start offset, which a restart after a crash would give the
+            # new log (hiding its records). Kafka rewrites them on deletion; here it happens when
+            # it matters, off the event loop like the creation itself.
+            self.checkpoint()
         return logs
 
     def _create_log(self, tp: TopicPartition, config: LogConfig | None, topic_id: str | None) -> Log:
@@ -260,7 +271,9 @@ class LogManager:
         if lg is None:
             return
         self._dir_counts[lg.dir.parent] -= 1
-        forget_cleaner_offset(lg.dir)
+        if lg.cleaner_offset:  # only a log the cleaner has been through has an entry to drop
+            forget_cleaner_offset(lg.dir)
+        self._deleted_since_checkpoint.add(tp)
         lg.deleted = lg.offline = True  # any holder of the object now gets KafkaStorageError
         doomed = lg.dir.with_name(delete_dir_name(tp))
         try:
@@ -288,6 +301,11 @@ class LogManager:
     # -- checkpoints and background work -------------------------------------------
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every online dir."""
+        with self._checkpoint_lock:
+            self._deleted_since_checkpoint = set()  # deletions from now on are not in what is written
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
         for d in self.online_dirs:
             logs = [lg for lg in self.all_logs() if lg.dir.parent == d and not lg.offline]
             try:
