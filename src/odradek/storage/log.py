@@ -234,7 +234,7 @@ class Log:
             for base, last, max_ts, pid, p_epoch, first_seq in batches:
                 if last >= start:
                     last_seq = (first_seq + last - base) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
-                    update(pid, p_epoch, BatchMetadata(first_seq, last_seq, base, last, max_ts))
+                    update(pid, p_epoch, first_seq, last_seq, base, last, max_ts)
 
     # -- properties ----------------------------------------------------------------
     @property
@@ -316,7 +316,8 @@ class Log:
         key_errors: list[tuple[int, str | None]] = []
         ts_errors: list[tuple[int, str | None]] = []
         # Made on first need: most batches have no producer id, and most appends are a leader's.
-        pending: dict[int, ProducerStateEntry] | None = None
+        producer_batch: tuple[int, int, int, int, int, int, int] | None = None  # a one-batch request's
+        pending: dict[int, ProducerStateEntry] | None = None  # a request of several batches
         duplicates: list[BatchMetadata] | None = None
         epoch_starts: list[tuple[int, int]] | None = None
         max_ts, record_count, position = rb.NO_TIMESTAMP, 0, 0
@@ -359,8 +360,6 @@ class Log:
                         elif last_ts != batch_ts:
                             restamp = last_ts  # Kafka sets maxTimestamp to the records' largest
                 if pid >= 0:
-                    if pending is None:
-                        pending = {}
                     duplicate = self.producer_state.check(pid, p_epoch, first_seq, _last_sequence(first_seq, delta),
                                                           pending)
                     if duplicate is not None:
@@ -388,10 +387,13 @@ class Log:
             last = base + delta
             batches.append((position, size, base, last, batch_ts))
             if pid >= 0:
-                if pending is None:
-                    pending = {}
-                self.producer_state.update(pid, p_epoch, BatchMetadata(first_seq, _last_sequence(first_seq, delta),
-                                                                       base, last, batch_ts), into=pending)
+                if size == end:  # the request's only batch (clients send one per partition): applied once written
+                    producer_batch = (pid, p_epoch, first_seq, _last_sequence(first_seq, delta), base, last, batch_ts)
+                else:  # each batch checked against the entries the earlier ones updated; committed together
+                    if pending is None:
+                        pending = {}
+                    self.producer_state.update(pid, p_epoch, first_seq, _last_sequence(first_seq, delta), base, last,
+                                               batch_ts, pending)
             if batch_ts > max_ts:
                 max_ts = batch_ts
             record_count += count
@@ -416,7 +418,9 @@ class Log:
                         or last_offset - seg.base_offset > INT_MAX):
                     seg = self._roll(first_offset, now_ms)
             seg.append(pieces, end, batches)
-            if pending:
+            if producer_batch is not None:
+                self.producer_state.update(*producer_batch)
+            elif pending:
                 self.producer_state.commit(pending)
             epochs = self.leader_epoch_cache
             if epoch_starts is not None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -28,10 +29,11 @@ _HEADER = struct.Struct(">hIi")  # version, crc, entry count
 _ENTRY = struct.Struct(">qhiqiqiq")  # pid, epoch, last seq, last offset, offset delta, timestamp, coord epoch, txn first offset
 _NO_COORDINATOR_EPOCH = -1
 _NO_TXN_FIRST_OFFSET = -1
+_SEQUENCE_LIMIT = 2**31  # sequences wrap from 2**31 - 1 to 0
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """One of a producer's last batches, as readers see it (entries keep plain tuples in this order)."""
     first_seq: int
     last_seq: int
     first_offset: int
@@ -39,25 +41,41 @@ class BatchMetadata:
     timestamp: int
 
 
-@dataclass(slots=True)
 class ProducerStateEntry:
-    producer_id: int
-    epoch: int
-    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
-    last_timestamp: int = -1
+    """A producer's epoch, last timestamp and last five batches, updated in place.
+
+    The batches are plain ``(first_seq, last_seq, first_offset, last_offset, timestamp)``
+    tuples in ``recent``: every idempotent batch adds one on the produce path, where a
+    tuple is the cheapest record there is; ``batches`` gives them named, for readers.
+    """
+
+    __slots__ = ("producer_id", "epoch", "recent", "last_timestamp")
+
+    def __init__(self, producer_id: int, epoch: int, recent: Iterable[tuple[int, int, int, int, int]] = (),
+                 last_timestamp: int = -1) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.recent: deque[tuple[int, int, int, int, int]] = deque(recent, maxlen=NUM_BATCHES_TO_RETAIN)
+        self.last_timestamp = last_timestamp
+
+    @property
+    def batches(self) -> list[BatchMetadata]:
+        return [BatchMetadata._make(b) for b in self.recent]
 
     @property
     def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else -1
+        return self.recent[-1][1] if self.recent else -1
 
-    def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        for b in self.batches:
-            if b.first_seq == first_seq and b.last_seq == last_seq:
-                return b
-        return None
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(self.producer_id, self.epoch, self.recent, self.last_timestamp)
 
 
 class ProducerStateManager:
+    """The partition's producers. On the produce path a request of one batch (what clients send
+    per partition) is checked against the committed entry and, once written, updated in place;
+    a request of several checks each batch against copies that the earlier ones updated, and
+    the copies replace the entries only when the whole request is written (all or nothing)."""
+
     def __init__(self, directory: Path, expiration_ms: int = 86400000) -> None:
         self.directory = directory
         self.expiration_ms = expiration_ms
@@ -69,41 +87,50 @@ class ProducerStateManager:
 
         ``pending`` holds entries updated by earlier batches of the same request.
         """
-        entry = (pending or {}).get(producer_id) or self.producers.get(producer_id)
-        if entry is None or first_seq < 0:
+        entry = pending.get(producer_id) if pending else None
+        if entry is None:
+            entry = self.producers.get(producer_id)
+            if entry is None:
+                return None
+        if first_seq < 0:
             return None
-        if epoch < entry.epoch:
-            raise InvalidProducerEpoch(f"producer {producer_id}: epoch {epoch} is older than {entry.epoch}")
-        if epoch > entry.epoch:
+        if epoch != entry.epoch:
+            if epoch < entry.epoch:
+                raise InvalidProducerEpoch(f"producer {producer_id}: epoch {epoch} is older than {entry.epoch}")
             if first_seq != 0:
-                raise OutOfOrderSequence(f"producer {producer_id}: new epoch {epoch} must start at sequence 0, got {first_seq}")
+                raise OutOfOrderSequence(f"producer {producer_id}: new epoch {epoch} must start at sequence 0, "
+                                         f"got {first_seq}")
             return None
-        duplicate = entry.find_duplicate(first_seq, last_seq)
-        if duplicate is not None:
-            return duplicate
-        expected = (entry.last_seq + 1) % 2**31 if entry.batches else first_seq
-        if first_seq != expected:
-            raise OutOfOrderSequence(f"producer {producer_id}: sequence {first_seq}, expected {expected}")
+        recent = entry.recent
+        if recent:
+            for batch in recent:
+                if batch[0] == first_seq and batch[1] == last_seq:
+                    return BatchMetadata._make(batch)
+            expected = (recent[-1][1] + 1) % _SEQUENCE_LIMIT
+            if first_seq != expected:
+                raise OutOfOrderSequence(f"producer {producer_id}: sequence {first_seq}, expected {expected}")
         return None
 
-    def update(self, producer_id: int, epoch: int, batch: BatchMetadata,
-               into: dict[int, ProducerStateEntry] | None = None) -> None:
-        """Add a batch to its producer's entry, in place (a replay) or, ``into`` a request's
-        pending entries, in a copy of the committed one made at the producer's first batch."""
-        target = self.producers if into is None else into
-        entry = target.get(producer_id)
-        if entry is None and into is not None:
-            committed = self.producers.get(producer_id)
-            if committed is not None and committed.epoch == epoch:
-                entry = ProducerStateEntry(producer_id, epoch, deque(committed.batches, maxlen=NUM_BATCHES_TO_RETAIN),
-                                           committed.last_timestamp)
-                target[producer_id] = entry
-        if entry is None or entry.epoch != epoch:  # a new producer, or a new epoch: sequences start over
-            entry = target[producer_id] = ProducerStateEntry(producer_id, epoch)
-        if batch.first_seq >= 0:
-            entry.batches.append(batch)
-        if batch.timestamp > entry.last_timestamp:
-            entry.last_timestamp = batch.timestamp
+    def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, first_offset: int,
+               last_offset: int, timestamp: int, into: dict[int, ProducerStateEntry] | None = None) -> None:
+        """Add a batch to its producer's entry: in place (a written request, a replay) or, ``into``
+        a request's pending entries, in a copy of the committed one made at the producer's first batch."""
+        if into is None:
+            entry = self.producers.get(producer_id)
+            if entry is None or entry.epoch != epoch:  # a new producer, or a new epoch: sequences start over
+                entry = self.producers[producer_id] = ProducerStateEntry(producer_id, epoch)
+        else:
+            entry = into.get(producer_id)
+            if entry is None:
+                committed = self.producers.get(producer_id)
+                if committed is not None and committed.epoch == epoch:
+                    entry = into[producer_id] = committed.copy()
+            if entry is None or entry.epoch != epoch:
+                entry = into[producer_id] = ProducerStateEntry(producer_id, epoch)
+        if first_seq >= 0:
+            entry.recent.append((first_seq, last_seq, first_offset, last_offset, timestamp))
+        if timestamp > entry.last_timestamp:
+            entry.last_timestamp = timestamp
 
     def commit(self, pending: dict[int, ProducerStateEntry]) -> None:
         self.producers.update(pending)
@@ -138,9 +165,9 @@ class ProducerStateManager:
         With ``sync`` False (a roll on the event loop) the caller fsyncs it later."""
         entries = []
         for e in self.producers.values():
-            if e.batches:
-                b = e.batches[-1]
-                last_seq, last_offset, delta = b.last_seq, b.last_offset, b.last_offset - b.first_offset
+            if e.recent:
+                _, last_seq, first_offset, last_offset, _ = e.recent[-1]
+                delta = last_offset - first_offset
             else:
                 last_seq, last_offset, delta = -1, -1, 0
             entries.append(_ENTRY.pack(e.producer_id, e.epoch, last_seq, last_offset, delta, e.last_timestamp,
@@ -174,11 +201,9 @@ class ProducerStateManager:
             self.producers.clear()
             for i in range(count):
                 pid, epoch, last_seq, last_offset, delta, ts, _, _ = _ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)
-                entry = ProducerStateEntry(pid, epoch, last_timestamp=ts)
-                if last_offset >= 0:
-                    first_seq = (last_seq - delta) % 2**31
-                    entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
-                self.producers[pid] = entry
+                recent = [((last_seq - delta) % _SEQUENCE_LIMIT, last_seq, last_offset - delta, last_offset, ts)
+                          ] if last_offset >= 0 else []
+                self.producers[pid] = ProducerStateEntry(pid, epoch, recent, ts)
             return offset
         return None
 
