@@ -101,7 +101,7 @@ class LogDeleter:
                     self._cond.wait(timeout)
                 if self._stopped:
                     return
-                due, _, directory, lg = heapq.heappop(self._queue)
+                _, _, directory, lg = heapq.heappop(self._queue)
             if lg is not None and self._in_use(lg):
                 with self._cond:
                     heapq.heappush(self._queue, (time.monotonic() + IN_USE_RETRY_S, next(self._order), directory, lg))
@@ -115,6 +115,8 @@ class LogDeleter:
                 pass
             except OSError as exc:  # as Kafka: logged, the directory stays and the next start retries it
                 log.error("could not delete %s: %s", directory, exc)
+            except Exception:  # never let one log stop the deletion of the others
+                log.exception("deleting %s failed", directory)
 
 
 def close_files(lg: Log, directory: Path) -> None:
