@@ -32,13 +32,33 @@ def fill(path: Path, batches: int, cfg: LogConfig = CFG) -> tuple[Log, list[tupl
     return log, out
 
 
-def check_log(log: Log) -> list:
-    """Offsets dense from the log start, every served batch passes its CRC (parse_batches asserts it)."""
+def check_log(log: Log, dense: bool = True) -> list:
+    """Offsets dense from the log start (or, with ``dense=False``, strictly increasing and
+    below the log end offset), every served batch passes its CRC (parse_batches asserts it)."""
     info = log.read(log.log_start_offset, 1 << 30)
     batches = parse_batches(b"".join(r.read_bytes() for r in info.regions))
     offsets = [r.offset for b in batches for r in b.records]
-    assert offsets == list(range(log.log_start_offset, log.log_end_offset))
+    if dense:
+        assert offsets == list(range(log.log_start_offset, log.log_end_offset))
+    else:
+        assert offsets == sorted(set(offsets)) and all(o >= log.log_start_offset for o in offsets)
+        assert offsets[-1:] == [log.log_end_offset - 1] or log.log_end_offset == log.log_start_offset
     return batches
+
+
+def damages_only_a_base_offset(written: list[tuple[int, int]], segment_base: int, start: int, end: int) -> bool:
+    """Whether bytes [start, end) of the segment starting at ``segment_base`` lie inside one
+    batch's baseOffset field: the one field recovery cannot check, since the CRC does not
+    cover it and compacted or follower logs may legally skip offsets (Kafka's recovery
+    accepts such a batch too). A jump forward there moves the offsets of the batch."""
+    position = 0
+    for offset, size in written:
+        if offset < segment_base:
+            continue
+        if position <= start and end <= position + 8:
+            return True
+        position += size
+    return False
 
 
 @settings(max_examples=40, deadline=None)
@@ -60,7 +80,9 @@ def test_damaged_tail_is_cut_and_nothing_before_is_lost(batches, where, how, gar
                 f.seek(damage_at)
                 f.write(b"\0" * len(garbage))
         reopened = Log(path, CFG, clean_shutdown=False)
-        check_log(reopened)
+        dense = how != "overwrite" or not damages_only_a_base_offset(
+            written, last.base_offset, damage_at, damage_at + len(garbage))
+        check_log(reopened, dense)
         # every batch that ended before the damage survives
         intact_end = last.base_offset
         position = 0
@@ -71,11 +93,12 @@ def test_damaged_tail_is_cut_and_nothing_before_is_lost(batches, where, how, gar
                 intact_end = offset + 2
             position += size
         assert reopened.log_end_offset >= intact_end
-        assert reopened.log_end_offset <= written[-1][0] + 2
+        if dense:
+            assert reopened.log_end_offset <= written[-1][0] + 2
         # the log accepts appends after recovery
         info = reopened.append(build_batch([(b"a", b"b", 1)]), leader_epoch=0, now_ms=0)
         assert info.first_offset == reopened.log_end_offset - 1
-        check_log(reopened)
+        check_log(reopened, dense)
         reopened.close()
 
 
