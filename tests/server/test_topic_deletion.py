@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from odradek import EmbeddedBroker
 from odradek.protocol.records import new_batch, write_varint
@@ -301,3 +301,20 @@ def test_restart_finishes_a_pending_deletion(tmp_path: Path) -> None:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         assert "doomed" not in admin.list_topics(timeout=30).topics
         assert not partition_dirs(root, "doomed")
+
+
+def test_a_dynamic_broker_delete_delay_applies_to_later_deletions(tmp_path: Path) -> None:
+    """log.segment.delete.delay.ms altered at run time is the delay of the next deletion
+    (Kafka's reconfigured default log config), not the value the broker started with."""
+    with EmbeddedBroker(data_dir=tmp_path / "data") as broker:  # starts with Kafka's 60 s
+        root = broker.data_dir
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        node_id = str(admin.describe_cluster().result(30).nodes[0].id)
+        resource = ConfigResource(ResourceType.BROKER, node_id, incremental_configs=[
+            ConfigEntry("log.segment.delete.delay.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+        (future,) = admin.incremental_alter_configs([resource]).values()
+        future.result(30)
+        create(admin, "brief", 3)
+        admin.delete_topics(["brief"])["brief"].result(60)
+        assert not partition_dirs(root, "brief")
+        wait_for(lambda: not delete_dirs(root, "brief"), timeout=30)  # well under the 60 s start-up value

@@ -143,8 +143,10 @@ class ReplicaManager:
                 raise
 
     def update_default_config(self, default_config: LogConfig) -> None:
-        """Broker-level log.* defaults changed: every topic's effective config is recomputed."""
+        """Broker-level log.* defaults changed: every topic's effective config is recomputed,
+        and the log manager's default (what a deletion's delay and a new log start from) follows."""
         self.default_config = default_config
+        self.log_manager.default_config = default_config
         for topic in self.metadata.topics().values():
             config = self.log_config(topic)
             for p in topic.partitions:
