@@ -85,3 +85,9 @@ def test_v5_still_served(broker: EmbeddedBroker) -> None:
         answer = client.send(InitProducerIdV5(transactional_id=None, transaction_timeout=TIMEOUT,
                                               producer_id=-1, producer_epoch=-1))
     assert answer.error_code == ErrorCode.none and answer.producer_id >= 0
+
+
+def test_an_empty_transactional_id_is_an_invalid_request(broker: EmbeddedBroker) -> None:
+    """Kafka's TransactionCoordinator: null asks for an idempotent id, the empty string is malformed."""
+    answer = init(broker, "")
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (ErrorCode.invalid_request, -1, -1)

@@ -100,3 +100,24 @@ def test_unsupported_is_checked_before_the_partition_exists(broker: EmbeddedBrok
     assert list_offsets(broker, 10, "no-such-topic", EARLIEST_PENDING_UPLOAD).error_code == ErrorCode.unsupported_version
     assert list_offsets(broker, 11, "no-such-topic", EARLIEST_PENDING_UPLOAD).error_code == (
         ErrorCode.unknown_topic_or_partition)
+
+
+def test_a_partition_named_twice_is_an_invalid_request_for_each_entry(broker: EmbeddedBroker, topic: str) -> None:
+    """Kafka's KafkaApis answers every entry of a duplicated partition INVALID_REQUEST."""
+    module = importlib.import_module("kio.schema.list_offsets.v11.request")
+
+    def partition(index: int, timestamp: int):
+        return schemas.build(module.ListOffsetsPartition, partition_index=index, current_leader_epoch=-1,
+                             timestamp=timestamp, max_num_offsets=1)
+
+    request = schemas.build(
+        module.ListOffsetsRequest, replica_id=-1, isolation_level=0,
+        topics=(schemas.build(module.ListOffsetsTopic, name=topic, partitions=(partition(0, -1), partition(0, -2))),
+                schemas.build(module.ListOffsetsTopic, name="no-such-topic", partitions=(partition(3, -1),))),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
+    )
+    with KioClient(broker.bootstrap_servers) as client:
+        first, other = client.send(request).topics
+    assert [(p.partition_index, p.error_code, p.offset) for p in first.partitions] == [
+        (0, ErrorCode.invalid_request, -1), (0, ErrorCode.invalid_request, -1)]
+    assert [p.error_code for p in other.partitions] == [ErrorCode.unknown_topic_or_partition]

@@ -6,7 +6,8 @@ tiered and earliest pending upload answer offset -1 with leader epoch -1, as
 Kafka's UnifiedLog does when remote storage is off. v10's timeout only bounds
 remote-storage lookups, so it changes nothing here. As Kafka's ReplicaManager, a
 special (negative) timestamp the request's version does not define, or one that
-is no special timestamp at all, gets UNSUPPORTED_VERSION for its partition.
+is no special timestamp at all, gets UNSUPPORTED_VERSION for its partition, and a
+partition named twice gets INVALID_REQUEST for each of its entries.
 """
 
 from __future__ import annotations
@@ -34,15 +35,30 @@ def timestamp_unsupported(timestamp: int, version: int) -> bool:
     return timestamp < 0 and version < TIMESTAMP_MIN_VERSION.get(timestamp, 2**15)
 
 
+def duplicate_partitions(request) -> set[tuple[str, int]]:
+    """Partitions named more than once in the request: Kafka's ListOffsetsRequest.duplicatePartitions,
+    each of whose entries KafkaApis answers INVALID_REQUEST rather than guess which one was meant."""
+    seen: set[tuple[str, int]] = set()
+    duplicates: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            (duplicates if key in seen else seen).add(key)
+    return duplicates
+
+
 async def handle(ctx: RequestContext, request):
     module = schemas.response_module(ApiKey.LIST_OFFSETS, ctx.api_version)
     cls = schemas.response_schema(ApiKey.LIST_OFFSETS, ctx.api_version)
     isolation = getattr(request, "isolation_level", 0)
+    duplicates = duplicate_partitions(request)
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            if timestamp_unsupported(p.timestamp, ctx.api_version):
+            if (topic.name, p.partition_index) in duplicates:
+                code, timestamp, offset, epoch = ErrorCode.invalid_request, -1, -1, -1
+            elif timestamp_unsupported(p.timestamp, ctx.api_version):
                 code, timestamp, offset, epoch = ErrorCode.unsupported_version, -1, -1, -1
             else:
                 code, timestamp, offset, epoch = _offset_for(ctx, TopicPartition(topic.name, p.partition_index), p,
