@@ -6,6 +6,7 @@ import pytest
 from spec import build_batch
 
 from odradek.storage import Log, LogConfig, errors
+from odradek.storage.producer_state import BatchMetadata
 
 
 def send(log, pid, epoch, seq, n=1):
@@ -67,3 +68,25 @@ def test_producer_expiration(tmp_path):
     assert 1 in log.producer_state.producers
     log.producer_state.remove_expired(now_ms=1500)
     assert 1 not in log.producer_state.producers
+
+
+def test_batches_can_be_read_while_the_loop_appends(tmp_path, monkeypatch):
+    """The cleaner reads ``entry.batches`` from its thread while the event loop appends to the
+    same entry in place. Here the append lands in the middle of the read, deterministically: the
+    read walks a copy, so it neither fails (a deque mutated while iterated raises) nor mixes states."""
+    log = Log(tmp_path / "t-0", LogConfig())
+    for seq in range(3):
+        send(log, 1, 0, seq)
+    entry = log.producer_state.producers[1]
+    make = BatchMetadata._make
+    appended = []
+
+    def make_while_the_loop_appends(batch):
+        if not appended:
+            appended.append(send(log, 1, 0, 3))
+        return make(batch)
+
+    monkeypatch.setattr(BatchMetadata, "_make", staticmethod(make_while_the_loop_appends))
+    assert [b.first_seq for b in entry.batches] == [0, 1, 2]
+    monkeypatch.undo()
+    assert [b.first_seq for b in entry.batches] == [0, 1, 2, 3]

@@ -60,7 +60,9 @@ class ProducerStateEntry:
 
     @property
     def batches(self) -> list[BatchMetadata]:
-        return [BatchMetadata._make(b) for b in self.recent]
+        # The cleaner reads entries from its thread while the event loop appends to them in place:
+        # the batches are walked in a copy, which the deque makes in one step under the GIL.
+        return [BatchMetadata._make(b) for b in self.recent.copy()]
 
     @property
     def last_seq(self) -> int:
