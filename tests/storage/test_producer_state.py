@@ -90,3 +90,20 @@ def test_batches_can_be_read_while_the_loop_appends(tmp_path, monkeypatch):
     assert [b.first_seq for b in entry.batches] == [0, 1, 2]
     monkeypatch.undo()
     assert [b.first_seq for b in entry.batches] == [0, 1, 2, 3]
+
+
+def test_a_known_producers_batch_without_a_sequence_is_checked(tmp_path):
+    """Kafka's ProducerAppendInfo checks the epoch of every batch carrying a producer id and
+    finds a missing sequence (-1) out of order for a producer it knows; before, such a batch
+    skipped the checks and a stale epoch even replaced the producer's entry."""
+    log = Log(tmp_path / "t-0", LogConfig())
+    send(log, 9, 4, 0)
+    with pytest.raises(errors.InvalidProducerEpoch):
+        send(log, 9, 3, -1)
+    with pytest.raises(errors.OutOfOrderSequence):
+        send(log, 9, 4, -1)
+    with pytest.raises(errors.OutOfOrderSequence):
+        send(log, 9, 5, -1)  # a new epoch starts at sequence 0
+    assert send(log, 9, 4, 1).first_offset == 1  # the producer's state is untouched
+    assert send(log, 10, 0, -1).first_offset == 2  # an unknown producer id: nothing to check against
+    assert log.log_end_offset == 3
