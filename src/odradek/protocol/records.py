@@ -17,6 +17,11 @@ from crc32c import crc32c
 
 from odradek.protocol.wire import uvarint
 
+try:
+    from odradek.protocol._recordwalk import timestamp_delta_range as _native_delta_range
+except ImportError:  # installed without a C compiler: records are walked in Python
+    _native_delta_range = None
+
 # Field offsets of the v2 batch header (the record-batch specification).
 BASE_OFFSET = 0
 BATCH_LENGTH = 8
@@ -325,10 +330,21 @@ def timestamp_delta_range(payload: bytes | memoryview, count: int) -> tuple[int,
 
     The produce path runs this on every CreateTime batch while a timestamp window is
     set (Kafka 4 bounds message.timestamp.after.max.ms by default), since a batch header's
-    maxTimestamp is the producer's word, not the records'. So it reads only each record's
-    length and timestampDelta, with the one- and two-byte varints records of up to 8 KiB
-    have decoded inline. Raises InvalidBatch("invalid") when the records do not fit.
+    maxTimestamp is the producer's word, not the records'. The C walk (``_recordwalk``,
+    built at install when a compiler is there) decides every regular payload; an
+    irregular one, or an install without it, goes through ``walk_timestamp_deltas``,
+    which names the error. Raises InvalidBatch("invalid") when the records do not fit.
     """
+    if _native_delta_range is not None:
+        found = _native_delta_range(payload, count)
+        if found is not None:
+            return found
+    return walk_timestamp_deltas(payload, count)
+
+
+def walk_timestamp_deltas(payload: bytes | memoryview, count: int) -> tuple[int, int]:
+    """``timestamp_delta_range`` in Python: reads only each record's length and timestampDelta,
+    with the one- and two-byte varints records of up to 8 KiB have decoded inline."""
     low, high = _LONG_MAX, -_LONG_MAX - 1
     position = 0
     try:
