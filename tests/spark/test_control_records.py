@@ -93,7 +93,7 @@ def markers_broker(tmp_path_factory):
         log = Log(Path(data_dir) / f"{topic}-0", LogConfig(), clean_shutdown=True)
         try:
             for blob in LOG:
-                log.append(blob, leader_epoch=0, now_ms=int(time.time() * 1000))
+                log.append(blob, leader_epoch=0, now_ms=int(time.time() * 1000), from_client=False)
             assert log.log_end_offset == LOG_END
         finally:
             log.close()

@@ -97,7 +97,7 @@ def test_control_batches_are_kept(tmp_path):
     log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
     log.append(build([(b"k", b"1", NOW)], producer_id=5, producer_epoch=0, base_sequence=0, extra_attributes=0x10),
                leader_epoch=0, now_ms=NOW)
-    log.append(control_batch(1, 5), leader_epoch=0, now_ms=NOW)
+    log.append(control_batch(1, 5), leader_epoch=0, now_ms=NOW, from_client=False)
     log.append(build([(b"k", b"2", NOW)]), leader_epoch=0, now_ms=NOW)
     roll(log)
     assert clean(log, NOW)

@@ -64,7 +64,7 @@ def test_control_batches_are_not_recompressed(tmp_path):
     log = Log(tmp_path / "t-0", LogConfig(compression_type="zstd"), now_ms=NOW)
     marker = build([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", NOW)], producer_id=5, producer_epoch=0,
                    extra_attributes=0x30)
-    log.append(marker, leader_epoch=0, now_ms=NOW)
+    log.append(marker, leader_epoch=0, now_ms=NOW, from_client=False)
     assert stored(log)[0].codec == 0
     log.close()
 

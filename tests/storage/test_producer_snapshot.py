@@ -32,8 +32,10 @@ def test_snapshot_is_kafkas_producer_snapshot_v1(tmp_path) -> None:
                leader_epoch=0, now_ms=NOW)
     log.append(build_batch([(b"k", b"v", NOW + 5)] * 2, producer_id=1, producer_epoch=0, base_sequence=3),
                leader_epoch=0, now_ms=NOW)
-    # a producer id without sequence numbers: an entry, but no batch to deduplicate against
-    log.append(build_batch([(b"k", b"v", NOW + 9)], producer_id=2, producer_epoch=3), leader_epoch=0, now_ms=NOW)
+    # a producer id without sequence numbers (a coordinator's write; clients may not send one):
+    # an entry, but no batch to deduplicate against
+    log.append(build_batch([(b"k", b"v", NOW + 9)], producer_id=2, producer_epoch=3), leader_epoch=0, now_ms=NOW,
+               from_client=False)
     log.close()
     entries = parse_snapshot((path / "00000000000000000006.snapshot").read_bytes())
     assert sorted(entries) == [

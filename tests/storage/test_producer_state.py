@@ -92,18 +92,26 @@ def test_batches_can_be_read_while_the_loop_appends(tmp_path, monkeypatch):
     assert [b.first_seq for b in entry.batches] == [0, 1, 2, 3]
 
 
-def test_a_known_producers_batch_without_a_sequence_is_checked(tmp_path):
-    """Kafka's ProducerAppendInfo checks the epoch of every batch carrying a producer id and
-    finds a missing sequence (-1) out of order for a producer it knows; before, such a batch
-    skipped the checks and a stale epoch even replaced the producer's entry."""
+def test_a_batch_with_a_producer_id_but_no_sequence_is_invalid(tmp_path):
+    """Kafka's LogValidator.validateBatch refuses a client's batch carrying a producer id
+    without a sequence number (INVALID_RECORD), before any producer state is looked at;
+    before, such a batch skipped the checks and a stale epoch even replaced the producer's entry."""
     log = Log(tmp_path / "t-0", LogConfig())
     send(log, 9, 4, 0)
-    with pytest.raises(errors.InvalidProducerEpoch):
-        send(log, 9, 3, -1)
-    with pytest.raises(errors.OutOfOrderSequence):
-        send(log, 9, 4, -1)
-    with pytest.raises(errors.OutOfOrderSequence):
-        send(log, 9, 5, -1)  # a new epoch starts at sequence 0
+    for epoch in (3, 4, 5):
+        with pytest.raises(errors.InvalidRecord):
+            send(log, 9, epoch, -1)
+    with pytest.raises(errors.InvalidRecord):
+        send(log, 10, 0, -1)  # an unknown producer alike
     assert send(log, 9, 4, 1).first_offset == 1  # the producer's state is untouched
-    assert send(log, 10, 0, -1).first_offset == 2  # an unknown producer id: nothing to check against
-    assert log.log_end_offset == 3
+    assert log.log_end_offset == 2
+
+
+def test_clients_cannot_write_control_batches(tmp_path):
+    """Kafka's LogValidator: "Clients are not allowed to write control records" (INVALID_RECORD)."""
+    log = Log(tmp_path / "t-0", LogConfig())
+    control = build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", 1000)], producer_id=7,
+                          producer_epoch=0, base_sequence=0, attributes=0x20)
+    with pytest.raises(errors.InvalidRecord, match="control records"):
+        log.append(control, leader_epoch=0, now_ms=1000)
+    assert log.log_end_offset == 0

@@ -285,8 +285,12 @@ class Log:
 
     # -- append ----------------------------------------------------------------------
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int,
-               assign_offsets: bool = True) -> LogAppendInfo:
+               assign_offsets: bool = True, from_client: bool = True) -> LogAppendInfo:
         """Validate, stamp and write a blob of v2 batches, all or nothing.
+
+        ``assign_offsets`` False is a follower's copy (Kafka's AppendOrigin.REPLICATION);
+        ``from_client`` False a coordinator's own write such as a transaction marker
+        (AppendOrigin.COORDINATOR), which skips the checks Kafka applies to clients only.
 
         The payload is never copied: each batch goes out as its first 16 bytes with
         baseOffset and partitionLeaderEpoch set (or, for LogAppendTime, a re-stamped
@@ -337,7 +341,13 @@ class Log:
             if size > cfg.max_message_bytes:
                 raise errors.RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
             if assign_offsets:
-                if not attrs & _CONTROL_MASK:
+                if from_client:  # Kafka's LogValidator.validateBatch for AppendOrigin.CLIENT
+                    if attrs & _CONTROL_MASK:
+                        raise errors.InvalidRecord("Clients are not allowed to write control records")
+                    if pid >= 0 and first_seq < 0:
+                        raise errors.InvalidRecord(f"Invalid sequence number {first_seq} in record batch "
+                                                   f"with producerId {pid}")
+                if not attrs & _CONTROL_MASK:  # a coordinator's marker has no data to check
                     if compact:
                         key_errors += _null_key_indices(rb.RecordBatch(buf, position, fields), record_count)
                     if check_timestamps:

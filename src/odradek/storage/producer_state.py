@@ -94,6 +94,8 @@ class ProducerStateManager:
             entry = self.producers.get(producer_id)
             if entry is None:
                 return None
+        if first_seq < 0:
+            return None
         if epoch != entry.epoch:
             if epoch < entry.epoch:
                 raise InvalidProducerEpoch(f"producer {producer_id}: epoch {epoch} is older than {entry.epoch}")
@@ -101,9 +103,6 @@ class ProducerStateManager:
                 raise OutOfOrderSequence(f"producer {producer_id}: new epoch {epoch} must start at sequence 0, "
                                          f"got {first_seq}")
             return None
-        if first_seq < 0:
-            # A known producer's batch without a sequence is in order after nothing (Kafka's inSequence)
-            raise OutOfOrderSequence(f"producer {producer_id}: a batch without a sequence number")
         recent = entry.recent
         if recent:
             for batch in recent:
