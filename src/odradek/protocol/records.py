@@ -312,16 +312,8 @@ def write_varint(value: int) -> bytes:
 
 def read_varint(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
     """A zig-zag varint (as records use) and the position after it."""
-    shift = result = 0
-    while True:
-        byte = buffer[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise InvalidBatch("corrupt", "varint too long")
+    result, position = _read_uvarint(buffer, position)
+    return (result >> 1) ^ -(result & 1), position
 
 
 def timestamp_delta_range(payload: bytes | memoryview, count: int) -> tuple[int, int]:
