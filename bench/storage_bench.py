@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from crc32c import crc32c
+from fastcrc.crc32 import iscsi as crc32c  # CRC-32C (Castagnoli), as v2 batches use
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "storage"))
 from spec import build_batch  # noqa: E402

@@ -1,4 +1,4 @@
-"""The C record walk (``_recordwalk``) against the Python one it speeds up.
+"""The C record walk (``_fastpath.timestamp_delta_range``) against the Python one it speeds up.
 
 The C walk decides regular payloads and hands anything irregular back (None) to the Python
 walk, which names the error; these tests check that whatever it decides, the Python walk
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.protocol import records as rb
-from odradek.protocol._recordwalk import timestamp_delta_range as native
+from odradek.protocol._fastpath import timestamp_delta_range as native
 from odradek.protocol.wire import uvarint
 
 LONG = st.integers(-(2**63), 2**63 - 1)

@@ -17,6 +17,16 @@ records_st = st.lists(
     min_size=1, max_size=10)
 
 
+@given(st.randoms(use_true_random=False), st.integers(0, 1 << 17), st.binary(max_size=300))
+def test_the_crc32c_is_the_reference_one(random, size, more):
+    """The project's CRC-32C (fastcrc, for its speed) against the crc32c package: whole
+    buffers, views, and a checksum continued over a second buffer, as re-stamping does."""
+    data = random.randbytes(size)
+    assert rb.crc32c(data) == crc32c(data)
+    assert rb.crc32c(memoryview(data)[size // 3:]) == crc32c(data[size // 3:])
+    assert rb.crc32c(more, rb.crc32c(data)) == crc32c(data + more)
+
+
 @given(records_st, st.integers(0, 2**40), st.integers(-1, 2**20), st.integers(-1, 2**30))
 def test_header_fields_match_the_spec(records, base_offset, pid, seq):
     data = build_batch(records, base_offset=base_offset, producer_id=pid, producer_epoch=3, base_sequence=seq)

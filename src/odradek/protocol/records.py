@@ -13,13 +13,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from crc32c import crc32c
+from fastcrc.crc32 import iscsi as crc32c  # CRC-32C (Castagnoli), as v2 batches use
 
 from odradek.protocol.wire import uvarint
 
 try:
-    from odradek.protocol._recordwalk import timestamp_delta_range as _native_delta_range
-except ImportError:  # installed without a C compiler: records are walked in Python
+    from odradek.protocol._fastpath import scan_for_append
+    from odradek.protocol._fastpath import timestamp_delta_range as _native_delta_range
+except ImportError:  # installed without a C compiler: batches are checked and records walked in Python
+    scan_for_append = None
     _native_delta_range = None
 
 # Field offsets of the v2 batch header (the record-batch specification).
@@ -322,7 +324,7 @@ def timestamp_delta_range(payload: bytes | memoryview, count: int) -> tuple[int,
 
     The produce path runs this on every CreateTime batch while a timestamp window is
     set (Kafka 4 bounds message.timestamp.after.max.ms by default), since a batch header's
-    maxTimestamp is the producer's word, not the records'. The C walk (``_recordwalk``,
+    maxTimestamp is the producer's word, not the records'. The C walk (``_fastpath``,
     built at install when a compiler is there) decides every regular payload; an
     irregular one, or an install without it, goes through ``walk_timestamp_deltas``,
     which names the error. Raises InvalidBatch("invalid") when the records do not fit.

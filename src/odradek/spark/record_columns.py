@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from crc32c import crc32c
+from fastcrc.crc32 import iscsi as crc32c  # CRC-32C (Castagnoli), as v2 batches use
 
 from odradek.protocol import records as rb
 from odradek.spark.schema import HEADERS_ARROW_TYPE, arrow_schema

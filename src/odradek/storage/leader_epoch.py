@@ -27,17 +27,14 @@ class LeaderEpochFileCache:
     def __init__(self, path: Path, log_end_offset: Callable[[], int]) -> None:
         self.path = path
         self._log_end_offset = log_end_offset
-        self.entries: list[tuple[int, int]] = [
-            (int(e), int(o)) for e, o in (line.split() for line in read_checkpoint_lines(path))
-        ]
+        self.entries: list[tuple[int, int]] = []
+        #: The newest epoch: an attribute, not a property, since every append asks for it.
+        self.latest_epoch = UNDEFINED
         #: Bumped by every change; flush() writes when it differs from the version on disk.
         self._version = 0
-        self._flushed_version = 0
+        self._set([(int(e), int(o)) for e, o in (line.split() for line in read_checkpoint_lines(path))])
+        self._flushed_version = self._version
         self._write_lock = threading.Lock()  # flushes from a LogManager thread and from close()
-
-    @property
-    def latest_epoch(self) -> int:
-        return self.entries[-1][0] if self.entries else UNDEFINED
 
     @property
     def dirty(self) -> bool:
@@ -71,6 +68,7 @@ class LeaderEpochFileCache:
 
     def _set(self, entries: list[tuple[int, int]]) -> None:
         self.entries = entries  # replaced, never mutated: flush() in another thread reads a consistent list
+        self.latest_epoch = entries[-1][0] if entries else UNDEFINED
         self._version += 1
 
     def flush(self) -> None:

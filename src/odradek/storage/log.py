@@ -47,6 +47,7 @@ _CONTROL_MASK = rb.CONTROL_MASK
 _COMPRESSION_MASK = rb.COMPRESSION_MASK
 _TIMESTAMP_TYPE_MASK = rb.TIMESTAMP_TYPE_MASK
 _delta_range = rb.timestamp_delta_range
+_scan_for_append = rb.scan_for_append
 _INVALID_BATCH_ERRORS: dict[str, type[errors.KafkaError]] = {
     "corrupt": errors.CorruptRecord,
     "magic": errors.UnsupportedForMessageFormat,
@@ -260,6 +261,9 @@ class Log:
         self._recompress = config.compression_type != "producer"
         self._log_append_time = config.log_append_time
         self._compact = config.compact
+        # What the C scan decides (see append); without the extension everything is checked in Python.
+        self._scan_clients = (_scan_for_append is not None and not self._recompress and not self._log_append_time
+                              and not self._compact)
         # With neither limit set no timestamp can fall outside the window: records are not read.
         self._timestamp_window = (config.message_timestamp_before_max_ms != LONG_MAX
                                   or config.message_timestamp_after_max_ms != LONG_MAX)
@@ -295,10 +299,12 @@ class Log:
         The payload is never copied: each batch goes out as its first 16 bytes with
         baseOffset and partitionLeaderEpoch set (or, for LogAppendTime, a re-stamped
         61-byte header) plus a view of the rest, all in one writev. This is the produce
-        hot path (a 16 KB batch costs little more than its write), so each header is
-        unpacked once and what a feature needs (producer state, a follower's epochs) is
-        made only when it does. Records are read only where Kafka's LogValidator needs
-        them: keys of compacted topics, and each CreateTime record's timestamp while a
+        hot path (a 16 KB batch costs little more than its write): a client's batches on
+        a topic without compaction, recompression or LogAppendTime are checked in C
+        (``protocol/_fastpath.c``), which decides every regular request and hands anything
+        else to ``_check_batches``, the same checks in Python, which names the error.
+        Records are read only where Kafka's LogValidator needs them: keys of compacted
+        topics, and each CreateTime record's timestamp while a
         message.timestamp.{before,after}.max.ms window is set (Kafka 4 bounds
         after.max.ms by default), which reads two fields per record.
         """
@@ -306,15 +312,70 @@ class Log:
             raise errors.KafkaStorageError(f"log {self.dir} is offline")
         if assign_offsets and self._recompress:
             records = recompress_batches(records, self._config)  # LogValidator: the topic's codec
-        buf = records if type(records) is memoryview else memoryview(records)
+        seg = self.segments[-1]
+        first_offset = seg.next_offset
+        scanned = None
+        if self._scan_clients and assign_offsets and from_client:
+            cfg = self._config
+            scanned = _scan_for_append(records, first_offset, leader_epoch, cfg.max_message_bytes, now_ms,
+                                       cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms)
+        if scanned is not None:
+            pieces, batches, next_offset, max_ts, record_count, producer_batch = scanned
+            pending = epoch_starts = append_time = None
+            if producer_batch is not None:
+                duplicate = self.producer_state.check(*producer_batch[:4], None)
+                if duplicate is not None:
+                    return self._duplicate_info([duplicate], False, record_count, None)
+        else:
+            buf = records if type(records) is memoryview else memoryview(records)
+            checked = self._check_batches(buf, first_offset, leader_epoch, now_ms, assign_offsets, from_client)
+            if type(checked) is LogAppendInfo:
+                return checked
+            (pieces, batches, next_offset, max_ts, record_count, producer_batch, pending, epoch_starts,
+             append_time) = checked
+        last_offset = next_offset - 1
+        size = len(records)
+        cfg = self._config
+        try:
+            if seg.size:  # roll as Kafka: segment.bytes, segment.ms (+ jitter), a full index, relative offsets
+                rolling_ts = seg.first_batch_timestamp
+                if (seg.size > cfg.segment_bytes - size or seg.index_full
+                        or now_ms - (seg.created_ms if rolling_ts is None or rolling_ts == -1 else rolling_ts)
+                        > cfg.segment_ms - seg.roll_jitter_ms
+                        or last_offset - seg.base_offset > INT_MAX):
+                    seg = self._roll(first_offset, now_ms)
+            seg.append(pieces, size, batches)
+            if producer_batch is not None:
+                self.producer_state.update(*producer_batch)
+            elif pending:
+                self.producer_state.commit(pending)
+            epochs = self.leader_epoch_cache
+            if epoch_starts is not None:
+                for epoch, start in epoch_starts:  # a follower keeps the leader's epochs
+                    epochs.assign(epoch, start)
+            elif assign_offsets and leader_epoch > epochs.latest_epoch:
+                epochs.assign(leader_epoch, first_offset)  # in memory: flush() writes the checkpoint
+        except OSError as exc:
+            raise self._io_failed(exc) from exc
+        self._unflushed_messages += record_count
+        if self._unflushed_messages >= cfg.flush_messages:
+            self.flush()
+        return _new_append_info((first_offset, last_offset, max_ts, -1 if append_time is None else append_time,
+                                 record_count, False))
+
+    def _check_batches(self, buf: memoryview, first_offset: int, leader_epoch: int, now_ms: int,
+                       assign_offsets: bool, from_client: bool) -> tuple | LogAppendInfo:
+        """Every check of ``append`` in Python, for what the C scan hands back: a follower's
+        or coordinator's write, compaction, LogAppendTime, compressed records to read, a
+        maxTimestamp to correct, several idempotent batches, and every error. The pieces
+        and bookkeeping of the append, or the original offsets of a retried request."""
         end = len(buf)
         if end == 0:
             raise errors.InvalidRecord("empty records")
         cfg = self._config
         append_time = now_ms if self._log_append_time else None
         compact = assign_offsets and self._compact
-        seg = self.segments[-1]
-        first_offset = next_offset = seg.next_offset
+        next_offset = first_offset
         batches: list[tuple[int, int, int, int, int]] = []
         pieces: list[bytes | bytearray | memoryview] = []
         key_errors: list[tuple[int, str | None]] = []
@@ -418,33 +479,8 @@ class Log:
             raise errors.RecordValidationError(ts_errors[0][1] or "", errors.ErrorCode.invalid_timestamp, ts_errors)
         if duplicates:
             return self._duplicate_info(duplicates, bool(batches), record_count, append_time)
-        last_offset = next_offset - 1
-        try:
-            if seg.size:  # roll as Kafka: segment.bytes, segment.ms (+ jitter), a full index, relative offsets
-                rolling_ts = seg.first_batch_timestamp
-                if (seg.size > cfg.segment_bytes - end or seg.index_full
-                        or now_ms - (seg.created_ms if rolling_ts is None or rolling_ts == -1 else rolling_ts)
-                        > cfg.segment_ms - seg.roll_jitter_ms
-                        or last_offset - seg.base_offset > INT_MAX):
-                    seg = self._roll(first_offset, now_ms)
-            seg.append(pieces, end, batches)
-            if producer_batch is not None:
-                self.producer_state.update(*producer_batch)
-            elif pending:
-                self.producer_state.commit(pending)
-            epochs = self.leader_epoch_cache
-            if epoch_starts is not None:
-                for epoch, start in epoch_starts:  # a follower keeps the leader's epochs
-                    epochs.assign(epoch, start)
-            elif assign_offsets and leader_epoch > epochs.latest_epoch:
-                epochs.assign(leader_epoch, first_offset)  # in memory: flush() writes the checkpoint
-        except OSError as exc:
-            raise self._io_failed(exc) from exc
-        self._unflushed_messages += record_count
-        if self._unflushed_messages >= cfg.flush_messages:
-            self.flush()
-        return _new_append_info((first_offset, last_offset, max_ts, -1 if append_time is None else append_time,
-                                 record_count, False))
+        return (pieces, batches, next_offset, max_ts, record_count, producer_batch, pending, epoch_starts,
+                append_time)
 
     @staticmethod
     def _duplicate_info(duplicates: list[BatchMetadata], new_batches: bool, record_count: int,

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from crc32c import crc32c
+from fastcrc.crc32 import iscsi as crc32c  # CRC-32C (Castagnoli), as v2 batches use
 
 from odradek.durable import fsync_dir
 from odradek.storage.checkpoint import read_small_file
