@@ -1,6 +1,6 @@
 """Compaction against a model, with compressed and mixed batches, partial cleaning (a small
-dedupe buffer), KIP-534 delete horizons, idempotent producers, and a crash at every step of
-installing a cleaning.
+dedupe buffer), KIP-534 delete horizons, idempotent producers, segments cleaned in groups
+into one, and a crash at every step of installing a cleaning.
 
 The model applies Kafka's retention rules (Cleaner.shouldRetainRecord, MemoryRecords.filterTo)
 to an in-memory list of batches; the log is read back with an independent parser
@@ -35,9 +35,9 @@ RETENTION = 1000
 PID = 7
 
 
-def config(segment_bytes: int) -> LogConfig:
+def config(segment_bytes: int, segment_index_bytes: int = 10 << 20) -> LogConfig:
     return LogConfig(cleanup_policy=("compact",), segment_bytes=segment_bytes, min_cleanable_dirty_ratio=0.01,
-                     delete_retention_ms=RETENTION, index_interval_bytes=64)
+                     delete_retention_ms=RETENTION, index_interval_bytes=64, segment_index_bytes=segment_index_bytes)
 
 
 @dataclass
@@ -59,8 +59,12 @@ class Model:
     last_of_producer: dict[int, int] = field(default_factory=dict)
     first_dirty: int = 0
 
-    def cleaned(self, end: int, limit: int, now: int) -> dict[int, ModelBatch | None]:
-        """What each batch below ``limit`` becomes when the map covers [first_dirty, end)."""
+    def cleaned(self, end: int, limit: int, now: int, group_ends: set[int]) -> dict[int, ModelBatch | None]:
+        """What each batch below ``limit`` becomes when the map covers [first_dirty, end); the last
+        batch below each of ``group_ends`` (the end of a group of several segments) stays, empty
+        when none of its records does."""
+        last_of_group = {max(b.base for b in self.batches if b.base < e) for e in group_ends
+                         if any(b.base < e for b in self.batches)}
         offsets: dict[bytes, int] = {}
         for b in self.batches:
             for o, k, _, _ in b.records:
@@ -77,7 +81,7 @@ class Model:
                 if horizon is None and any(v is None for _, _, v, _ in kept):
                     horizon = now + RETENTION
                 out[b.base] = ModelBatch(b.base, b.last, b.codec, b.pid, b.epoch, b.seq, kept, horizon)
-            elif b.pid >= 0 and self.last_of_producer.get(b.pid) == b.last:
+            elif (b.pid >= 0 and self.last_of_producer.get(b.pid) == b.last) or b.base in last_of_group:
                 out[b.base] = ModelBatch(b.base, b.last, 0, b.pid, b.epoch, b.seq, [], None)
             else:
                 out[b.base] = None
@@ -132,6 +136,7 @@ batch_st = st.tuples(
 )
 step_st = st.one_of(
     st.tuples(st.just("append"), st.lists(batch_st, min_size=1, max_size=4)),
+    st.tuples(st.just("roll")),  # small segments, which a cleaning groups
     st.tuples(st.just("clean"), st.integers(0, 2 * RETENTION), st.integers(-1, 40)),  # clock step, crash point
 )
 
@@ -157,34 +162,33 @@ def append(log: Log, model: Model, batches, seqs: dict[int, int]) -> None:
 
 
 def install_until(log: Log, plan, crash_at: int) -> bool:
-    """Do the first ``crash_at`` steps of LogCleaner.install by hand (checkpoint, then per segment:
-    .cleaned -> .swap, .swap -> .log); True when every step was done."""
-    steps = 0
-    if steps == crash_at:
-        return False
-    save_cleaner_offset(log.dir, plan.cleaner_offset)
-    steps += 1
-    for base, cleaned in plan.cleaned:
-        seg_path = log.dir / f"{base:020d}.log"
-        swap = seg_path.with_name(seg_path.name + ".swap")
-        if steps == crash_at:
-            return False
-        os.replace(cleaned, swap)
-        steps += 1
-        if steps == crash_at:
-            return False
-        os.replace(swap, seg_path)
-        for suffix in (".index", ".timeindex"):
-            seg_path.with_suffix(suffix).unlink(missing_ok=True)
-        steps += 1
-    return True
+    """Do the first ``crash_at`` steps of LogCleaner.install by hand (each group's .cleaned ->
+    .swap; then per group: each old segment's files -> .deleted, .swap -> .log; the checkpoint);
+    True when every step was done."""
+    steps = []
+    for _, cleaned in plan.cleaned:
+        steps.append(lambda c=cleaned: os.replace(c, swap_of(c)))
+    for bases, cleaned in plan.cleaned:
+        for base in bases:
+            for suffix in (".log", ".index", ".timeindex"):
+                steps.append(lambda f=log.dir / f"{base:020d}{suffix}": os.replace(f, f"{f}.deleted"))
+        steps.append(lambda c=cleaned: os.replace(swap_of(c), log.dir / c.name.removesuffix(".cleaned")))
+    steps.append(lambda: save_cleaner_offset(log.dir, plan.cleaner_offset))
+    for step in steps[:crash_at]:
+        step()
+    return crash_at >= len(steps)
+
+
+def swap_of(cleaned: Path) -> Path:
+    return cleaned.with_name(cleaned.name.replace(".cleaned", ".swap"))
 
 
 @settings(max_examples=60, deadline=None)
-@given(steps=st.lists(step_st, min_size=2, max_size=10), segment_bytes=st.sampled_from([250, 500, 1200]),
-       map_slots=st.sampled_from([3, 5, 1000]), io_buffer=st.sampled_from([100, 300, 1 << 16]))
-def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer):
-    cfg = config(segment_bytes)
+@given(steps=st.lists(step_st, min_size=2, max_size=14), segment_bytes=st.sampled_from([250, 500, 1200]),
+       map_slots=st.sampled_from([3, 5, 1000]), io_buffer=st.sampled_from([100, 300, 1 << 16]),
+       index_bytes=st.sampled_from([10 << 20, 48]))
+def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer, index_bytes):
+    cfg = config(segment_bytes, index_bytes)
     cleaner = LogCleaner(dedupe_buffer_size=24 * map_slots, io_buffer_size=io_buffer)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "compacted-0"
@@ -195,6 +199,9 @@ def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer):
                 append(log, model, step[1], seqs)
                 check(log, model)
                 continue
+            if step[0] == "roll":
+                log.roll(NOW)
+                continue
             _, clock_step, crash_at = step
             now += clock_step
             segments = list(log.segments)
@@ -204,7 +211,16 @@ def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer):
             model.first_dirty = max(model.first_dirty, log.log_start_offset)
             last_base = max(plan.sizes)
             limit = next(s.base_offset for s in segments if s.base_offset > last_base)
-            changes = model.cleaned(plan.cleaner_offset, limit, now)
+            next_base = {s.base_offset: n.base_offset for s, n in itertools.pairwise(segments)}
+            group_span = {bases: (bases[0], next_base[bases[-1]]) for bases, _ in plan.cleaned}
+            changes = model.cleaned(plan.cleaner_offset, limit, now,
+                                    {end for bases, (_, end) in group_span.items() if len(bases) > 1})
+            merged = [bases for bases, _ in plan.cleaned if len(bases) > 1]
+            if merged:
+                event("segments cleaned in groups")
+                assert all(sum(plan.sizes[b] for b in bases) <= segment_bytes for bases in merged)
+            expected_bases = [s.base_offset for s in log.segments
+                              if not any(s.base_offset in bases[1:] for bases in merged)]
             event("partial map" if plan.cleaner_offset < segments[-1].base_offset else "whole dirty section mapped")
             removed = sum(1 for b in model.batches for r in b.records if r[2] is None and b.horizon is not None
                           and now >= b.horizon)
@@ -215,24 +231,27 @@ def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer):
                 model.apply(changes)
                 model.first_dirty = plan.cleaner_offset
                 check(log, model)
+                assert [s.base_offset for s in log.segments] == expected_bases
                 continue
             done = install_until(log, plan, crash_at)
-            swapped = {base for base, c in plan.cleaned if not c.exists()
-                       and not c.with_name(c.name.replace(".cleaned", ".swap")).exists()}
-            half = {base for base, c in plan.cleaned if c.with_name(c.name.replace(".cleaned", ".swap")).exists()}
-            checkpointed = crash_at > 0
+            # a group whose .cleaned became .swap is installed on load, however far its swap went
+            applied = {bases for bases, c in plan.cleaned if not c.exists()}
+            if any(len(bases) > 1 and swap_of(c).exists() and any(
+                    (log.dir / f"{b:020d}.log").exists() for b in bases[1:]) for bases, c in plan.cleaned):
+                event("crash with a .swap and old segments of its group on disk")
+            checkpointed = done
             del log  # the process dies: files stay as they are (a .swap is completed on load)
             gc.collect()
             log = Log(path, cfg, clean_shutdown=False, now_ms=now)
             assert not list(path.glob("*.cleaned")) and not list(path.glob("*.swap"))
             if checkpointed:
                 model.first_dirty = plan.cleaner_offset
-            seg_ends = {s.base_offset: n.base_offset for s, n in itertools.pairwise(segments)}
             model.apply(changes, {b.base for b in model.batches
-                                  if any(base <= b.base < seg_ends[base] for base in swapped | half)})
-            # segments not swapped keep their originals; the rest of the plan is never installed
+                                  if any(start <= b.base < end for start, end in map(group_span.get, applied))})
+            # groups not swapped keep their segments; the rest of the plan is never installed
             if done:
-                assert swapped == {base for base, _ in plan.cleaned}
+                assert applied == set(group_span)
+                assert [s.base_offset for s in log.segments] == expected_bases
             check(log, model)
         log.close()
         reopened = Log(path, cfg, clean_shutdown=False, now_ms=now)

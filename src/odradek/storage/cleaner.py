@@ -9,17 +9,31 @@ min.compaction.lag.ms;
 min.cleanable.dirty.ratio and max.compaction.lag.ms decide whether to clean),
 builds an OffsetMap of the dirty section (bounded by log.cleaner.dedupe.buffer.size:
 when it fills, only the part mapped is cleaned and the rest waits for the next
-round), then streams every segment below the end of the mapped range batch by
-batch into ``<segment>.log.cleaned``. Memory stays bounded by the map, the read
-buffer and the largest batch; a segment is only written out from its first
-changed batch on (what precedes it is copied from the file), and a segment that
-does not change is not written at all.
+round), then groups the segments below the end of the mapped range as Kafka's
+groupSegmentsBySize (consecutive segments whose log bytes add up to at most
+segment.bytes, whose offset index and time index bytes each add up to at most
+segment.index.bytes, and whose offsets stay within a 32-bit offset relative to
+the group's first) and streams each group batch by batch into one
+``<first segment>.log.cleaned``, so that compaction does not leave ever more,
+ever smaller segments. Memory stays bounded by the map, the read buffer and the
+largest batch. A group of one segment is only written out from its first
+changed batch on (what precedes it is copied from the file), and not at all
+when it does not change; a group of several is always written, its unchanged
+batches copied byte for byte.
 
 ``install`` (the log's owner, on the event loop) drops the plan if the log was
 truncated meanwhile or went offline or was deleted, then lets
-``Log.install_cleaned`` record the new first dirty offset in the log dir's
-cleaner-offset-checkpoint and swap every segment through ``.swap``. A crash at any point leaves either the old or the
-new segment: .cleaned files are deleted on load, .swap files are completed.
+``Log.install_cleaned`` replace each group as Kafka's replaceSegments (the
+cleaned file is renamed ``.swap``, the group's segments are retired, and the
+``.swap`` takes the name of the group's first segment), then record the new
+first dirty offset in the log dir's cleaner-offset-checkpoint. A crash at any
+point leaves either a group's old segments or its new one: .cleaned files are
+deleted on load, and a .swap file is completed (Kafka's LogLoader), the segments
+whose base offsets fall within its offsets deleted first; the checkpoint, not
+yet written, has the next cleaning clean again what was left. For that a .swap
+must reach the last offset of its group: the last batch of a group of several
+segments stays, as an empty batch when none of its records does, as Kafka keeps
+the last batch of a cleaning round.
 
 Per record, as Kafka's Cleaner.shouldRetainRecord: records after the mapped range
 stay; records without a key go; a record stays when it is the latest for its
@@ -45,9 +59,10 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from odradek.protocol import records as rb
 from odradek.storage import errors
@@ -67,13 +82,15 @@ from odradek.storage.segment import LogSegment
 logger = logging.getLogger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"
+INT_MAX = 2**31 - 1
 #: log.cleaner.io.buffer.size: the read buffer (a larger batch is read whole on its own).
 DEFAULT_IO_BUFFER_SIZE = 512 * 1024
 
 
 @dataclass
 class CleanPlan:
-    cleaned: list[tuple[int, Path]]  # (segment base offset, .cleaned file)
+    #: (base offsets of a group's segments, the group's .cleaned file), groups in offset order.
+    cleaned: list[tuple[tuple[int, ...], Path]]
     cleaner_offset: int  # the new first dirty offset
     bytes_before: int
     bytes_after: int
@@ -81,6 +98,57 @@ class CleanPlan:
     sizes: dict[int, int] = field(default_factory=dict)
     #: The log's truncation count when the cleaning began: a truncation since voids the plan.
     truncations: int = 0
+
+
+class SegmentSizes(NamedTuple):
+    """What the grouping weighs of a segment (its sizes when the cleaning began)."""
+
+    base_offset: int
+    log_bytes: int
+    offset_index_bytes: int
+    time_index_bytes: int
+
+    @classmethod
+    def of(cls, seg: LogSegment, log_bytes: int) -> SegmentSizes:
+        return cls(seg.base_offset, log_bytes, len(seg.offset_index) * seg.offset_index.entry.size,
+                   len(seg.time_index) * seg.time_index.entry.size)
+
+
+def group_segments_by_size(segments: Sequence[SegmentSizes], max_log_bytes: int, max_index_bytes: int,
+                           first_uncleanable_offset: int) -> list[list[SegmentSizes]]:
+    """Consecutive segments in groups that each fit one segment (Kafka's Cleaner.groupSegmentsBySize).
+
+    A segment joins the group before it while the group's log bytes stay within
+    ``max_log_bytes`` (segment.bytes), its offset index bytes and its time index bytes
+    each within ``max_index_bytes`` (segment.index.bytes), and the last offset the
+    segment can hold (just below the next segment's base offset, or the first
+    uncleanable offset after the last) within INT_MAX of the group's base offset, as
+    an index stores offsets relative to it. An empty segment always fits that last
+    test. A segment too large for any company stays alone.
+    """
+    groups: list[list[SegmentSizes]] = []
+    i, n = 0, len(segments)
+    while i < n:
+        first = segments[i]
+        group = [first]
+        log_bytes, offset_index_bytes, time_index_bytes = (first.log_bytes, first.offset_index_bytes,
+                                                           first.time_index_bytes)
+        i += 1
+        while i < n:
+            seg = segments[i]
+            last_possible = (segments[i + 1].base_offset if i + 1 < n else first_uncleanable_offset) - 1
+            if (log_bytes + seg.log_bytes > max_log_bytes
+                    or offset_index_bytes + seg.offset_index_bytes > max_index_bytes
+                    or time_index_bytes + seg.time_index_bytes > max_index_bytes
+                    or (seg.log_bytes and last_possible - first.base_offset > INT_MAX)):
+                break
+            group.append(seg)
+            log_bytes += seg.log_bytes
+            offset_index_bytes += seg.offset_index_bytes
+            time_index_bytes += seg.time_index_bytes
+            i += 1
+        groups.append(group)
+    return groups
 
 
 @dataclass(frozen=True)
@@ -169,18 +237,24 @@ class LogCleaner:
             active_producers = {pid: entry.batches[-1].last_offset
                                 for pid, entry in dict(log.producer_state.producers).items() if entry.batches}
             retention = _Retention(offset_map, now_ms, log.config.delete_retention_ms, active_producers)
-            for seg in cleanable.segments:
-                if seg.base_offset >= plan.cleaner_offset:
-                    break
-                size = seg.size
-                path = self._clean_segment(seg, size, retention)
-                plan.sizes[seg.base_offset] = size
-                plan.bytes_before += size
+            segments = [seg for seg in cleanable.segments if seg.base_offset < plan.cleaner_offset]
+            sizes = [SegmentSizes.of(seg, seg.size) for seg in segments]
+            groups = group_segments_by_size(sizes, log.config.segment_bytes, log.config.segment_index_bytes,
+                                            cleanable.first_uncleanable)
+            start = 0
+            for group in groups:
+                members = segments[start:start + len(group)]
+                start += len(group)
+                for s in group:
+                    plan.sizes[s.base_offset] = s.log_bytes
+                group_bytes = sum(s.log_bytes for s in group)
+                plan.bytes_before += group_bytes
+                path = self._clean_group(members, [s.log_bytes for s in group], retention)
                 if path is None:
-                    plan.bytes_after += size
+                    plan.bytes_after += group_bytes
                 else:
                     plan.bytes_after += path.stat().st_size
-                    plan.cleaned.append((seg.base_offset, path))
+                    plan.cleaned.append((tuple(s.base_offset for s in group), path))
         except BaseException as exc:
             for _, path in plan.cleaned:
                 path.unlink(missing_ok=True)
@@ -238,21 +312,36 @@ class LogCleaner:
             offset_map.update_latest_offset(next_base - 1)
         return offset_map
 
-    # -- rewriting a segment -------------------------------------------------------------
-    def _clean_segment(self, seg: LogSegment, size: int, retention: _Retention) -> Path | None:
-        """Stream ``seg`` through the retention rules into ``<seg>.log.cleaned``; None when nothing changes."""
-        writer = _CleanedWriter(seg.path, seg.path.with_name(seg.path.name + CLEANED_SUFFIX), self.io_buffer_size)
+    # -- rewriting a group of segments ----------------------------------------------------
+    def _clean_group(self, members: list[LogSegment], sizes: list[int], retention: _Retention) -> Path | None:
+        """Stream the group's segments (their first ``sizes`` bytes) through the retention rules
+        into ``<first segment>.log.cleaned``; None when the group is one segment that does not change."""
+        first = members[0]
+        merging = len(members) > 1
+        writer = _CleanedWriter(first.path.with_name(first.path.name + CLEANED_SUFFIX), self.io_buffer_size,
+                                lazy=not merging)
         try:
-            for batch in _read_batches(seg.path, size, self.io_buffer_size):
+            modified_ns = os.stat(members[-1].path).st_mtime_ns
+            for path, batch, last in _read_group(members, sizes, self.io_buffer_size):
+                if path != writer.source:
+                    writer.read_from(path)
                 kept = retention.filter(batch)
+                if kept == b"" and last and merging:
+                    # the .swap of a group must end where the group did (see the module docstring)
+                    kept = empty_batch(batch) if batch.records_count else None
                 if kept is None:
                     writer.keep(batch.position_in_file, batch.size_in_bytes)
                 else:
                     writer.replace(batch.position_in_file, batch.size_in_bytes, kept)
-            return writer.finish(size)
+            cleaned = writer.finish()
         except BaseException:
             writer.abort()
             raise
+        if cleaned is not None:
+            # as Kafka: the segment keeps the group's last modification time, which time-based
+            # retention falls back on for segments without timestamps
+            os.utime(cleaned, ns=(modified_ns, modified_ns))
+        return cleaned
 
 
 def _changed_under(log, cleanable: CleanableRange, truncations: int) -> bool:
@@ -307,6 +396,43 @@ class _FileBatch(rb.RecordBatch):
         self.position_in_file = position_in_file
 
 
+def _read_group(members: list[LogSegment], sizes: list[int],
+                buffer_size: int) -> Iterator[tuple[Path, _FileBatch, bool]]:
+    """(segment file, batch, whether it is the group's last batch) of every batch of the group's
+    segments in offset order (their first ``sizes`` bytes), one batch read ahead."""
+    previous: tuple[Path, _FileBatch] | None = None
+    for seg, size in zip(members, sizes):
+        for batch in _read_batches(seg.path, size, buffer_size):
+            if previous is not None:
+                yield (*previous, False)
+            previous = (seg.path, batch)
+    if previous is not None:
+        yield (*previous, True)
+
+
+def next_offset_in_file(path: Path, base_offset: int) -> int:
+    """The offset after the last whole batch of a segment file, ``base_offset`` when it holds
+    none, read from the batch headers alone (Kafka's LogSegment.readNextOffset)."""
+    next_offset = base_offset
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        position = 0
+        while position + rb.HEADER_SIZE <= size:
+            head = os.pread(fd, rb.HEADER_SIZE, position)
+            if len(head) < rb.HEADER_SIZE:
+                break
+            fields = rb.HEADER.unpack(head)
+            base, length, delta = fields[0], fields[1], fields[6]
+            position += rb.LOG_OVERHEAD + length
+            if length <= 0 or position > size:
+                break
+            next_offset = base + delta + 1
+    finally:
+        os.close(fd)
+    return next_offset
+
+
 def _read_batches(path: Path, size: int, buffer_size: int) -> Iterator[_FileBatch]:
     """The batches of the first ``size`` bytes of a segment file, CRC-checked, read ``buffer_size``
     bytes at a time (a larger batch alone). Reads through its own descriptor, so a segment
@@ -341,15 +467,26 @@ def _read_batches(path: Path, size: int, buffer_size: int) -> Iterator[_FileBatc
 
 
 class _CleanedWriter:
-    """Writes a segment's cleaned copy, lazily: nothing until the first changed batch, then the
-    unchanged bytes before it are copied from the source file and the rest streamed in."""
+    """Writes a group's cleaned segment from the batches of its segments, in order: each kept
+    batch is copied from the segment file it is in (``read_from`` names it), each changed one
+    replaced. A ``lazy`` writer (a group of one segment) writes nothing until the first changed
+    batch, then copies the unchanged bytes before it and streams the rest."""
 
-    def __init__(self, source: Path, target: Path, buffer_size: int) -> None:
-        self.source, self.target, self.buffer_size = source, target, buffer_size
-        self.fd: int | None = None
+    def __init__(self, target: Path, buffer_size: int, *, lazy: bool) -> None:
+        self.target, self.buffer_size = target, buffer_size
+        self.fd: int | None = None if lazy else self._create()
+        self.source: Path | None = None
         self.src_fd: int | None = None
-        self.copied = 0  # source bytes up to here are accounted for (copied or replaced)
+        self.copied = 0  # bytes of the source up to here are accounted for (copied or replaced)
         self.pending = bytearray()
+
+    def _create(self) -> int:
+        return os.open(self.target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def read_from(self, source: Path) -> None:
+        """The next batches are those of ``source``, from its start."""
+        self._close_source()
+        self.source, self.copied = source, 0
 
     def keep(self, position: int, size: int) -> None:
         if self.fd is not None:
@@ -357,13 +494,14 @@ class _CleanedWriter:
 
     def replace(self, position: int, size: int, data: bytes) -> None:
         if self.fd is None:
-            self.fd = os.open(self.target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            self.src_fd = os.open(self.source, os.O_RDONLY)
+            self.fd = self._create()
         self._copy_until(position)
         self._write(data)
         self.copied = position + size
 
     def _copy_until(self, end: int) -> None:
+        if self.copied < end and self.src_fd is None:
+            self.src_fd = os.open(self.source, os.O_RDONLY)
         while self.copied < end:
             chunk = os.pread(self.src_fd, min(self.buffer_size, end - self.copied), self.copied)
             if not chunk:
@@ -382,21 +520,25 @@ class _CleanedWriter:
             written += os.write(self.fd, memoryview(pending)[written:])
         pending.clear()
 
-    def finish(self, size: int) -> Path | None:
+    def finish(self) -> Path | None:
+        """The cleaned file, written and synced; None when a lazy writer wrote nothing."""
+        self._close_source()
         if self.fd is None:
             return None
-        self._copy_until(size)
         self._drain()
         os.fsync(self.fd)
-        self._close()
+        os.close(self.fd)
+        self.fd = None
         return self.target
 
     def abort(self) -> None:
+        self._close_source()
         if self.fd is not None:
-            self._close()
+            os.close(self.fd)
+            self.fd = None
             self.target.unlink(missing_ok=True)
 
-    def _close(self) -> None:
-        os.close(self.fd)
-        os.close(self.src_fd)
-        self.fd = self.src_fd = None
+    def _close_source(self) -> None:
+        if self.src_fd is not None:
+            os.close(self.src_fd)
+            self.src_fd = None

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 from odradek.protocol import records as rb
 from odradek.storage import errors
 from odradek.durable import fsync_dir
-from odradek.storage.cleaner import CLEANED_SUFFIX, CleanPlan
+from odradek.storage.cleaner import CLEANED_SUFFIX, CleanPlan, next_offset_in_file
 from odradek.storage.cleaner_checkpoint import load_cleaner_offset, save_cleaner_offset
 from odradek.storage.compression import decompress
 from odradek.storage.config import LONG_MAX, LogConfig
@@ -195,8 +195,13 @@ class Log:
             seg.recovered_producer_batches = None  # used up: later rebuilds (truncation) read headers
 
     def _complete_leftovers(self, names: list[str]) -> list[str]:
-        """Finish what a crash interrupted: .swap files replace their segment; .cleaned, .deleted and .tmp go,
-        and so do indexes without their .log. ``names`` lists the directory; returns it as it is after."""
+        """Finish what a crash interrupted: .cleaned, .deleted and .tmp files go, and so do indexes
+        without their .log. ``names`` lists the directory; returns it as it is after.
+
+        A .swap file is a cleaned group of segments that was being installed (Kafka's
+        LogLoader): it holds the offsets from its base offset to its last batch's, and every
+        segment whose base offset lies in that range is one of the group it replaces, so
+        those still there are deleted before the .swap takes its name."""
         present = set(names)
         if not any(name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp", SWAP_SUFFIX))
                    or (name.endswith((".index", ".timeindex")) and f"{name.rpartition('.')[0]}.log" not in present)
@@ -208,6 +213,14 @@ class Log:
                 path.unlink(missing_ok=True)
         for path in sorted(self.dir.glob(f"*{SWAP_SUFFIX}")):
             target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
+            if target.suffix == ".log" and target.stem.isdigit():
+                base = int(target.stem)
+                end = next_offset_in_file(path, base)
+                for name in os.listdir(self.dir):
+                    if name.endswith(".log") and name[:20].isdigit() and base < int(name[:20]) < end:
+                        log.info("%s: deleting segment %s, replaced by %s", self.dir, name, path.name)
+                        for suffix in (".log", ".index", ".timeindex"):
+                            (self.dir / f"{name[:20]}{suffix}").unlink(missing_ok=True)
             for index in (target.with_suffix(".index"), target.with_suffix(".timeindex")):
                 index.unlink(missing_ok=True)  # they describe the old file; rebuilt on load
             os.replace(path, target)
@@ -411,20 +424,30 @@ class Log:
                 if not attrs & _CONTROL_MASK:  # a coordinator's marker has no data to check
                     if compact:
                         key_errors += _null_key_indices(rb.RecordBatch(buf, position, fields), record_count)
-                    if check_timestamps:
+                    if attrs & _TIMESTAMP_TYPE_MASK:  # the producer set LogAppendTime: its records carry batch_ts
+                        # Kafka's LogValidator.validateTimestamp: an error on a LogAppendTime topic, or
+                        # without a timestamp; else batch_ts is each record's CreateTime, checked against
+                        # the window, and the batch is stored as CreateTime (setMaxTimestamp(CREATE_TIME)).
+                        if append_time is not None or batch_ts == rb.NO_TIMESTAMP:
+                            ts_errors += [(record_count + i, f"Invalid timestamp type in message {record_count + i}. "
+                                                             "Producer should not set timestamp type to LogAppendTime.")
+                                          for i in range(count)]
+                        elif check_timestamps and not low <= batch_ts <= high:
+                            ts_errors += _out_of_range_timestamps(rb.RecordBatch(buf, position, fields),
+                                                                  record_count, low, high)
+                        else:
+                            restamp = batch_ts
+                    elif check_timestamps:
                         # Every record's timestamp, as Kafka's LogValidator checks them: the header's
                         # maxTimestamp is the producer's word, and a record's baseTimestamp + delta
                         # may lie above it (or, with a negative delta, below baseTimestamp).
-                        if attrs & _TIMESTAMP_TYPE_MASK:  # a producer-stamped LogAppendTime: records carry it
-                            first_ts = last_ts = batch_ts
-                        else:
-                            payload = buf[position + _HEADER_SIZE : position + size]
-                            try:
-                                lo, hi = _delta_range(decompress(attrs & _COMPRESSION_MASK, payload)
-                                                      if attrs & _COMPRESSION_MASK else payload, count)
-                            except rb.InvalidBatch as exc:
-                                raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
-                            first_ts, last_ts = base_ts + lo, base_ts + hi
+                        payload = buf[position + _HEADER_SIZE : position + size]
+                        try:
+                            lo, hi = _delta_range(decompress(attrs & _COMPRESSION_MASK, payload)
+                                                  if attrs & _COMPRESSION_MASK else payload, count)
+                        except rb.InvalidBatch as exc:
+                            raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
+                        first_ts, last_ts = base_ts + lo, base_ts + hi
                         if first_ts < low or last_ts > high:
                             ts_errors += _out_of_range_timestamps(rb.RecordBatch(buf, position, fields),
                                                                   record_count, low, high)
@@ -646,18 +669,23 @@ class Log:
         while len(self.segments) > 1 and predicate(self.segments[0], self.segments[1]):
             seg = self.segments.pop(0)
             self._bases.pop(0)
-            seg.close()
-            paths = []
-            for path in seg.files():
-                target = path.with_name(path.name + DELETED_SUFFIX)
-                os.replace(path, target)
-                paths.append(target)
-            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, paths))
+            self._retire_segment(seg, now_ms)
             count += 1
         if count:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
         return count
+
+    def _retire_segment(self, seg: LogSegment, now_ms: int) -> None:
+        """Close ``seg`` and rename its files .deleted, to be removed after file.delete.delay.ms
+        (Kafka's asyncDeleteSegment); a crash before then leaves .deleted files, which load removes."""
+        seg.close()
+        paths = []
+        for path in seg.files():
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            os.replace(path, target)
+            paths.append(target)
+        self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, paths))
 
     def remove_deleted_files(self, now_ms: int) -> None:
         """Remove .deleted files whose file.delete.delay.ms has passed."""
@@ -675,28 +703,43 @@ class Log:
     # -- compaction ---------------------------------------------------------------------
     @_storage_io
     def install_cleaned(self, plan: CleanPlan, now_ms: int) -> None:
-        """Swap in the segments a LogCleaner wrote (on the thread that owns the log)."""
-        # First: recovery must know that offsets below this may have gaps.
+        """Swap in the segments a LogCleaner wrote (on the thread that owns the log), each
+        replacing its group of segments as Kafka's replaceSegments: the .cleaned file is
+        renamed .swap (from then on a crash completes the swap on load), the group's
+        segments are retired as retention retires them, then the .swap takes the name of
+        the group's first segment and its indexes are built. Then, as Kafka, the new first
+        dirty offset goes to the cleaner-offset-checkpoint: after a crash before that, the
+        next cleaning cleans again the groups the crash left as they were."""
+        swaps = []
+        for bases, cleaned in plan.cleaned:
+            i = bisect.bisect_left(self._bases, bases[0])
+            if i + len(bases) >= len(self._bases) or self._bases[i:i + len(bases)] != list(bases):
+                cleaned.unlink(missing_ok=True)  # a segment deleted by retention meanwhile: not used
+                continue
+            swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+            os.replace(cleaned, swap)
+            swaps.append((bases, swap))
+        if swaps:
+            fsync_dir(self.dir)  # every .swap is on disk before a segment it replaces goes
+            self._swap_in(swaps, now_ms)
         save_cleaner_offset(self.dir, plan.cleaner_offset)
         self.cleaner_offset = plan.cleaner_offset
-        for base, cleaned in plan.cleaned:
-            i = bisect.bisect_left(self._bases, base)
-            if i >= len(self._bases) - 1 or self._bases[i] != base:  # deleted by retention meanwhile, or active
-                cleaned.unlink(missing_ok=True)
-                continue
-            old = self.segments[i]
-            swap = old.path.with_name(old.path.name + SWAP_SUFFIX)
-            os.replace(cleaned, swap)
-            old.close()
-            old.offset_index.path.unlink(missing_ok=True)
-            old.time_index.path.unlink(missing_ok=True)
-            os.replace(swap, old.path)
-            cfg = self.config
-            seg = LogSegment(self.dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, old.created_ms)
+
+    def _swap_in(self, swaps: list[tuple[tuple[int, ...], Path]], now_ms: int) -> None:
+        """Replace each group of segments (their base offsets) by its .swap file."""
+        cfg = self.config
+        for bases, swap in swaps:
+            i = bisect.bisect_left(self._bases, bases[0])
+            old = self.segments[i:i + len(bases)]
+            for seg in old:
+                self._retire_segment(seg, now_ms)
+            os.replace(swap, swap.with_name(swap.name[: -len(SWAP_SUFFIX)]))
+            seg = LogSegment(self.dir, bases[0], cfg.segment_index_bytes, cfg.index_interval_bytes, old[0].created_ms)
             seg.recover(contiguous=False)
             seg.recovered_producer_batches = None
             seg.on_become_inactive()
-            self.segments[i] = seg
+            self.segments[i:i + len(bases)] = [seg]
+            self._bases[i:i + len(bases)] = [bases[0]]
         fsync_dir(self.dir)
 
     # -- durability --------------------------------------------------------------------
