@@ -86,15 +86,38 @@ def test_log_append_time_topics_do_not_check_create_times(tmp_path: Path) -> Non
 @pytest.mark.parametrize("max_timestamp, accepted", [(NOW + HOUR, True), (NOW + HOUR + 1, False)])
 def test_a_producer_stamped_log_append_time_batch_is_checked_by_its_max_timestamp(tmp_path: Path, max_timestamp,
                                                                                   accepted) -> None:
-    """Records of a LogAppendTime batch carry the header's maxTimestamp, whatever their deltas say."""
+    """Records of a LogAppendTime batch carry the header's maxTimestamp, whatever their deltas say;
+    on a CreateTime topic that is their CreateTime, and the batch is stored as CreateTime (Kafka's
+    LogValidator ends with setMaxTimestamp(CREATE_TIME, maxTimestamp))."""
     batch = with_max_timestamp(build_batch([(b"k", b"v", NOW), (b"k", b"v", NOW + 5)], attributes=0x08),
                                max_timestamp)
     log = Log(tmp_path / "t-0", LogConfig())
     if accepted:
         assert log.append(batch, leader_epoch=0, now_ms=NOW).max_timestamp == max_timestamp
+        (written,) = parse_batches(stored(log))  # the spec parser checks the CRC
+        assert written.attributes & 0x08 == 0 and written.max_timestamp == max_timestamp
     else:
         with pytest.raises(errors.RecordValidationError):
             log.append(batch, leader_epoch=0, now_ms=NOW)
+
+
+@pytest.mark.parametrize("config, max_timestamp", [
+    pytest.param(LogConfig(message_timestamp_type="LogAppendTime"), NOW, id="LogAppendTime topic"),
+    pytest.param(LogConfig(), -1, id="CreateTime topic, no timestamp"),
+    pytest.param(LogConfig(message_timestamp_after_max_ms=LONG_MAX), -1, id="no window, no timestamp"),
+])
+def test_a_producer_may_not_set_log_append_time(tmp_path: Path, config: LogConfig, max_timestamp: int) -> None:
+    """Kafka's LogValidator.validateTimestamp: INVALID_TIMESTAMP for every record of a batch the
+    producer marked LogAppendTime, unless the topic is CreateTime and the batch has a timestamp."""
+    batch = with_max_timestamp(build_batch([(b"k", b"v", NOW), (b"k", b"v", NOW)], attributes=0x08),
+                               max_timestamp)
+    log = Log(tmp_path / "t-0", config)
+    with pytest.raises(errors.RecordValidationError) as raised:
+        log.append(batch, leader_epoch=0, now_ms=NOW)
+    assert raised.value.error_code == ErrorCode.invalid_timestamp
+    assert [(i, "Producer should not set timestamp type to LogAppendTime" in m)
+            for i, m in raised.value.record_errors] == [(0, True), (1, True)]
+    assert log.log_end_offset == 0 and log.size_in_bytes == 0
 
 
 @pytest.mark.parametrize("count_change", [-1, 1])

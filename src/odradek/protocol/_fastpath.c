@@ -7,11 +7,11 @@
  * they cost under 1 us, half of it the CRC.
  *
  * Only the regular case is decided here. Anything else (a damaged or oversized batch, a
- * control batch, a compressed batch whose records must be read, a timestamp out of the
- * window, a maxTimestamp to correct, several batches of an idempotent producer) returns
- * None, and the caller runs the Python code, which names the error or does the rarer
- * work. So the two cannot disagree on an error, and the tests check that they agree on
- * every result these functions return.
+ * control batch, a batch the producer marked LogAppendTime, a compressed batch whose
+ * records must be read, a timestamp out of the window, a maxTimestamp to correct, several
+ * batches of an idempotent producer) returns None, and the caller runs the Python code,
+ * which names the error or does the rarer work. So the two cannot disagree on an error,
+ * and the tests check that they agree on every result these functions return.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -212,7 +212,7 @@ static int append_new(PyObject *list, PyObject *item)
  * AppendOrigin.CLIENT on a topic without compaction, recompression or LogAppendTime),
  * and what the append then needs: (pieces, batches, next_offset, max_timestamp,
  * record_count, producer_batch). pieces are, per batch, its new 16-byte prefix (baseOffset,
- * batchLength, partitionLeaderEpoch) and a view of the rest, for one writev; batches are
+ * batchLength, partitionLeaderEpoch) and a Slice of the rest, for one writev; batches are
  * (position, size, base offset, last offset, max timestamp); producer_batch is
  * (producer id, epoch, first sequence, last sequence, base offset, last offset, max
  * timestamp) of a lone idempotent batch, else None. None when anything is irregular.
@@ -271,7 +271,7 @@ static PyObject *scan_for_append(PyObject *module, PyObject *const *args, Py_ssi
         Py_ssize_t size = (Py_ssize_t)LOG_OVERHEAD + length;
         if (length < HEADER_SIZE - LOG_OVERHEAD || size > end - position || h[MAGIC] != 2
             || delta < 0 || count != (int64_t)delta + 1 || size > max_message_bytes
-            || (attributes & CONTROL_MASK) || (pid >= 0 && first_seq < 0)
+            || (attributes & (CONTROL_MASK | TIMESTAMP_TYPE_MASK)) || (pid >= 0 && first_seq < 0)
             || (pid >= 0 && size != end) /* several idempotent batches: checked together in Python */
             || next_offset > INT64_MAX - delta)
             goto irregular;
@@ -280,15 +280,13 @@ static PyObject *scan_for_append(PyObject *module, PyObject *const *args, Py_ssi
             goto done;
         if ((uint32_t)crc != be32(h + CRC))
             goto irregular;
-        if (check_timestamps && !(attributes & TIMESTAMP_TYPE_MASK)) {
+        if (check_timestamps) {
             int64_t lo, hi, first_ts, last_ts;
             if ((attributes & COMPRESSION_MASK)
                 || delta_range(h + HEADER_SIZE, size - HEADER_SIZE, count, &lo, &hi)
                 || __builtin_add_overflow(base_ts, lo, &first_ts) || __builtin_add_overflow(base_ts, hi, &last_ts)
                 || first_ts < low || last_ts > high || last_ts != batch_ts)
                 goto irregular;
-        } else if (check_timestamps && (batch_ts < low || batch_ts > high)) {
-            goto irregular;
         }
         unsigned char prefix[PREFIX];
         put_be64(prefix + BASE_OFFSET, (uint64_t)next_offset);

@@ -262,17 +262,21 @@ def stamped_header(buffer: bytes | bytearray | memoryview, position: int, size: 
                    leader_epoch: int, log_append_time: int | None = None,
                    max_timestamp: int | None = None) -> bytearray:
     """A copy of a batch's header with baseOffset and partitionLeaderEpoch set, and, with
-    ``log_append_time``, LogAppendTime stamped (or, with ``max_timestamp``, maxTimestamp
-    corrected) and the CRC recomputed over the new header and the unchanged records.
+    ``log_append_time``, LogAppendTime stamped (or, with ``max_timestamp``, the batch made
+    CreateTime with that maxTimestamp, as Kafka's setMaxTimestamp(CREATE_TIME, ...)) and the
+    CRC recomputed over the new header and the unchanged records.
     Lets a writer send header + original payload without copying the payload."""
     header = bytearray(memoryview(buffer)[position : position + HEADER_SIZE])
     _I64.pack_into(header, BASE_OFFSET, base_offset)
     _I32.pack_into(header, PARTITION_LEADER_EPOCH, leader_epoch)
     if log_append_time is not None or max_timestamp is not None:
+        attributes = _I16.unpack_from(header, ATTRIBUTES)[0]
         if log_append_time is not None:
-            attributes = _I16.unpack_from(header, ATTRIBUTES)[0] | TIMESTAMP_TYPE_MASK
-            _I16.pack_into(header, ATTRIBUTES, attributes)
+            attributes |= TIMESTAMP_TYPE_MASK
             max_timestamp = log_append_time
+        else:
+            attributes &= ~TIMESTAMP_TYPE_MASK
+        _I16.pack_into(header, ATTRIBUTES, attributes)
         _I64.pack_into(header, MAX_TIMESTAMP, max_timestamp)
         crc = crc32c(memoryview(buffer)[position + HEADER_SIZE : position + size], crc32c(header[ATTRIBUTES:]))
         _U32.pack_into(header, CRC, crc)
