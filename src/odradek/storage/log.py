@@ -738,8 +738,10 @@ class Log:
             seg.recover(contiguous=False)
             seg.recovered_producer_batches = None
             seg.on_become_inactive()
-            self.segments[i:i + len(bases)] = [seg]
+            # _bases first: a flush thread meanwhile then starts from a segment at or before its
+            # recovery point in the old list, so it still reaches the active segment
             self._bases[i:i + len(bases)] = [bases[0]]
+            self.segments[i:i + len(bases)] = [seg]
         fsync_dir(self.dir)
 
     # -- durability --------------------------------------------------------------------
