@@ -260,3 +260,22 @@ def test_log_matches_model(operations):
 
 def records_of_batches(batches):
     return [r for b in batches for r in b.records]
+
+
+@pytest.mark.parametrize("leader_records", [1, 0])
+def test_a_follower_batch_beyond_int32_of_the_active_segment_starts_a_segment_at_its_offset(log_dir, leader_records):
+    """Kafka's maybeRoll: the new segment starts at the batch's first offset (not the log end
+    offset), so the batch's offsets fit relative to its base; an empty active segment too."""
+    log = Log(log_dir, LogConfig())
+    if leader_records:
+        log.append(build_batch([(b"k", b"v", 1)]), leader_epoch=0, now_ms=10, assign_offsets=False)
+    far = 2**31 + 10
+    log.append(build_batch([(b"k", b"w", 2)], base_offset=far), leader_epoch=0, now_ms=10, assign_offsets=False)
+    assert [s.base_offset for s in log.segments][-1] == far and log.log_end_offset == far + 1
+    assert [b.base_offset for b in parse_batches(b"".join(r.read_bytes() for r in log.read(0, 1 << 20).regions))] == (
+        [0] * leader_records + [far])
+    assert log.active.offset_index.lookup(far) == (far, 0)
+    log.close()
+    reopened = Log(log_dir, LogConfig())
+    assert reopened.log_end_offset == far + 1
+    assert [b.base_offset for b in parse_batches(reopened.read(far, 1 << 20).regions[0].read_bytes())] == [far]

@@ -350,13 +350,20 @@ class Log:
         size = len(records)
         cfg = self._config
         try:
-            if seg.size:  # roll as Kafka: segment.bytes, segment.ms (+ jitter), a full index, relative offsets
+            # Roll as Kafka's LogSegment.shouldRoll: segment.bytes, segment.ms (+ jitter) or a full index
+            # once the segment holds data, and always when an offset would not fit relative to its base
+            # (a follower's batches may start far beyond the log end offset). The new segment starts
+            # at the first batch, as Kafka's maybeRoll.
+            if seg.size:
                 rolling_ts = seg.first_batch_timestamp
-                if (seg.size > cfg.segment_bytes - size or seg.index_full
+                roll = (seg.size > cfg.segment_bytes - size or seg.index_full
                         or now_ms - (seg.created_ms if rolling_ts is None or rolling_ts == -1 else rolling_ts)
                         > cfg.segment_ms - seg.roll_jitter_ms
-                        or last_offset - seg.base_offset > INT_MAX):
-                    seg = self._roll(first_offset, now_ms)
+                        or last_offset - seg.base_offset > INT_MAX)
+            else:
+                roll = last_offset - seg.base_offset > INT_MAX
+            if roll:
+                seg = self._roll(batches[0][2], now_ms)
             seg.append(pieces, size, batches)
             if producer_batch is not None:
                 self.producer_state.update(*producer_batch)
