@@ -279,3 +279,29 @@ def test_a_follower_batch_beyond_int32_of_the_active_segment_starts_a_segment_at
     reopened = Log(log_dir, LogConfig())
     assert reopened.log_end_offset == far + 1
     assert [b.base_offset for b in parse_batches(reopened.read(far, 1 << 20).regions[0].read_bytes())] == [far]
+
+
+def test_a_region_read_before_its_segment_is_deleted_stays_readable_until_file_delete_delay(log_dir):
+    """A fetch sends its FileRegions across event loop turns; retention (or cleaning) may retire
+    the segment in between. As in Kafka, the .deleted file stays open and readable until
+    file.delete.delay.ms, so the fetch sends the bytes it was given and not those of whatever
+    file reuses a closed descriptor."""
+    log = Log(log_dir, LogConfig(segment_bytes=200, retention_bytes=1, file_delete_delay_ms=1000))
+    first = build_batch([(b"k", b"v" * 150, 1)])
+    log.append(first, leader_epoch=0, now_ms=10)
+    log.append(build_batch([(b"k", b"w" * 150, 2)]), leader_epoch=0, now_ms=10)
+    (region,) = log.read(0, 1 << 20, max_offset=1).regions
+    assert log.delete_old_segments(now_ms=20) == 1
+    others = [open(log_dir / f"other-{i}", "wb+") for i in range(4)]  # would take a freed descriptor
+    try:
+        (batch,) = parse_batches(region.read_bytes())
+        assert batch.base_offset == 0 and batch.records[0].value == b"v" * 150
+        assert sorted(p.name for p in log_dir.glob("*.deleted")) == [
+            "00000000000000000000.index.deleted", "00000000000000000000.log.deleted",
+            "00000000000000000000.timeindex.deleted"]
+        log.remove_deleted_files(now_ms=20 + 1000)
+        assert region.file.closed and not list(log_dir.glob("*.deleted"))
+    finally:
+        for f in others:
+            f.close()
+    log.close()

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 
 from odradek.protocol import records as rb
 from odradek.storage import errors
@@ -120,7 +120,8 @@ class Log:
         self.on_io_error = on_io_error
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
-        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        #: (when, .deleted paths, the still open .log file) of retired segments.
+        self._pending_deletes: list[tuple[int, list[Path], BinaryIO]] = []
         self._unflushed_messages = 0
         self._unsynced_snapshots: list[Path] = []
         #: Counts truncations, so a flush in another thread does not move the recovery point past one;
@@ -686,19 +687,20 @@ class Log:
     def _retire_segment(self, seg: LogSegment, now_ms: int) -> None:
         """Close ``seg`` and rename its files .deleted, to be removed after file.delete.delay.ms
         (Kafka's asyncDeleteSegment); a crash before then leaves .deleted files, which load removes."""
-        seg.close()
+        file = seg.retire()  # still open: fetches in flight may be sending from it
         paths = []
         for path in seg.files():
             target = path.with_name(path.name + DELETED_SUFFIX)
             os.replace(path, target)
             paths.append(target)
-        self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, paths))
+        self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, paths, file))
 
     def remove_deleted_files(self, now_ms: int) -> None:
-        """Remove .deleted files whose file.delete.delay.ms has passed."""
-        due = [paths for at, paths in self._pending_deletes if at <= now_ms]
-        self._pending_deletes = [(at, paths) for at, paths in self._pending_deletes if at > now_ms]
-        for paths in due:
+        """Close and remove the .deleted files whose file.delete.delay.ms has passed."""
+        due = [(paths, file) for at, paths, file in self._pending_deletes if at <= now_ms]
+        self._pending_deletes = [entry for entry in self._pending_deletes if entry[0] > now_ms]
+        for paths, file in due:
+            file.close()
             for path in paths:
                 path.unlink(missing_ok=True)
 
@@ -792,6 +794,8 @@ class Log:
                 seg.close()
             except OSError:
                 pass
+        for _, _, file in self._pending_deletes:  # the .deleted files stay: load removes them
+            file.close()
 
 
 # -- per-record validation (only compacted topics and out-of-window timestamps pay for it) -------

@@ -450,5 +450,22 @@ class LogSegment:
                 self.time_index.close()
                 self.file.close()
 
+    def retire(self) -> BinaryIO:
+        """Close the segment as ``close`` does but for its .log file, which is handed back open.
+
+        A fetch may still be sending a FileRegion of this file (sendfile goes on across event
+        loop turns); closed, its descriptor could be reused by another file and the fetch
+        would send that file's bytes. The log closes it when the file is deleted, after
+        file.delete.delay.ms, as Kafka keeps a deleted segment readable until then. The
+        indexes close now, while their files still have the names they trim by."""
+        with self._close_lock:
+            self.closed = True
+            try:
+                self._release_reserved()
+            finally:
+                self.offset_index.close()
+                self.time_index.close()
+        return self.file
+
     def files(self) -> list[Path]:
         return [self.path, self.offset_index.path, self.time_index.path]
