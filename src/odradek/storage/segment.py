@@ -441,17 +441,13 @@ class LogSegment:
         self.time_index.trim()
 
     def close(self) -> None:
-        with self._close_lock:
-            self.closed = True
-            try:
-                self._release_reserved()
-            finally:
-                self.offset_index.close()
-                self.time_index.close()
-                self.file.close()
+        try:
+            self.retire()
+        finally:
+            self.file.close()
 
     def retire(self) -> BinaryIO:
-        """Close the segment as ``close`` does but for its .log file, which is handed back open.
+        """Close the segment (appends, indexes, flushes) but for its .log file, handed back open.
 
         A fetch may still be sending a FileRegion of this file (sendfile goes on across event
         loop turns); closed, its descriptor could be reused by another file and the fetch
