@@ -32,7 +32,6 @@ _fallocate = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)
 if _fallocate is not None:
     _fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 _NEVER = 2**63
-_NO_ENTRY = -(2**63) - 1  # below any timestamp
 
 
 def segment_name(base_offset: int) -> str:
@@ -152,29 +151,25 @@ class LogSegment:
         index entry once index.interval.bytes went by since the last one, and with it a time
         index entry when the largest timestamp grew. Appends pass a batch or a few, recovery
         a chunk's worth."""
-        base_offset, interval = self.base_offset, self.index_interval
         since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
-        offset_index, time_index = self.offset_index, self.time_index
-        time_keys = time_index.keys
-        last_time = time_keys[-1] if time_keys else _NO_ENTRY
-        full = False
+        interval = self.index_interval
         for position, size, base, last, batch_max_ts in batches:
             if batch_max_ts > max_ts:
                 max_ts, max_ts_offset = batch_max_ts, last
             if since >= interval:
-                full |= offset_index.append(base - base_offset, start + position)
-                if max_ts > last_time:
-                    full |= time_index.append(max_ts, max_ts_offset - base_offset)
-                    last_time = max_ts
+                if self.offset_index.append(base - self.base_offset, start + position):
+                    self.index_full = True
+                time_keys = self.time_index.keys
+                if (not time_keys or max_ts > time_keys[-1]) and self.time_index.append(
+                        max_ts, max_ts_offset - self.base_offset):
+                    self.index_full = True
                 since = size
             else:
                 since += size
-        if full:
-            self.index_full = True
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = batches[0][4]
         self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = since, max_ts, max_ts_offset
-        self.next_offset = batches[-1][3] + 1
+        self.next_offset = last + 1
 
     # -- loading and recovery ------------------------------------------------
     def load(self, *, recover: bool, contiguous: bool = True) -> int:
