@@ -152,16 +152,16 @@ class LogSegment:
         index entry when the largest timestamp grew. Appends pass a batch or a few, recovery
         a chunk's worth."""
         since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
-        interval = self.index_interval
+        base_offset, interval, offset_index, time_index = (self.base_offset, self.index_interval, self.offset_index,
+                                                           self.time_index)
+        time_keys = time_index.keys
         for position, size, base, last, batch_max_ts in batches:
             if batch_max_ts > max_ts:
                 max_ts, max_ts_offset = batch_max_ts, last
             if since >= interval:
-                if self.offset_index.append(base - self.base_offset, start + position):
+                if offset_index.append(base - base_offset, start + position):
                     self.index_full = True
-                time_keys = self.time_index.keys
-                if (not time_keys or max_ts > time_keys[-1]) and self.time_index.append(
-                        max_ts, max_ts_offset - self.base_offset):
+                if (not time_keys or max_ts > time_keys[-1]) and time_index.append(max_ts, max_ts_offset - base_offset):
                     self.index_full = True
                 since = size
             else:
