@@ -195,6 +195,20 @@ static PyObject *new_slice(PyObject *records, Py_ssize_t offset, Py_ssize_t len)
     return (PyObject *)slice;
 }
 
+/* A tuple of n ints (Py_BuildValue parses its format on every call; this is the hot path). */
+static PyObject *int_tuple(Py_ssize_t n, const long long *values)
+{
+    PyObject *tuple = PyTuple_New(n);
+    for (Py_ssize_t i = 0; tuple != NULL && i < n; i++) {
+        PyObject *item = PyLong_FromLongLong(values[i]);
+        if (item == NULL)
+            Py_CLEAR(tuple);
+        else
+            PyTuple_SET_ITEM(tuple, i, item);
+    }
+    return tuple;
+}
+
 /* Append item (a new reference, NULL on error) to list; -1 on error. */
 static int append_new(PyObject *list, PyObject *item)
 {
@@ -295,14 +309,13 @@ static PyObject *scan_for_append(PyObject *module, PyObject *const *args, Py_ssi
         long long last = next_offset + delta;
         if (append_new(pieces, PyBytes_FromStringAndSize((const char *)prefix, PREFIX))
             || append_new(pieces, new_slice(records, position + PREFIX, size - PREFIX))
-            || append_new(batches, Py_BuildValue("(nnLLL)", position, size, next_offset, last, (long long)batch_ts)))
+            || append_new(batches, int_tuple(5, (long long[]){position, size, next_offset, last, batch_ts})))
             goto done;
         if (pid >= 0) {
             Py_DECREF(producer_batch);
             int16_t epoch = (int16_t)((h[PRODUCER_EPOCH] << 8) | h[PRODUCER_EPOCH + 1]);
             int last_seq = (int)(((int64_t)first_seq + delta) % 2147483648LL);
-            producer_batch = Py_BuildValue("(LiiiLLL)", (long long)pid, (int)epoch, (int)first_seq, last_seq,
-                                           next_offset, last, (long long)batch_ts);
+            producer_batch = int_tuple(7, (long long[]){pid, epoch, first_seq, last_seq, next_offset, last, batch_ts});
             if (producer_batch == NULL)
                 goto done;
         }
@@ -312,7 +325,11 @@ static PyObject *scan_for_append(PyObject *module, PyObject *const *args, Py_ssi
         next_offset = last + 1;
         position += size;
     }
-    result = Py_BuildValue("(OOLLLO)", pieces, batches, next_offset, max_ts, record_count, producer_batch);
+    PyObject *counts = int_tuple(3, (long long[]){next_offset, max_ts, record_count});
+    if (counts != NULL)
+        result = PyTuple_Pack(6, pieces, batches, PyTuple_GET_ITEM(counts, 0), PyTuple_GET_ITEM(counts, 1),
+                              PyTuple_GET_ITEM(counts, 2), producer_batch);
+    Py_XDECREF(counts);
     goto done;
 irregular:
     result = Py_NewRef(Py_None);
