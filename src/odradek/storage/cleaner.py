@@ -330,7 +330,8 @@ class LogCleaner:
                     # the .swap of a group must end where the group did (see the module docstring)
                     kept = empty_batch(batch) if batch.records_count else None
                 if kept is None:
-                    writer.keep(batch.position_in_file, batch.size_in_bytes)
+                    writer.keep(batch.position_in_file, batch.size_in_bytes,
+                                batch.buffer[batch.position:batch.position + batch.size_in_bytes])
                 else:
                     writer.replace(batch.position_in_file, batch.size_in_bytes, kept)
             cleaned = writer.finish()
@@ -467,10 +468,11 @@ def _read_batches(path: Path, size: int, buffer_size: int) -> Iterator[_FileBatc
 
 
 class _CleanedWriter:
-    """Writes a group's cleaned segment from the batches of its segments, in order: each kept
-    batch is copied from the segment file it is in (``read_from`` names it), each changed one
-    replaced. A ``lazy`` writer (a group of one segment) writes nothing until the first changed
-    batch, then copies the unchanged bytes before it and streams the rest."""
+    """Writes a group's cleaned segment from the batches of its segments, in order (``read_from``
+    names the segment file they come from): each kept batch written from the bytes already read,
+    each changed one replaced. A ``lazy`` writer (a group of one segment) writes nothing until
+    the first changed batch, then copies the unchanged bytes before it from the file and
+    streams the rest."""
 
     def __init__(self, target: Path, buffer_size: int, *, lazy: bool) -> None:
         self.target, self.buffer_size = target, buffer_size
@@ -488,9 +490,13 @@ class _CleanedWriter:
         self._close_source()
         self.source, self.copied = source, 0
 
-    def keep(self, position: int, size: int) -> None:
+    def keep(self, position: int, size: int, data: memoryview) -> None:
+        """A batch that stays as it is, ``data`` its bytes as already read: written from them,
+        not read from the file again (a lazy writer that has written nothing yet skips it, and
+        copies it from the file should a changed batch follow)."""
         if self.fd is not None:
-            self._copy_until(position + size)
+            self._write(data)
+            self.copied = position + size
 
     def replace(self, position: int, size: int, data: bytes) -> None:
         if self.fd is None:
