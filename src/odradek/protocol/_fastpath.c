@@ -161,13 +161,7 @@ static void slice_dealloc(PyObject *self)
     Py_TYPE(self)->tp_free(self);
 }
 
-static Py_ssize_t slice_length(PyObject *self)
-{
-    return ((Slice *)self)->len;
-}
-
 static PyBufferProcs slice_as_buffer = {slice_getbuffer, NULL};
-static PySequenceMethods slice_as_sequence = {.sq_length = slice_length};
 
 static PyTypeObject SliceType = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -175,7 +169,6 @@ static PyTypeObject SliceType = {
     .tp_basicsize = sizeof(Slice),
     .tp_dealloc = slice_dealloc,
     .tp_as_buffer = &slice_as_buffer,
-    .tp_as_sequence = &slice_as_sequence,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Read-only bytes of a batch, kept alive with the records they are part of.",
 };
