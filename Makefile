@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: serve test install bench
+.PHONY: serve test install bench lint
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -13,7 +13,11 @@ install: $(PY)
 serve: install
 	$(VENV)/bin/odradek serve --data-dir ./data
 
-test: install
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: install

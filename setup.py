@@ -5,5 +5,8 @@ in Python."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("odradek.protocol._fastpath", ["src/odradek/protocol/_fastpath.c"],
-                             optional=True)])
+setup(
+    ext_modules=[
+        Extension("odradek.protocol._fastpath", ["src/odradek/protocol/_fastpath.c"], optional=True)
+    ]
+)

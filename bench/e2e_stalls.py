@@ -57,12 +57,18 @@ class Probes:
     process of the machine, the one `odradek perf e2e` stamps records with)."""
 
     def __init__(self) -> None:
-        self.lags: list[tuple[int, int, int, int]] = []  # (woke, lag, run-queue wait, on-CPU) during the sleep
+        self.lags: list[
+            tuple[int, int, int, int]
+        ] = []  # (woke, lag, run-queue wait, on-CPU) during the sleep
         self.wakeups = 0
         self.gcs: list[tuple[int, int, int, int]] = []  # (start, generation, duration, collected)
-        self.background: list[tuple[str, int, int, int]] = []  # (step, start, duration, CPU of its thread)
+        self.background: list[
+            tuple[str, int, int, int]
+        ] = []  # (step, start, duration, CPU of its thread)
         self.appends: dict[str, array] = {}  # topic -> (time, first offset, last offset) triples
-        self.reads: dict[str, array] = {}  # topic -> (time, fetch offset, high watermark) of reads with data
+        self.reads: dict[
+            str, array
+        ] = {}  # topic -> (time, fetch offset, high watermark) of reads with data
         #: (time, how late the watcher itself woke, loop thread state, its system call, its wchan): samples
         #: of the loop thread blocked in the kernel (state D), or of the watcher kept from the GIL.
         self.blocked: list[tuple[int, int, str, str, str]] = []
@@ -75,7 +81,9 @@ class Probes:
         if phase == "start":
             self._gc_start = now
         else:
-            self.gcs.append((self._gc_start, info["generation"], now - self._gc_start, info["collected"]))
+            self.gcs.append(
+                (self._gc_start, info["generation"], now - self._gc_start, info["collected"])
+            )
 
     async def loop_lag(self) -> None:
         fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)  # the loop's thread
@@ -120,12 +128,16 @@ class Probes:
 
     def timed(self, step: str, func):
         """``func`` (sync) recording its wall time and its thread's CPU time under ``step``."""
+
         def wrapper(*args, **kwargs):
             start, cpu = time.monotonic_ns(), time.thread_time_ns()
             try:
                 return func(*args, **kwargs)
             finally:
-                self.background.append((step, start, time.monotonic_ns() - start, time.thread_time_ns() - cpu))
+                self.background.append(
+                    (step, start, time.monotonic_ns() - start, time.thread_time_ns() - cpu)
+                )
+
         return wrapper
 
     def timed_async(self, step: str, func):
@@ -135,16 +147,26 @@ class Probes:
                 return await func(*args, **kwargs)
             finally:
                 self.background.append((step, start, time.monotonic_ns() - start, -1))
+
         return wrapper
 
     def dump(self, path: Path) -> None:
-        path.write_text(json.dumps({
-            "lags": self.lags, "wakeups": self.wakeups, "gcs": self.gcs, "background": self.background,
-            "blocked": self.blocked,
-            "imported_after_ready": sorted(set(sys.modules) - self.ready_modules) if self.ready_modules else [],
-            "appends": {t: a.tolist() for t, a in self.appends.items()},
-            "reads": {t: a.tolist() for t, a in self.reads.items()},
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "lags": self.lags,
+                    "wakeups": self.wakeups,
+                    "gcs": self.gcs,
+                    "background": self.background,
+                    "blocked": self.blocked,
+                    "imported_after_ready": sorted(set(sys.modules) - self.ready_modules)
+                    if self.ready_modules
+                    else [],
+                    "appends": {t: a.tolist() for t, a in self.appends.items()},
+                    "reads": {t: a.tolist() for t, a in self.reads.items()},
+                }
+            )
+        )
 
 
 def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
@@ -170,8 +192,9 @@ def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
 
     def append_records(self, tp, records, required_acks, now_ms):
         info = append(self, tp, records, required_acks, now_ms)
-        probes.appends.setdefault(tp.topic, array("q")).extend((time.monotonic_ns(), info.first_offset,
-                                                                 info.last_offset))
+        probes.appends.setdefault(tp.topic, array("q")).extend(
+            (time.monotonic_ns(), info.first_offset, info.last_offset)
+        )
         return info
 
     ReplicaManager.append_records = append_records
@@ -183,7 +206,8 @@ def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
         for tp, result in results.items():
             if result.records:
                 probes.reads.setdefault(tp.topic, array("q")).extend(
-                    (now, wanted[tp].fetch_offset, result.high_watermark))
+                    (now, wanted[tp].fetch_offset, result.high_watermark)
+                )
         return results
 
     fetch._read = probed_read
@@ -193,7 +217,9 @@ def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
         await start(self)
         probes.ready_modules = set(sys.modules)
         self._loop_lag_probe = asyncio.get_running_loop().create_task(probes.loop_lag())
-        threading.Thread(target=probes.watch_blocked, args=(threading.get_native_id(),), daemon=True).start()
+        threading.Thread(
+            target=probes.watch_blocked, args=(threading.get_native_id(),), daemon=True
+        ).start()
 
     broker_module.Broker.start = probed_start
     atexit.register(probes.dump, probe_file)
@@ -220,7 +246,7 @@ def delivery_times(reads: list[int]) -> dict[int, int]:
     """offset -> time of the first fetch read that returned it."""
     first: dict[int, int] = {}
     for i in range(0, len(reads), 3):
-        at, fetch_offset, hw = reads[i:i + 3]
+        at, fetch_offset, hw = reads[i : i + 3]
         for offset in range(fetch_offset, hw):
             first.setdefault(offset, at)
     return first
@@ -235,9 +261,13 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:.2f}"
 
 
-def analyse(latency_log: Path, probes: dict, topic: str, pressure: list[tuple[int, int]], slow_ms: float) -> dict:
-    rows = [(int(r["offset"]), int(r["send_monotonic_ns"]), float(r["latency_us"]) * 1000)
-            for r in csv.DictReader(latency_log.open())]
+def analyse(
+    latency_log: Path, probes: dict, topic: str, pressure: list[tuple[int, int]], slow_ms: float
+) -> dict:
+    rows = [
+        (int(r["offset"]), int(r["send_monotonic_ns"]), float(r["latency_us"]) * 1000)
+        for r in csv.DictReader(latency_log.open())
+    ]
     if not rows:
         return {}
     lat = sorted(r[2] for r in rows)
@@ -249,14 +279,21 @@ def analyse(latency_log: Path, probes: dict, topic: str, pressure: list[tuple[in
         for offset in range(a[i + 1], a[i + 2] + 1):
             appended[offset] = a[i]
     delivered = delivery_times(probes["reads"].get(topic, []))
-    stalls = sorted((w - lag, w, wait, cpu) for w, lag, wait, cpu in probes["lags"] if t0 <= w <= t1)
+    stalls = sorted(
+        (w - lag, w, wait, cpu) for w, lag, wait, cpu in probes["lags"] if t0 <= w <= t1
+    )
     gcs = sorted((s, s + d, g, c) for s, g, d, c in probes["gcs"] if t0 <= s <= t1)
-    background = sorted((s, s + d, step, cpu) for step, s, d, cpu in probes["background"] if t0 <= s <= t1)
+    background = sorted(
+        (s, s + d, step, cpu) for step, s, d, cpu in probes["background"] if t0 <= s <= t1
+    )
     slow = [r for r in rows if r[2] > slow_ms * 1e6]
     legs = {"produce->append": [], "append->read": [], "read->consumer": []}
     causes = {"loop stall >1 ms": 0, "gc": 0, "background step": 0, "none of these": 0}
-    windows = {"loop stall >1 ms": [(s, e) for s, e, *_ in stalls if e - s > 1_000_000],
-               "gc": [(s, e) for s, e, *_ in gcs], "background step": [(s, e) for s, e, *_ in background]}
+    windows = {
+        "loop stall >1 ms": [(s, e) for s, e, *_ in stalls if e - s > 1_000_000],
+        "gc": [(s, e) for s, e, *_ in gcs],
+        "background step": [(s, e) for s, e, *_ in background],
+    }
     for offset, sent, latency in slow:
         at, read_at = appended.get(offset), delivered.get(offset)
         if at is not None and read_at is not None:
@@ -267,33 +304,53 @@ def analyse(latency_log: Path, probes: dict, topic: str, pressure: list[tuple[in
         for cause in hits or ["none of these"]:
             causes[cause] += 1
     window = [p for p in pressure if t0 <= p[0] <= t1]
-    cpu_pressure = ((window[-1][1] - window[0][1]) * 1000 / (window[-1][0] - window[0][0])
-                    if len(window) > 1 else None)
+    cpu_pressure = (
+        (window[-1][1] - window[0][1]) * 1000 / (window[-1][0] - window[0][0])
+        if len(window) > 1
+        else None
+    )
     by_step: dict[str, list[int]] = {}
     for s, e, step, _ in background:
         by_step.setdefault(step, []).append(e - s)
     big_stalls = [s for s in stalls if s[1] - s[0] > 2_000_000]
     return {
-        "records": len(rows), "p50_ms": percentile(lat, 0.5) / 1e6, "p99_ms": percentile(lat, 0.99) / 1e6,
+        "records": len(rows),
+        "p50_ms": percentile(lat, 0.5) / 1e6,
+        "p99_ms": percentile(lat, 0.99) / 1e6,
         "p99.9_ms": percentile(lat, 0.999) / 1e6,
-        "max_ms": lat[-1] / 1e6, "slow": len(slow),
-        "slow_legs_median_ms": {k: statistics.median(v) / 1e6 if v else None for k, v in legs.items()},
+        "max_ms": lat[-1] / 1e6,
+        "slow": len(slow),
+        "slow_legs_median_ms": {
+            k: statistics.median(v) / 1e6 if v else None for k, v in legs.items()
+        },
         "slow_legs_max_ms": {k: max(v) / 1e6 if v else None for k, v in legs.items()},
         "slow_overlapping": causes,
         "loop_stalls_over_2ms": len(big_stalls),
         "loop_stall_max_ms": max((s[1] - s[0]) / 1e6 for s in stalls) if stalls else 0.0,
-        "loop_stalls_over_2ms_runqueue_share": (sum(s[2] for s in big_stalls) / sum(s[1] - s[0] for s in big_stalls)
-                                                if big_stalls else None),
-        "worst_stalls": [(ms(s[0] - t0), ms(s[1] - s[0]), ms(s[2]), ms(s[3]))
-                         for s in sorted(stalls, key=lambda s: s[0] - s[1])[:5]],
-        "gcs": len(gcs), "gc_by_generation": {g: sum(1 for x in gcs if x[2] == g) for g in (0, 1, 2)},
+        "loop_stalls_over_2ms_runqueue_share": (
+            sum(s[2] for s in big_stalls) / sum(s[1] - s[0] for s in big_stalls)
+            if big_stalls
+            else None
+        ),
+        "worst_stalls": [
+            (ms(s[0] - t0), ms(s[1] - s[0]), ms(s[2]), ms(s[3]))
+            for s in sorted(stalls, key=lambda s: s[0] - s[1])[:5]
+        ],
+        "gcs": len(gcs),
+        "gc_by_generation": {g: sum(1 for x in gcs if x[2] == g) for g in (0, 1, 2)},
         "gc_max_ms": max((g[1] - g[0]) / 1e6 for g in gcs) if gcs else 0.0,
         "gc_total_ms": sum(g[1] - g[0] for g in gcs) / 1e6,
         "background_max_ms": {k: max(v) / 1e6 for k, v in by_step.items()},
-        "loop_blocked_samples": _count(f"{state} {syscall} {wchan}" for at, _, state, syscall, wchan
-                                       in probes["blocked"] if t0 <= at <= t1 and state == "D"),
-        "watcher_late_over_5ms": [(ms(at - t0), ms(late), state, syscall, wchan) for at, late, state, syscall, wchan
-                                  in probes["blocked"] if t0 <= at <= t1 and late > 5_000_000][:8],
+        "loop_blocked_samples": _count(
+            f"{state} {syscall} {wchan}"
+            for at, _, state, syscall, wchan in probes["blocked"]
+            if t0 <= at <= t1 and state == "D"
+        ),
+        "watcher_late_over_5ms": [
+            (ms(at - t0), ms(late), state, syscall, wchan)
+            for at, late, state, syscall, wchan in probes["blocked"]
+            if t0 <= at <= t1 and late > 5_000_000
+        ][:8],
         "cpu_pressure_some": cpu_pressure,
     }
 
@@ -313,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--throughput", type=int, default=10_000)
-    parser.add_argument("--slow-ms", type=float, default=5.0, help="records slower than this are analysed")
+    parser.add_argument(
+        "--slow-ms", type=float, default=5.0, help="records slower than this are analysed"
+    )
     parser.add_argument("--keep", type=Path, help="keep the latency logs and the probe dump here")
     parser.add_argument("perf_args", nargs="*", help="more `odradek perf e2e` options (after --)")
     args = parser.parse_args(argv)
@@ -322,9 +381,21 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         probe_file = out / "probes.json"
         broker = subprocess.Popen(
-            [PY, str(Path(__file__).resolve()), "--probed-serve", str(probe_file), "--data-dir",
-             str(Path(tmp) / "data"), "--host", "127.0.0.1", "--port", "0"],
-            stdout=subprocess.PIPE, text=True)
+            [
+                PY,
+                str(Path(__file__).resolve()),
+                "--probed-serve",
+                str(probe_file),
+                "--data-dir",
+                str(Path(tmp) / "data"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert broker.stdout is not None
         line = broker.stdout.readline()
         if "bootstrap_servers=" not in line:
@@ -341,10 +412,29 @@ def main(argv: list[str] | None = None) -> int:
                 load = os.getloadavg()
                 log = out / f"latency-{r}.csv"
                 done = subprocess.run(
-                    [PY, "-m", "odradek", "perf", "e2e", "--bootstrap-server", bootstrap, "--topic", f"stalls-{r}",
-                     "--records", str(args.records), "--throughput", str(args.throughput), "--json",
-                     "--latency-log", str(log), *args.perf_args],
-                    capture_output=True, text=True, timeout=args.records / args.throughput + 120)
+                    [
+                        PY,
+                        "-m",
+                        "odradek",
+                        "perf",
+                        "e2e",
+                        "--bootstrap-server",
+                        bootstrap,
+                        "--topic",
+                        f"stalls-{r}",
+                        "--records",
+                        str(args.records),
+                        "--throughput",
+                        str(args.throughput),
+                        "--json",
+                        "--latency-log",
+                        str(log),
+                        *args.perf_args,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=args.records / args.throughput + 120,
+                )
                 if done.returncode != 0:
                     print(done.stderr, file=sys.stderr)
                     return 1
@@ -356,7 +446,11 @@ def main(argv: list[str] | None = None) -> int:
         probes = json.loads(probe_file.read_text())
         for topic, log, load in runs:
             report = analyse(log, probes, topic, pressure, args.slow_ms)
-            print(json.dumps({"run": topic, "load": [round(x, 2) for x in load], **report}, default=str))
+            print(
+                json.dumps(
+                    {"run": topic, "load": [round(x, 2) for x in load], **report}, default=str
+                )
+            )
         if args.keep is None:
             shutil.rmtree(out, ignore_errors=True)
     return 0

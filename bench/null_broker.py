@@ -39,8 +39,15 @@ sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 from kio.schema.errors import ErrorCode  # noqa: E402 - after the line above
 
-from odradek.protocol.schemas import build, decode_request, encode, is_flexible, response_module, response_schema
-from odradek.protocol.wire import (
+from odradek.protocol.schemas import (  # noqa: E402
+    build,
+    decode_request,
+    encode,
+    is_flexible,
+    response_module,
+    response_schema,
+)
+from odradek.protocol.wire import (  # noqa: E402
     array_length,
     read_array_length,
     read_string,
@@ -81,7 +88,11 @@ BATCH_LENGTH_AT, LAST_OFFSET_DELTA_AT, BATCH_OVERHEAD = 8, 23, 12
 
 def _response(api_key: int, api_version: int, entity: str | None = None, **fields: Any) -> Any:
     """A kio response (or nested ``entity``) of this version, keeping the fields it defines."""
-    cls = response_schema(api_key, api_version) if entity is None else getattr(response_module(api_key, api_version), entity)
+    cls = (
+        response_schema(api_key, api_version)
+        if entity is None
+        else getattr(response_module(api_key, api_version), entity)
+    )
     return build(cls, **fields)
 
 
@@ -91,7 +102,7 @@ def _response(api_key: int, api_version: int, entity: str | None = None, **field
 class PartitionBuffer:
     """A partition's log end offset and its last batches: (base offset, record count, batch bytes)."""
 
-    __slots__ = ("log_end_offset", "batches", "retained_bytes", "waiters")
+    __slots__ = ("batches", "log_end_offset", "retained_bytes", "waiters")
 
     def __init__(self) -> None:
         self.log_end_offset = 0
@@ -243,7 +254,11 @@ class Connection(asyncio.Protocol):
         api_key, api_version, correlation_id = struct.unpack_from(">hhi", buf, 0)
         versions = SUPPORTED.get(api_key)
         if api_key == API_VERSIONS and not versions[0] <= api_version <= versions[1]:
-            self.send(correlation_id, False, [encode(self._api_18(0, None, ErrorCode.unsupported_version))])
+            self.send(
+                correlation_id,
+                False,
+                [encode(self._api_18(0, None, ErrorCode.unsupported_version))],
+            )
             return
         if versions is None or not versions[0] <= api_version <= versions[1]:
             self.transport.close()
@@ -350,14 +365,23 @@ class Connection(asyncio.Protocol):
             return
         self._park(v, wanted, max_bytes, max_wait_ms, correlation_id)
 
-    def _park(self, v: int, wanted: list, max_bytes: int, max_wait_ms: int, correlation_id: int) -> None:
+    def _park(
+        self, v: int, wanted: list, max_bytes: int, max_wait_ms: int, correlation_id: int
+    ) -> None:
         """Long poll: answer when any wanted partition gets data or max_wait_ms passes."""
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
-        partitions = [p for name, parts in wanted for i, _, _ in parts if (p := self.broker.partition(name, i))]
+        partitions = [
+            p
+            for name, parts in wanted
+            for i, _, _ in parts
+            if (p := self.broker.partition(name, i))
+        ]
         for p in partitions:
             p.waiters.add(waiter)
-        timer = loop.call_later(max_wait_ms / 1000, lambda: waiter.done() or waiter.set_result(None))
+        timer = loop.call_later(
+            max_wait_ms / 1000, lambda: waiter.done() or waiter.set_result(None)
+        )
         self.parked = True
 
         def answer(_: asyncio.Future) -> None:
@@ -416,10 +440,13 @@ class Connection(asyncio.Protocol):
 
     # -- control plane (kio)
 
-    def _api_18(self, v: int, request: Any, error: ErrorCode = ErrorCode.none) -> Any:  # ApiVersions
+    def _api_18(
+        self, v: int, request: Any, error: ErrorCode = ErrorCode.none
+    ) -> Any:  # ApiVersions
         module = response_module(API_VERSIONS, v)
         keys = tuple(
-            module.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())
+            module.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(SUPPORTED.items())
         )
         return _response(API_VERSIONS, v, error_code=error, api_keys=keys, throttle_time=0)
 
@@ -433,25 +460,72 @@ class Connection(asyncio.Protocol):
         for name in names:
             if name not in broker.topics:
                 if not getattr(request, "allow_auto_topic_creation", True):
-                    topics.append(_response(METADATA, v, "MetadataResponseTopic", error_code=3, name=name,
-                                            topic_id=None, is_internal=False, partitions=(),
-                                            topic_authorized_operations=-2147483648))
+                    topics.append(
+                        _response(
+                            METADATA,
+                            v,
+                            "MetadataResponseTopic",
+                            error_code=3,
+                            name=name,
+                            topic_id=None,
+                            is_internal=False,
+                            partitions=(),
+                            topic_authorized_operations=-2147483648,
+                        )
+                    )
                     continue
                 broker.create_topic(name, broker.num_partitions)
             partitions = tuple(
-                _response(METADATA, v, "MetadataResponsePartition", error_code=0, partition_index=i, leader_id=NODE_ID,
-                          leader_epoch=0, replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
+                _response(
+                    METADATA,
+                    v,
+                    "MetadataResponsePartition",
+                    error_code=0,
+                    partition_index=i,
+                    leader_id=NODE_ID,
+                    leader_epoch=0,
+                    replica_nodes=(NODE_ID,),
+                    isr_nodes=(NODE_ID,),
+                    offline_replicas=(),
+                )
                 for i in range(len(broker.topics[name]))
             )
-            topics.append(_response(METADATA, v, "MetadataResponseTopic", error_code=0, name=name,
-                                    topic_id=broker.topic_ids[name], is_internal=False, partitions=partitions,
-                                    topic_authorized_operations=-2147483648))
-        me = _response(METADATA, v, "MetadataResponseBroker", node_id=NODE_ID, host=broker.host, port=broker.port,
-                       rack=None)
-        return _response(METADATA, v, throttle_time=0, brokers=(me,), cluster_id=CLUSTER_ID, controller_id=NODE_ID,
-                         topics=tuple(topics), cluster_authorized_operations=-2147483648)
+            topics.append(
+                _response(
+                    METADATA,
+                    v,
+                    "MetadataResponseTopic",
+                    error_code=0,
+                    name=name,
+                    topic_id=broker.topic_ids[name],
+                    is_internal=False,
+                    partitions=partitions,
+                    topic_authorized_operations=-2147483648,
+                )
+            )
+        me = _response(
+            METADATA,
+            v,
+            "MetadataResponseBroker",
+            node_id=NODE_ID,
+            host=broker.host,
+            port=broker.port,
+            rack=None,
+        )
+        return _response(
+            METADATA,
+            v,
+            throttle_time=0,
+            brokers=(me,),
+            cluster_id=CLUSTER_ID,
+            controller_id=NODE_ID,
+            topics=tuple(topics),
+            cluster_authorized_operations=-2147483648,
+        )
 
-    def _api_2(self, v: int, request: Any) -> Any:  # ListOffsets: earliest is 0, anything else the end
+    def _api_2(
+        self, v: int, request: Any
+    ) -> Any:  # ListOffsets: earliest is 0, anything else the end
         topics = []
         for topic in request.topics:
             parts = []
@@ -461,11 +535,28 @@ class Connection(asyncio.Protocol):
                     code, offset = 3, -1
                 else:
                     code, offset = 0, 0 if p.timestamp == -2 else partition.log_end_offset
-                parts.append(_response(LIST_OFFSETS, v, "ListOffsetsPartitionResponse",
-                                       partition_index=p.partition_index, error_code=code, timestamp=-1,
-                                       offset=offset, leader_epoch=0, old_style_offsets=()))
-            topics.append(_response(LIST_OFFSETS, v, "ListOffsetsTopicResponse", name=topic.name,
-                                    partitions=tuple(parts)))
+                parts.append(
+                    _response(
+                        LIST_OFFSETS,
+                        v,
+                        "ListOffsetsPartitionResponse",
+                        partition_index=p.partition_index,
+                        error_code=code,
+                        timestamp=-1,
+                        offset=offset,
+                        leader_epoch=0,
+                        old_style_offsets=(),
+                    )
+                )
+            topics.append(
+                _response(
+                    LIST_OFFSETS,
+                    v,
+                    "ListOffsetsTopicResponse",
+                    name=topic.name,
+                    partitions=tuple(parts),
+                )
+            )
         return _response(LIST_OFFSETS, v, throttle_time=0, topics=tuple(topics))
 
     def _api_19(self, v: int, request: Any) -> Any:  # CreateTopics
@@ -478,26 +569,61 @@ class Connection(asyncio.Protocol):
                 code = ErrorCode.none
                 if not request.validate_only:
                     self.broker.create_topic(topic.name, count)
-            results.append(_response(CREATE_TOPICS, v, "CreatableTopicResult", name=topic.name,
-                                     topic_id=self.broker.topic_ids.get(topic.name), error_code=code,
-                                     error_message=None, topic_config_error_code=0, num_partitions=count,
-                                     replication_factor=1, configs=()))
+            results.append(
+                _response(
+                    CREATE_TOPICS,
+                    v,
+                    "CreatableTopicResult",
+                    name=topic.name,
+                    topic_id=self.broker.topic_ids.get(topic.name),
+                    error_code=code,
+                    error_message=None,
+                    topic_config_error_code=0,
+                    num_partitions=count,
+                    replication_factor=1,
+                    configs=(),
+                )
+            )
         return _response(CREATE_TOPICS, v, throttle_time=0, topics=tuple(results))
 
     def _api_10(self, v: int, request: Any) -> Any:  # FindCoordinator: always this broker
         host, port = self.broker.host, self.broker.port
         coordinators = tuple(
-            _response(FIND_COORDINATOR, v, "Coordinator", key=k, node_id=NODE_ID, host=host, port=port,
-                      error_code=0, error_message=None)
+            _response(
+                FIND_COORDINATOR,
+                v,
+                "Coordinator",
+                key=k,
+                node_id=NODE_ID,
+                host=host,
+                port=port,
+                error_code=0,
+                error_message=None,
+            )
             for k in (request.coordinator_keys if v >= 4 else ())
         )
-        return _response(FIND_COORDINATOR, v, throttle_time=0, error_code=0, error_message=None, node_id=NODE_ID,
-                         host=host, port=port, coordinators=coordinators)
+        return _response(
+            FIND_COORDINATOR,
+            v,
+            throttle_time=0,
+            error_code=0,
+            error_message=None,
+            node_id=NODE_ID,
+            host=host,
+            port=port,
+            coordinators=coordinators,
+        )
 
     def _api_22(self, v: int, request: Any) -> Any:  # InitProducerId
         self.broker.next_producer_id += 1
-        return _response(INIT_PRODUCER_ID, v, throttle_time=0, error_code=0,
-                         producer_id=self.broker.next_producer_id, producer_epoch=0)
+        return _response(
+            INIT_PRODUCER_ID,
+            v,
+            throttle_time=0,
+            error_code=0,
+            producer_id=self.broker.next_producer_id,
+            producer_epoch=0,
+        )
 
 
 async def serve(host: str, port: int, num_partitions: int, retain_bytes: int) -> None:
@@ -517,8 +643,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
-    parser.add_argument("--retain-bytes", type=int, default=16 << 20, help="batch bytes kept per partition")
+    parser.add_argument(
+        "--num-partitions", type=int, default=1, help="partitions of auto-created topics"
+    )
+    parser.add_argument(
+        "--retain-bytes", type=int, default=16 << 20, help="batch bytes kept per partition"
+    )
     args = parser.parse_args(argv)
     try:
         import uvloop

@@ -24,13 +24,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import PY, Broker  # noqa: E402
+from run import PY, Broker
 
 
 def workload(test: str, records: int, record_size: int) -> list[list[str]]:
     """The perf commands to run: a consume or e2e run needs its topic filled first (not profiled)."""
-    produce = ["produce", "--topic", "prof", "--partitions", "6", "--records", str(records),
-               "--record-size", str(record_size)]
+    produce = [
+        "produce",
+        "--topic",
+        "prof",
+        "--partitions",
+        "6",
+        "--records",
+        str(records),
+        "--record-size",
+        str(record_size),
+    ]
     if test == "produce":
         return [produce]
     if test == "consume":
@@ -86,13 +95,34 @@ def main(argv: list[str] | None = None) -> int:
         try:
             *setup, measured = workload(args.test, args.records, args.record_size)
             for cmd in setup:
-                subprocess.run([PY, "-m", "odradek", "perf", *cmd, "--bootstrap-server", broker.bootstrap],
-                               check=True, timeout=600)
-            spy = subprocess.Popen([py_spy, "record", "-p", str(broker.process.pid), "-o", str(raw), "-f", "raw",
-                                    "-r", "200"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                subprocess.run(
+                    [PY, "-m", "odradek", "perf", *cmd, "--bootstrap-server", broker.bootstrap],
+                    check=True,
+                    timeout=600,
+                )
+            spy = subprocess.Popen(
+                [
+                    py_spy,
+                    "record",
+                    "-p",
+                    str(broker.process.pid),
+                    "-o",
+                    str(raw),
+                    "-f",
+                    "raw",
+                    "-r",
+                    "200",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
             time.sleep(1)  # py-spy attaches
-            done = subprocess.run([PY, "-m", "odradek", "perf", *measured, "--bootstrap-server", broker.bootstrap],
-                                  capture_output=True, text=True, timeout=600)
+            done = subprocess.run(
+                [PY, "-m", "odradek", "perf", *measured, "--bootstrap-server", broker.bootstrap],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             print(done.stdout.strip() or done.stderr.strip())
             spy.send_signal(2)  # SIGINT: py-spy writes its output and exits
             spy.wait(60)

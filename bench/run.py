@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,14 +58,31 @@ class Broker:
         if self.name == "null":
             return [PY, str(ROOT / "bench" / "null_broker.py"), "--num-partitions", "6"]
         port = self.bootstrap.rsplit(":", 1)[1] if self.bootstrap else "0"
-        return [PY, "-m", "odradek", "serve", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
-                "--port", port, "-o", "num.partitions=6"]
+        return [
+            PY,
+            "-m",
+            "odradek",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            "-o",
+            "num.partitions=6",
+        ]
 
     def start(self, timeout: float = 120.0) -> float:
         """Start and wait for the ready line; returns seconds from spawn to ready."""
         started = time.perf_counter()
-        self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.process = subprocess.Popen(
+            self.command(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         found = threading.Event()
         ready_at: list[float] = []
 
@@ -115,7 +132,17 @@ QUICK = Scale(100_000, 20_000, 400, 5_000, 1_000, 100, 20_000)
 
 def perf(broker: Broker, test: str, *args: str, timeout: float = 600) -> dict:
     """One `odradek perf` run against ``broker``; its JSON summary ({"failed": reason} on failure)."""
-    cmd = [PY, "-m", "odradek", "perf", test, "--bootstrap-server", broker.bootstrap, "--json", *args]
+    cmd = [
+        PY,
+        "-m",
+        "odradek",
+        "perf",
+        test,
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--json",
+        *args,
+    ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -155,7 +182,9 @@ def metadata_ms(broker: Broker, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def one_round(name: str, scale: Scale, r: int, work: Path, start_only: bool = False) -> dict[str, float | None]:
+def one_round(
+    name: str, scale: Scale, r: int, work: Path, start_only: bool = False
+) -> dict[str, float | None]:
     """All workloads (``start_only``: the start-to-ready ones) against one fresh broker; metric
     name -> value (None when it failed)."""
     out: dict[str, float | None] = {}
@@ -184,10 +213,19 @@ def one_round(name: str, scale: Scale, r: int, work: Path, start_only: bool = Fa
     try:
         try:
             create_topic(broker, "spread", scale.spread_partitions)
-        except Exception as e:  # noqa: BLE001 - reported; the produce below then fails too
+        except Exception as e:
             print(f"  {name} create spread: FAILED {e}", file=sys.stderr)
-        res = perf(broker, "produce", "--topic", "spread", "--round-robin", "--records", str(scale.records_spread),
-                   "--record-size", "100")
+        res = perf(
+            broker,
+            "produce",
+            "--topic",
+            "spread",
+            "--round-robin",
+            "--records",
+            str(scale.records_spread),
+            "--record-size",
+            "100",
+        )
         record("produce_spread_rps", res, "records_per_s")
         broker.stop()
         out["start_spread_s"] = broker.start()
@@ -197,47 +235,134 @@ def one_round(name: str, scale: Scale, r: int, work: Path, start_only: bool = Fa
     return out
 
 
-def workloads(broker: Broker, scale: Scale, r: int, record: Callable[[str, dict, str], None],
-              out: dict[str, float | None]) -> None:
+def workloads(
+    broker: Broker,
+    scale: Scale,
+    r: int,
+    record: Callable[[str, dict, str], None],
+    out: dict[str, float | None],
+) -> None:
     """The throughput, latency and metadata workloads of a round, against a running broker."""
     for acks in ("1", "all"):
-        res = perf(broker, "produce", "--topic", f"lb-{acks}-{r}", "--partitions", "6", "--acks", acks,
-                   "--records", str(scale.records_100b), "--record-size", "100")
+        res = perf(
+            broker,
+            "produce",
+            "--topic",
+            f"lb-{acks}-{r}",
+            "--partitions",
+            "6",
+            "--acks",
+            acks,
+            "--records",
+            str(scale.records_100b),
+            "--record-size",
+            "100",
+        )
         record(f"produce_100b_acks{acks}_rps", res, "records_per_s")
     res = perf(broker, "consume", "--topic", f"lb-1-{r}", "--records", str(scale.records_100b))
     record("consume_100b_rps", res, "records_per_s")
-    for size, count, label in ((1024, scale.records_1kb, "1kb"), (65536, scale.records_64kb, "64kb")):
-        res = perf(broker, "produce", "--topic", f"size-{label}-{r}", "--partitions", "6",
-                   "--records", str(count), "--record-size", str(size))
+    for size, count, label in (
+        (1024, scale.records_1kb, "1kb"),
+        (65536, scale.records_64kb, "64kb"),
+    ):
+        res = perf(
+            broker,
+            "produce",
+            "--topic",
+            f"size-{label}-{r}",
+            "--partitions",
+            "6",
+            "--records",
+            str(count),
+            "--record-size",
+            str(size),
+        )
         record(f"produce_{label}_mbps", res, "mb_per_s")
-    res = perf(broker, "e2e", "--topic", f"e2e-{r}", "--partitions", "1", "--throughput", "10000",
-               "--records", str(scale.records_e2e))
+    res = perf(
+        broker,
+        "e2e",
+        "--topic",
+        f"e2e-{r}",
+        "--partitions",
+        "1",
+        "--throughput",
+        "10000",
+        "--records",
+        str(scale.records_e2e),
+    )
     for q in ("p50", "p99", "p99.9"):
         record(f"e2e_{q}_ms", res, f"{q}_ms")
     try:
         out["create_wide_s"] = create_topic(broker, f"wide-{r}", scale.metadata_partitions)
         out["metadata_wide_ms"] = metadata_ms(broker)
-    except Exception as e:  # noqa: BLE001 - a failed workload is reported, the others still run
+    except Exception as e:
         print(f"  {broker.name} metadata: FAILED {e}", file=sys.stderr)
         out["create_wide_s"] = out["metadata_wide_ms"] = None
 
 
 #: metric -> (label, unit, higher is better, goal as text, goal check on (odradek, ratio)).
 METRICS = {
-    "produce_100b_acks1_rps": ("Produce 100 B, 6 partitions, acks=1", "records/s", True, "ratio >= 0.9",
-                               lambda v, r: r >= 0.9),
-    "produce_100b_acksall_rps": ("Produce 100 B, 6 partitions, acks=all", "records/s", True, "", None),
-    "consume_100b_rps": ("Consume 100 B, 6 partitions", "records/s", True, "ratio >= 0.9", lambda v, r: r >= 0.9),
+    "produce_100b_acks1_rps": (
+        "Produce 100 B, 6 partitions, acks=1",
+        "records/s",
+        True,
+        "ratio >= 0.9",
+        lambda v, r: r >= 0.9,
+    ),
+    "produce_100b_acksall_rps": (
+        "Produce 100 B, 6 partitions, acks=all",
+        "records/s",
+        True,
+        "",
+        None,
+    ),
+    "consume_100b_rps": (
+        "Consume 100 B, 6 partitions",
+        "records/s",
+        True,
+        "ratio >= 0.9",
+        lambda v, r: r >= 0.9,
+    ),
     "produce_1kb_mbps": ("Produce 1 KB records", "MB/s", True, "", None),
-    "produce_64kb_mbps": ("Produce 64 KB records", "MB/s", True, "ratio >= 0.8", lambda v, r: r >= 0.8),
+    "produce_64kb_mbps": (
+        "Produce 64 KB records",
+        "MB/s",
+        True,
+        "ratio >= 0.8",
+        lambda v, r: r >= 0.8,
+    ),
     "e2e_p50_ms": ("End-to-end at 10,000 records/s, p50", "ms", False, "", None),
-    "e2e_p99_ms": ("End-to-end at 10,000 records/s, p99", "ms", False, "<= 5 ms", lambda v, r: v <= 5),
+    "e2e_p99_ms": (
+        "End-to-end at 10,000 records/s, p99",
+        "ms",
+        False,
+        "<= 5 ms",
+        lambda v, r: v <= 5,
+    ),
     "e2e_p99.9_ms": ("End-to-end at 10,000 records/s, p99.9", "ms", False, "", None),
-    "start_empty_s": ("Start to ready, empty data dir", "s", False, "<= 0.5 s", lambda v, r: v <= 0.5),
-    "start_spread_s": ("Start to ready, {spread} partitions on disk", "s", False, "<= 2 s", lambda v, r: v <= 2),
+    "start_empty_s": (
+        "Start to ready, empty data dir",
+        "s",
+        False,
+        "<= 0.5 s",
+        lambda v, r: v <= 0.5,
+    ),
+    "start_spread_s": (
+        "Start to ready, {spread} partitions on disk",
+        "s",
+        False,
+        "<= 2 s",
+        lambda v, r: v <= 2,
+    ),
     "create_wide_s": ("CreateTopics, {wide} partitions", "s", False, "", None),
     "metadata_wide_ms": ("Metadata (all topics), {wide} partitions", "ms", False, "", None),
-    "produce_spread_rps": ("Produce 100 B round-robin over {spread} partitions", "records/s", True, "", None),
+    "produce_spread_rps": (
+        "Produce 100 B round-robin over {spread} partitions",
+        "records/s",
+        True,
+        "",
+        None,
+    ),
 }
 
 
@@ -252,8 +377,10 @@ def machine() -> str:
         pass
     import confluent_kafka
 
-    return (f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, librdkafka {confluent_kafka.libversion()[0]}")
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, librdkafka {confluent_kafka.libversion()[0]}"
+    )
 
 
 def median(values: list[float | None]) -> float | None:
@@ -272,8 +399,10 @@ def fmt(value: float | None, unit: str) -> str:
 
 
 def table(results: dict[str, list[dict]], scale: Scale) -> str:
-    rows = ["| Workload | Unit | Odradek | Null broker | Odradek ÷ null | Goal | Met |",
-            "|---|---|---:|---:|---:|---|---|"]
+    rows = [
+        "| Workload | Unit | Odradek | Null broker | Odradek ÷ null | Goal | Met |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
     for key, (label, unit, _higher, goal, check) in METRICS.items():
         if not any(key in r for rounds in results.values() for r in rounds):
             continue  # not run (--start-only)
@@ -283,9 +412,13 @@ def table(results: dict[str, list[dict]], scale: Scale) -> str:
         met = ""
         if check is not None:
             met = "?" if ours is None or ratio is None else ("yes" if check(ours, ratio) else "no")
-        label = label.format(spread=f"{scale.spread_partitions:,}", wide=f"{scale.metadata_partitions:,}")
-        rows.append(f"| {label} | {unit} | {fmt(ours, unit)} | {fmt(ref, unit)} | "
-                    f"{'' if ratio is None else f'{ratio:.2f}'} | {goal} | {met} |")
+        label = label.format(
+            spread=f"{scale.spread_partitions:,}", wide=f"{scale.metadata_partitions:,}"
+        )
+        rows.append(
+            f"| {label} | {unit} | {fmt(ours, unit)} | {fmt(ref, unit)} | "
+            f"{'' if ratio is None else f'{ratio:.2f}'} | {goal} | {met} |"
+        )
     return "\n".join(rows)
 
 
@@ -303,12 +436,21 @@ def precompile() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="a tenth of the records and partitions")
-    parser.add_argument("--start-only", action="store_true",
-                        help="only the start-to-ready rows (and the produce that fills the spread topic)")
-    parser.add_argument("--output", type=Path, default=None,
-                        help="markdown file to write ('-' for none; default docs/benchmarks.md, "
-                             "none with --start-only)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tenth of the records and partitions"
+    )
+    parser.add_argument(
+        "--start-only",
+        action="store_true",
+        help="only the start-to-ready rows (and the produce that fills the spread topic)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="markdown file to write ('-' for none; default docs/benchmarks.md, "
+        "none with --start-only)",
+    )
     args = parser.parse_args(argv)
     if args.output is None:
         args.output = Path("-") if args.start_only else ROOT / "docs" / "benchmarks.md"
@@ -322,14 +464,18 @@ def main(argv: list[str] | None = None) -> int:
             for name in order:
                 print(f"round {r + 1}/{args.rounds}: {name}", file=sys.stderr, flush=True)
                 results[name].append(one_round(name, scale, r, Path(tmp), args.start_only))
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = table(results, scale)
     load_after = os.getloadavg()
-    flags = "".join(f" --{flag}" for flag in ("quick", "start-only") if getattr(args, flag.replace("-", "_")))
-    header = (f"Machine: {machine()}\n\nMeasured {when}: `bench/run.py{flags} "
-              f"--rounds {args.rounds}`, medians of {args.rounds} rounds, brokers alternating. "
-              f"Load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} at the start, "
-              f"{', '.join(f'{x:.2f}' for x in load_after)} at the end.")
+    flags = "".join(
+        f" --{flag}" for flag in ("quick", "start-only") if getattr(args, flag.replace("-", "_"))
+    )
+    header = (
+        f"Machine: {machine()}\n\nMeasured {when}: `bench/run.py{flags} "
+        f"--rounds {args.rounds}`, medians of {args.rounds} rounds, brokers alternating. "
+        f"Load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} at the start, "
+        f"{', '.join(f'{x:.2f}' for x in load_after)} at the end."
+    )
     print(header + "\n\n" + text)
     if str(args.output) != "-":
         write_doc(args.output, DOC.format(header=header, table=text))

@@ -28,7 +28,13 @@ from pathlib import Path
 import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 from odradek.spark import use_this_python
 from odradek.spark.schema import arrow_schema, source_ddl
@@ -47,15 +53,20 @@ class MemoryReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         n = BATCH
-        batch = pa.RecordBatch.from_arrays([
-            pa.array([None] * n, pa.binary()),
-            pa.array([VALUE] * n, pa.binary()),
-            pa.repeat(pa.scalar("bench", pa.string()), n),
-            pa.repeat(pa.scalar(partition.value, pa.int32()), n),
-            pa.array(range(n), pa.int64()),
-            pa.array([1_700_000_000_000_000] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            pa.array([0] * n, pa.int32()),
-        ], schema=arrow_schema(False))
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array([None] * n, pa.binary()),
+                pa.array([VALUE] * n, pa.binary()),
+                pa.repeat(pa.scalar("bench", pa.string()), n),
+                pa.repeat(pa.scalar(partition.value, pa.int32()), n),
+                pa.array(range(n), pa.int64()),
+                pa.array([1_700_000_000_000_000] * n, pa.int64()).cast(
+                    pa.timestamp("us", tz="UTC")
+                ),
+                pa.array([0] * n, pa.int32()),
+            ],
+            schema=arrow_schema(False),
+        )
         remaining = self.rows // PARTITIONS
         while remaining > 0:
             yield batch if remaining >= n else batch.slice(0, remaining)
@@ -70,10 +81,10 @@ class MemorySource(DataSource):
     def schema(self) -> str:
         return source_ddl(False)
 
-    def reader(self, schema) -> DataSourceReader:  # noqa: ANN001
+    def reader(self, schema) -> DataSourceReader:
         return MemoryReader(int(self.options["rows"]))
 
-    def writer(self, schema, overwrite: bool) -> DataSourceArrowWriter:  # noqa: ANN001
+    def writer(self, schema, overwrite: bool) -> DataSourceArrowWriter:
         return DropWriter()
 
 
@@ -91,8 +102,14 @@ def create_topic(bootstrap: str, topic: str) -> None:
 
 def fill_topic(bootstrap: str, topic: str, records: int) -> None:
     create_topic(bootstrap, topic)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     for i in range(records):
         while True:
             try:
@@ -140,18 +157,28 @@ def interleaved(actions: dict[str, object], repeat: int) -> dict[str, list[tuple
     return runs
 
 
-def report(kind: str, records: int, runs: dict[str, list[tuple[float, float]]], ours: str, goal_reference: str) -> None:
+def report(
+    kind: str,
+    records: int,
+    runs: dict[str, list[tuple[float, float]]],
+    ours: str,
+    goal_reference: str,
+) -> None:
     wall = {name: statistics.median(w for w, _ in r) for name, r in runs.items()}
     cpu = {name: statistics.median(c for _, c in r) for name, r in runs.items()}
     for name, r in runs.items():
         rates = ", ".join(f"{records / w / 1000:,.0f}k" for w, _ in r)
-        print(f"{kind:5} {name:22} median {records / wall[name]:>10,.0f} rows/s "
-              f"{records / cpu[name]:>10,.0f} rows/CPU-s   runs: {rates}")
+        print(
+            f"{kind:5} {name:22} median {records / wall[name]:>10,.0f} rows/s "
+            f"{records / cpu[name]:>10,.0f} rows/CPU-s   runs: {rates}"
+        )
     for name in runs:
         if name != ours:
             goal = "goal >= 0.5" if name == goal_reference else "for reference, no goal"
-            print(f"{kind:5} ratio {ours} / {name}: {wall[name] / wall[ours]:.2f} wall-clock, "
-                  f"{cpu[name] / cpu[ours]:.2f} CPU ({goal})")
+            print(
+                f"{kind:5} ratio {ours} / {name}: {wall[name] / wall[ours]:.2f} wall-clock, "
+                f"{cpu[name] / cpu[ours]:.2f} CPU ({goal})"
+            )
 
 
 def run(bootstrap: str, records: int, repeat: int) -> None:
@@ -159,36 +186,73 @@ def run(bootstrap: str, records: int, repeat: int) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (SparkSession.builder.master(f"local[{PARTITIONS}]").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(PARTITIONS)).getOrCreate())
+    spark = (
+        SparkSession.builder.master(f"local[{PARTITIONS}]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(MemorySource)
     topic, sink_topic = f"bench-read-{time.time_ns()}", f"bench-write-{time.time_ns()}"
     fill_topic(bootstrap, topic, records)
     create_topic(bootstrap, sink_topic)
-    print(f"records: {records} x {len(VALUE)} bytes, {PARTITIONS} partitions, local[{PARTITIONS}], "
-          f"{repeat} runs each; load before: {os.getloadavg()[0]:.2f}")
+    print(
+        f"records: {records} x {len(VALUE)} bytes, {PARTITIONS} partitions, local[{PARTITIONS}], "
+        f"{repeat} runs each; load before: {os.getloadavg()[0]:.2f}"
+    )
 
-    source = spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    source = (
+        spark.read.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+    )
     memory = spark.read.format("bench_memory").option("rows", str(records))
     assert source.load().count() == records  # warm-up: workers, connections
     assert memory.load().count() == records
-    report("read", records, interleaved({
-        "odradek source": lambda: source.load().count(),
-        "memory Arrow source": lambda: memory.load().count(),
-    }, repeat), "odradek source", "memory Arrow source")
+    report(
+        "read",
+        records,
+        interleaved(
+            {
+                "odradek source": lambda: source.load().count(),
+                "memory Arrow source": lambda: memory.load().count(),
+            },
+            repeat,
+        ),
+        "odradek source",
+        "memory Arrow source",
+    )
 
-    rows = spark.range(records, numPartitions=PARTITIONS).select(
-        F.col("id").cast("string").alias("key"), F.lit(VALUE).alias("value")).cache()
+    rows = (
+        spark.range(records, numPartitions=PARTITIONS)
+        .select(F.col("id").cast("string").alias("key"), F.lit(VALUE).alias("value"))
+        .cache()
+    )
     rows.count()
-    sink = rows.write.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("topic", sink_topic)
+    sink = (
+        rows.write.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink_topic)
+    )
     sink.mode("append").save()  # warm-up: workers, producers
-    report("write", records, interleaved({
-        "odradek sink": lambda: sink.mode("append").save(),
-        "Python Arrow noop sink": lambda: rows.write.format("bench_memory").mode("append").save(),
-        "Spark noop sink": lambda: rows.write.format("noop").mode("overwrite").save(),
-    }, repeat), "odradek sink", "Python Arrow noop sink")
+    report(
+        "write",
+        records,
+        interleaved(
+            {
+                "odradek sink": lambda: sink.mode("append").save(),
+                "Python Arrow noop sink": lambda: (
+                    rows.write.format("bench_memory").mode("append").save()
+                ),
+                "Spark noop sink": lambda: rows.write.format("noop").mode("overwrite").save(),
+            },
+            repeat,
+        ),
+        "odradek sink",
+        "Python Arrow noop sink",
+    )
     print(f"load after: {os.getloadavg()[0]:.2f}")
     spark.stop()
 
@@ -196,7 +260,9 @@ def run(bootstrap: str, records: int, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=5, help="runs of each measurement (median reported)")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="runs of each measurement (median reported)"
+    )
     parser.add_argument("--bootstrap-servers", help="use this broker instead of an EmbeddedBroker")
     args = parser.parse_args()
     if args.bootstrap_servers:

@@ -28,9 +28,9 @@ from pathlib import Path
 from fastcrc.crc32 import iscsi as crc32c  # CRC-32C (Castagnoli), as v2 batches use
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "storage"))
-from spec import build_batch  # noqa: E402
+from spec import build_batch
 
-from odradek.storage import Log, LogConfig  # noqa: E402
+from odradek.storage import Log, LogConfig
 
 #: The batches carry this CreateTime; appends happen "now" so the timestamps are in range.
 NOW_MS = 1_700_000_000_000
@@ -134,11 +134,14 @@ def bench_idempotent_append(tmp: Path, batch_size: int, total: int) -> tuple[flo
         def run() -> float:
             d = Path(tempfile.mkdtemp(dir=tmp)) / "bench-0"
             log = Log(d, BIG)
-            elapsed = timed(lambda batch: log.append(batch, leader_epoch=0, now_ms=NOW_MS), producer_id)
+            elapsed = timed(
+                lambda batch: log.append(batch, leader_epoch=0, now_ms=NOW_MS), producer_id
+            )
             log.close()
             for f in d.iterdir():
                 f.unlink()
             return elapsed
+
         return run
 
     times = compare(5, plain, appended(-1), appended(1))
@@ -219,7 +222,7 @@ def bench_recovery(tmp: Path, total: int) -> tuple[float, float]:
                     end = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
                     if end > len(data):
                         break
-                    if crc32c(view[pos + 21:end]) != struct.unpack_from(">I", data, pos + 17)[0]:
+                    if crc32c(view[pos + 21 : end]) != struct.unpack_from(">I", data, pos + 17)[0]:
                         raise AssertionError("bad crc")
                     pos = end
                 position += pos
@@ -238,39 +241,80 @@ def bench_recovery(tmp: Path, total: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--append-mib", type=int, default=256)
     parser.add_argument("--read-mib", type=int, default=256)
     parser.add_argument("--recovery-mib", type=int, default=1024)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
-    parser.add_argument("--rounds", type=int, default=1, help="repeat every benchmark; print the median ratio")
-    parser.add_argument("--only", choices=("append16k", "append1m", "idempotent16k", "idempotent1m", "read", "recovery"), action="append",
-                        help="run only these benchmarks (repeatable)")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="time runs by wall clock (the targets' measure) or by this process's CPU time")
-    parser.add_argument("--topic-config", action="append", default=[], metavar="NAME=VALUE",
-                        help="a topic config of the logs benchmarked (repeatable); e.g. "
-                             "message.timestamp.after.max.ms=9223372036854775807 with no before limit "
-                             "(Kafka 3's defaults) leaves records unread on append")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repeat every benchmark; print the median ratio"
+    )
+    parser.add_argument(
+        "--only",
+        choices=("append16k", "append1m", "idempotent16k", "idempotent1m", "read", "recovery"),
+        action="append",
+        help="run only these benchmarks (repeatable)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time runs by wall clock (the targets' measure) or by this process's CPU time",
+    )
+    parser.add_argument(
+        "--topic-config",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a topic config of the logs benchmarked (repeatable); e.g. "
+        "message.timestamp.after.max.ms=9223372036854775807 with no before limit "
+        "(Kafka 3's defaults) leaves records unread on append",
+    )
     args = parser.parse_args()
     global clock, BIG
-    BIG = LogConfig.from_properties(dict(item.split("=", 1) for item in args.topic_config), base=BIG)
+    BIG = LogConfig.from_properties(
+        dict(item.split("=", 1) for item in args.topic_config), base=BIG
+    )
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     benches = {
-        "append16k": ("append 16 KB batches", 0.8, lambda tmp: bench_append(tmp, 16 * 1024, args.append_mib << 20)),
-        "append1m": ("append 1 MB batches", 0.95, lambda tmp: bench_append(tmp, 1024 * 1024, args.append_mib << 20)),
-        "idempotent16k": ("idempotent append 16 KB batches", 0.8,
-                          lambda tmp: bench_idempotent_append(tmp, 16 * 1024, args.append_mib << 20)),
-        "idempotent1m": ("idempotent append 1 MB batches", 0.95,
-                         lambda tmp: bench_idempotent_append(tmp, 1024 * 1024, args.append_mib << 20)),
-        "read": ("indexed read + sendfile (1 MiB fetches)", 0.95,
-                 lambda tmp: bench_read(tmp, args.read_mib << 20, 1 << 20)),
-        "recovery": (f"recovery of {args.recovery_mib} MiB, unclean", 0.8,
-                     lambda tmp: bench_recovery(tmp, args.recovery_mib << 20)),
+        "append16k": (
+            "append 16 KB batches",
+            0.8,
+            lambda tmp: bench_append(tmp, 16 * 1024, args.append_mib << 20),
+        ),
+        "append1m": (
+            "append 1 MB batches",
+            0.95,
+            lambda tmp: bench_append(tmp, 1024 * 1024, args.append_mib << 20),
+        ),
+        "idempotent16k": (
+            "idempotent append 16 KB batches",
+            0.8,
+            lambda tmp: bench_idempotent_append(tmp, 16 * 1024, args.append_mib << 20),
+        ),
+        "idempotent1m": (
+            "idempotent append 1 MB batches",
+            0.95,
+            lambda tmp: bench_idempotent_append(tmp, 1024 * 1024, args.append_mib << 20),
+        ),
+        "read": (
+            "indexed read + sendfile (1 MiB fetches)",
+            0.95,
+            lambda tmp: bench_read(tmp, args.read_mib << 20, 1 << 20),
+        ),
+        "recovery": (
+            f"recovery of {args.recovery_mib} MiB, unclean",
+            0.8,
+            lambda tmp: bench_recovery(tmp, args.recovery_mib << 20),
+        ),
     }
     chosen = args.only or list(benches)
     ratios: dict[str, list[float]] = {name: [] for name in chosen}
-    per_batch: dict[str, list[tuple[float, ...]]] = {}  # the idempotent rows: us per batch of each contender
+    per_batch: dict[
+        str, list[tuple[float, ...]]
+    ] = {}  # the idempotent rows: us per batch of each contender
     loads = []
     for _ in range(args.rounds):
         for name in chosen:
@@ -280,19 +324,27 @@ def main() -> None:
                 ratios[name].append(times[0] / times[-1])
                 if len(times) == 3:
                     per_batch.setdefault(name, []).append(times)
-    print(f"{'benchmark':44} {'ratio':>6} {'min':>6} {'max':>6} {'target':>7}   ({args.rounds} rounds, "
-          f"{args.clock} clock, 1-min load {min(loads):.1f}-{max(loads):.1f})")
+    print(
+        f"{'benchmark':44} {'ratio':>6} {'min':>6} {'max':>6} {'target':>7}   ({args.rounds} rounds, "
+        f"{args.clock} clock, 1-min load {min(loads):.1f}-{max(loads):.1f})"
+    )
     for name in chosen:
         label, target, _ = benches[name]
         r = ratios[name]
         median = statistics.median(r)
-        print(f"{label:44} {median:6.2f} {min(r):6.2f} {max(r):6.2f} {target:7.2f} {'ok' if median >= target else 'BELOW'}")
+        print(
+            f"{label:44} {median:6.2f} {min(r):6.2f} {max(r):6.2f} {target:7.2f} {'ok' if median >= target else 'BELOW'}"
+        )
     if per_batch:
-        print(f"\n{'us per batch (medians of the rounds)':44} {'write':>8} {'append':>8} {'idempotent':>10} "
-              f"{'+idempotence':>12}")
+        print(
+            f"\n{'us per batch (medians of the rounds)':44} {'write':>8} {'append':>8} {'idempotent':>10} "
+            f"{'+idempotence':>12}"
+        )
         for name, rounds in per_batch.items():
             write, plain, idempotent = (statistics.median(t[i] for t in rounds) for i in range(3))
-            print(f"{benches[name][0]:44} {write:8.2f} {plain:8.2f} {idempotent:10.2f} {idempotent - plain:+12.2f}")
+            print(
+                f"{benches[name][0]:44} {write:8.2f} {plain:8.2f} {idempotent:10.2f} {idempotent - plain:+12.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,11 @@ spark = SparkSession.builder.master("local[2]").getOrCreate()
 query = materialise_to_parquet(
     spark,
     bootstrap_servers=os.environ.get("ODRADEK_BOOTSTRAP_SERVERS", "localhost:9092"),
-    source_options={"subscribe": "orders", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "100000"},
+    source_options={
+        "subscribe": "orders",
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "100000",
+    },
     output="/tmp/orders",
     checkpoint="/tmp/orders-checkpoint",
     value_schema="user string, amount double",

@@ -12,8 +12,11 @@ TOPIC = os.environ.get("ODRADEK_EXAMPLE_TOPIC", "greetings")
 use_this_python()  # Spark's Python workers must import odradek: run them on this interpreter
 spark = SparkSession.builder.master("local[2]").getOrCreate()
 
-spark.createDataFrame([("alice", "hello"), ("bob", "world")], "key string, value string") \
-    .write.format("odradek").option("kafka.bootstrap.servers", BOOTSTRAP).option("topic", TOPIC).mode("append").save()
+spark.createDataFrame(
+    [("alice", "hello"), ("bob", "world")], "key string, value string"
+).write.format("odradek").option("kafka.bootstrap.servers", BOOTSTRAP).option("topic", TOPIC).mode(
+    "append"
+).save()
 
 df = (
     spark.read.format("odradek")
@@ -23,4 +26,6 @@ df = (
     .option("endingOffsets", "latest")
     .load()
 )
-df.selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)", "partition", "offset", "timestamp").show()
+df.selectExpr(
+    "CAST(key AS STRING)", "CAST(value AS STRING)", "partition", "offset", "timestamp"
+).show()

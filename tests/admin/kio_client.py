@@ -38,8 +38,12 @@ class KioClient:
         flexible = bool(request.__flexible__)
         self._correlation_id += 1
         header_cls = RequestHeaderV2 if flexible else RequestHeaderV1
-        header = header_cls(request_api_key=api_key, request_api_version=version,
-                            correlation_id=self._correlation_id, client_id="kio-test")
+        header = header_cls(
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=self._correlation_id,
+            client_id="kio-test",
+        )
         buf = io.BytesIO()
         entity_writer(header_cls)(buf, header)
         entity_writer(type(request))(buf, request)
@@ -50,7 +54,9 @@ class KioClient:
         correlation_id = struct.unpack(">i", body[:4])[0]
         assert correlation_id == self._correlation_id
         offset = 5 if flexible else 4  # response header v1 ends with an empty tagged-field section
-        response, _ = entity_reader(schemas.response_schema(api_key, version))(memoryview(body)[offset:], 0)
+        response, _ = entity_reader(schemas.response_schema(api_key, version))(
+            memoryview(body)[offset:], 0
+        )
         return response
 
     def _recv(self, n: int) -> bytes:

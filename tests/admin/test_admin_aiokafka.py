@@ -23,7 +23,9 @@ async def _round_trip(bootstrap: str) -> None:
         await admin.create_partitions({name: NewPartitions(total_count=3)})
         (described,) = await admin.describe_topics([name])
         assert len(described["partitions"]) == 3
-        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs={"retention.ms": "45000"})])
+        await admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name, configs={"retention.ms": "45000"})]
+        )
         (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
         (resource,) = response.resources
         error_code, _message, _type, resource_name, entries = resource[:5]
@@ -55,7 +57,9 @@ async def _idempotent_round_trip(bootstrap: str) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
     await producer.start()
     try:
-        results = await asyncio.gather(*[await producer.send(name, str(i).encode()) for i in range(100)])
+        results = await asyncio.gather(
+            *[await producer.send(name, str(i).encode()) for i in range(100)]
+        )
     finally:
         await producer.stop()
     assert [r.offset for r in results] == list(range(100))

@@ -46,7 +46,10 @@ def topic_configs(admin: AdminClient, name: str) -> dict:
 
 def test_create_describe_delete(admin: AdminClient) -> None:
     name = unique()
-    create(admin, NewTopic(name, num_partitions=3, replication_factor=1, config={"retention.ms": "123456"}))
+    create(
+        admin,
+        NewTopic(name, num_partitions=3, replication_factor=1, config={"retention.ms": "123456"}),
+    )
     metadata = admin.list_topics(name, timeout=TIMEOUT)
     assert sorted(metadata.topics[name].partitions) == [0, 1, 2]
     configs = topic_configs(admin, name)
@@ -151,7 +154,9 @@ def test_max_message_bytes_applies_live(admin: AdminClient, odradek_broker) -> N
     resource = ConfigResource(
         ResourceType.TOPIC,
         name,
-        incremental_configs=[ConfigEntry("max.message.bytes", "100000", incremental_operation=AlterConfigOpType.SET)],
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", "100000", incremental_operation=AlterConfigOpType.SET)
+        ],
     )
     (future,) = admin.incremental_alter_configs([resource]).values()
     future.result(TIMEOUT)
@@ -180,8 +185,13 @@ def test_delete_records_moves_low_watermark(admin: AdminClient, odradek_broker) 
     assert producer.flush(TIMEOUT) == 0
     (future,) = admin.delete_records([TopicPartition(name, 0, 4)]).values()
     assert future.result(TIMEOUT).low_watermark == 4
-    consumer = Consumer({"bootstrap.servers": odradek_broker.bootstrap_servers, "group.id": unique("g"),
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": odradek_broker.bootstrap_servers,
+            "group.id": unique("g"),
+            "enable.auto.commit": False,
+        }
+    )
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(name, 0), timeout=TIMEOUT)
     finally:
@@ -192,12 +202,19 @@ def test_delete_records_moves_low_watermark(admin: AdminClient, odradek_broker) 
 def test_idempotent_producer_no_duplicates(admin: AdminClient, odradek_broker) -> None:
     name = unique()
     create(admin, NewTopic(name, 2, 1))
-    producer = Producer({"bootstrap.servers": odradek_broker.bootstrap_servers, "enable.idempotence": True})
+    producer = Producer(
+        {"bootstrap.servers": odradek_broker.bootstrap_servers, "enable.idempotence": True}
+    )
     for i in range(200):
         producer.produce(name, str(i).encode(), key=str(i % 7).encode())
     assert producer.flush(TIMEOUT) == 0
-    consumer = Consumer({"bootstrap.servers": odradek_broker.bootstrap_servers, "group.id": unique("g"),
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": odradek_broker.bootstrap_servers,
+            "group.id": unique("g"),
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(name, p, 0) for p in (0, 1)])
     seen: list[int] = []
     try:

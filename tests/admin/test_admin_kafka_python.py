@@ -18,7 +18,9 @@ def unique(prefix: str = "kp") -> str:
 
 @pytest.fixture(scope="module")
 def admin(odradek_broker):
-    client = KafkaAdminClient(bootstrap_servers=odradek_broker.bootstrap_servers, request_timeout_ms=TIMEOUT_MS)
+    client = KafkaAdminClient(
+        bootstrap_servers=odradek_broker.bootstrap_servers, request_timeout_ms=TIMEOUT_MS
+    )
     yield client
     client.close()
 
@@ -27,7 +29,9 @@ def test_create_alter_describe_delete(admin: KafkaAdminClient) -> None:
     name = unique()
     admin.create_topics([NewTopic(name, 2, 1, topic_configs={"segment.bytes": "1048576"})])
     assert name in admin.list_topics()
-    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs={"retention.ms": "60000"})])
+    result = admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, name, configs={"retention.ms": "60000"})]
+    )
     assert result["topic"][name] == "OK"
     described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
     configs = described["topic"][name]
@@ -85,8 +89,11 @@ def test_default_idempotent_producer_no_duplicates(admin: KafkaAdminClient, odra
     offsets = [f.get(timeout=30).offset for f in futures]
     producer.close()
     assert offsets == list(range(300))
-    consumer = KafkaConsumer(bootstrap_servers=odradek_broker.bootstrap_servers, enable_auto_commit=False,
-                             consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=odradek_broker.bootstrap_servers,
+        enable_auto_commit=False,
+        consumer_timeout_ms=5000,
+    )
     consumer.assign([TopicPartition(name, 0)])
     consumer.seek_to_beginning()
     values = [int(m.value) for m in consumer]
@@ -99,8 +106,13 @@ def test_legacy_alter_configs_replaces_overrides_and_validates(admin: KafkaAdmin
     admin.create_topics([NewTopic(name, 1, 1, topic_configs={"segment.bytes": "1048576"})])
     resource = ConfigResource(ConfigResourceType.TOPIC, name, configs={"retention.ms": "-5"})
     result = admin.alter_configs([resource], incremental=False)
-    assert "InvalidConfiguration" in result["topic"][name] or "INVALID_CONFIG" in result["topic"][name].upper()
+    assert (
+        "InvalidConfiguration" in result["topic"][name]
+        or "INVALID_CONFIG" in result["topic"][name].upper()
+    )
     resource = ConfigResource(ConfigResourceType.TOPIC, name, configs={"retention.ms": "1000"})
     assert admin.alter_configs([resource], incremental=False)["topic"][name] == "OK"
-    configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])["topic"][name]
+    configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])["topic"][
+        name
+    ]
     assert configs["retention.ms"]["value"] == "1000"

@@ -13,10 +13,10 @@ from kio.schema.incremental_alter_configs.v1 import request as alter_v1
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
 from kio.static.primitive import i32Timedelta
+from kio_client import KioClient
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
-from kio_client import KioClient
 
 TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=30))
 TOPIC, BROKER = 2, 4
@@ -27,27 +27,43 @@ def unique() -> str:
     return f"proto-{uuid.uuid4().hex[:10]}"
 
 
-def create_topic(client: KioClient, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
-                 validate_only: bool = False):
+def create_topic(
+    client: KioClient,
+    name: str,
+    partitions: int = 1,
+    configs: dict[str, str] | None = None,
+    validate_only: bool = False,
+):
     topic = create_v7.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-        configs=tuple(create_v7.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
+        name=name,
+        num_partitions=partitions,
+        replication_factor=1,
+        assignments=(),
+        configs=tuple(
+            create_v7.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()
+        ),
     )
-    (result,) = client.send(create_v7.CreateTopicsRequest(topics=(topic,), timeout=TIMEOUT,
-                                                          validate_only=validate_only)).topics
+    (result,) = client.send(
+        create_v7.CreateTopicsRequest(topics=(topic,), timeout=TIMEOUT, validate_only=validate_only)
+    ).topics
     return result
 
 
 def init_producer_id(client: KioClient, transactional_id: str | None = None):
-    return client.send(InitProducerIdRequest(transactional_id=transactional_id,
-                                             transaction_timeout=TIMEOUT))
+    return client.send(
+        InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout=TIMEOUT)
+    )
 
 
 def describe_topic(client: KioClient, name: str, keys: tuple[str, ...] | None = None):
     request = describe_configs_v4.DescribeConfigsRequest(
-        resources=(describe_configs_v4.DescribeConfigsResource(resource_type=TOPIC, resource_name=name,
-                                                               configuration_keys=keys),),
-        include_synonyms=True, include_documentation=True,
+        resources=(
+            describe_configs_v4.DescribeConfigsResource(
+                resource_type=TOPIC, resource_name=name, configuration_keys=keys
+            ),
+        ),
+        include_synonyms=True,
+        include_documentation=True,
     )
     (result,) = client.send(request).results
     return result
@@ -55,11 +71,15 @@ def describe_topic(client: KioClient, name: str, keys: tuple[str, ...] | None = 
 
 def alter(client: KioClient, resource_type: int, name: str, ops: list[tuple[str, int, str | None]]):
     resource = alter_v1.AlterConfigsResource(
-        resource_type=resource_type, resource_name=name,
-        configs=tuple(alter_v1.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops),
+        resource_type=resource_type,
+        resource_name=name,
+        configs=tuple(
+            alter_v1.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops
+        ),
     )
-    (response,) = client.send(alter_v1.IncrementalAlterConfigsRequest(resources=(resource,),
-                                                                      validate_only=False)).responses
+    (response,) = client.send(
+        alter_v1.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+    ).responses
     return response
 
 
@@ -94,8 +114,9 @@ def test_delete_topics_by_id(odradek_broker) -> None:
     with KioClient(odradek_broker.bootstrap_servers) as client:
         name = unique()
         topic_id = create_topic(client, name).topic_id
-        request = delete_v6.DeleteTopicsRequest(topics=(delete_v6.DeleteTopicState(name=None, topic_id=topic_id),),
-                                                timeout=TIMEOUT)
+        request = delete_v6.DeleteTopicsRequest(
+            topics=(delete_v6.DeleteTopicState(name=None, topic_id=topic_id),), timeout=TIMEOUT
+        )
         (result,) = client.send(request).responses
         assert (result.error_code, result.name, result.topic_id) == (ErrorCode.none, name, topic_id)
         (again,) = client.send(request).responses
@@ -106,12 +127,21 @@ def test_offset_for_leader_epoch(odradek_broker) -> None:
     with KioClient(odradek_broker.bootstrap_servers) as client:
         name = unique()
         create_topic(client, name)
-        request = ofle_v4.OffsetForLeaderEpochRequest(topics=(
-            ofle_v4.OffsetForLeaderTopic(topic=name, partitions=(
-                ofle_v4.OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0),
-                ofle_v4.OffsetForLeaderPartition(partition=7, current_leader_epoch=0, leader_epoch=0),
-            )),
-        ))
+        request = ofle_v4.OffsetForLeaderEpochRequest(
+            topics=(
+                ofle_v4.OffsetForLeaderTopic(
+                    topic=name,
+                    partitions=(
+                        ofle_v4.OffsetForLeaderPartition(
+                            partition=0, current_leader_epoch=0, leader_epoch=0
+                        ),
+                        ofle_v4.OffsetForLeaderPartition(
+                            partition=7, current_leader_epoch=0, leader_epoch=0
+                        ),
+                    ),
+                ),
+            )
+        )
         (topic,) = client.send(request).topics
         ok, unknown = topic.partitions
         assert (ok.error_code, ok.leader_epoch, ok.end_offset) == (ErrorCode.none, 0, 0)
@@ -124,7 +154,10 @@ def test_transactional_id_epoch_bumps(odradek_broker) -> None:
         first = init_producer_id(client, tid)
         second = init_producer_id(client, tid)
         assert first.error_code == second.error_code == ErrorCode.none
-        assert (second.producer_id, second.producer_epoch) == (first.producer_id, first.producer_epoch + 1)
+        assert (second.producer_id, second.producer_epoch) == (
+            first.producer_id,
+            first.producer_epoch + 1,
+        )
 
 
 @pytest.fixture
@@ -138,9 +171,13 @@ def own_broker(tmp_path):
 def test_topics_configs_and_producer_ids_survive_restart(own_broker: EmbeddedBroker) -> None:
     name = unique()
     with KioClient(own_broker.bootstrap_servers) as client:
-        topic_id = create_topic(client, name, partitions=3, configs={"cleanup.policy": "compact"}).topic_id
+        topic_id = create_topic(
+            client, name, partitions=3, configs={"cleanup.policy": "compact"}
+        ).topic_id
         assert alter(client, TOPIC, name, [("retention.ms", 0, "777")]).error_code == ErrorCode.none
-        assert alter(client, BROKER, "", [("log.retention.ms", 0, "888")]).error_code == ErrorCode.none
+        assert (
+            alter(client, BROKER, "", [("log.retention.ms", 0, "888")]).error_code == ErrorCode.none
+        )
         ids_before = {init_producer_id(client).producer_id for _ in range(5)}
     own_broker.restart()
     with KioClient(own_broker.bootstrap_servers) as client:
@@ -148,7 +185,7 @@ def test_topics_configs_and_producer_ids_survive_restart(own_broker: EmbeddedBro
         configs = {c.name: c for c in result.configs}
         assert configs["retention.ms"].value == "777"
         assert configs["cleanup.policy"].value == "compact"
-        assert (configs["delete.retention.ms"].value is not None)
+        assert configs["delete.retention.ms"].value is not None
         other = unique()
         create_topic(client, other)
         inherited = {c.name: c for c in describe_topic(client, other).configs}["retention.ms"]
@@ -156,24 +193,35 @@ def test_topics_configs_and_producer_ids_survive_restart(own_broker: EmbeddedBro
         ids_after = {init_producer_id(client).producer_id for _ in range(5)}
         assert ids_before.isdisjoint(ids_after)
         assert min(ids_after) > max(ids_before)
-        request = delete_v6.DeleteTopicsRequest(topics=(delete_v6.DeleteTopicState(name=None, topic_id=topic_id),),
-                                                timeout=TIMEOUT)
+        request = delete_v6.DeleteTopicsRequest(
+            topics=(delete_v6.DeleteTopicState(name=None, topic_id=topic_id),), timeout=TIMEOUT
+        )
         (deleted,) = client.send(request).responses
         assert deleted.error_code == ErrorCode.none
 
 
 def test_manual_assignment_and_bad_broker(odradek_broker) -> None:
     with KioClient(odradek_broker.bootstrap_servers) as client:
+
         def create_assigned(name: str, brokers: list[list[int]]):
             topic = create_v7.CreatableTopic(
-                name=name, num_partitions=-1, replication_factor=-1, configs=(),
-                assignments=tuple(create_v7.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(b))
-                                  for i, b in enumerate(brokers)),
+                name=name,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=(),
+                assignments=tuple(
+                    create_v7.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(b))
+                    for i, b in enumerate(brokers)
+                ),
             )
-            (result,) = client.send(create_v7.CreateTopicsRequest(topics=(topic,), timeout=TIMEOUT)).topics
+            (result,) = client.send(
+                create_v7.CreateTopicsRequest(topics=(topic,), timeout=TIMEOUT)
+            ).topics
             return result
 
-        node = client.send(create_v7.CreateTopicsRequest(topics=(), timeout=TIMEOUT))  # empty request is fine
+        node = client.send(
+            create_v7.CreateTopicsRequest(topics=(), timeout=TIMEOUT)
+        )  # empty request is fine
         assert node.topics == ()
         ok = create_assigned(unique(), [[1], [1]])
         assert (ok.error_code, ok.num_partitions, ok.replication_factor) == (ErrorCode.none, 2, 1)
@@ -186,8 +234,14 @@ def test_stale_transactional_producer_is_fenced(odradek_broker) -> None:
         tid = unique()
         first = init_producer_id(client, tid)
         init_producer_id(client, tid)
-        stale = client.send(InitProducerIdRequest(transactional_id=tid, transaction_timeout=TIMEOUT,
-                                                  producer_id=first.producer_id, producer_epoch=first.producer_epoch))
+        stale = client.send(
+            InitProducerIdRequest(
+                transactional_id=tid,
+                transaction_timeout=TIMEOUT,
+                producer_id=first.producer_id,
+                producer_epoch=first.producer_epoch,
+            )
+        )
         assert stale.error_code == ErrorCode.producer_fenced
 
 
@@ -210,7 +264,8 @@ def test_topic_deletion_disabled(tmp_path) -> None:
         with KioClient(broker.bootstrap_servers) as client:
             name = unique()
             create_topic(client, name)
-            request = delete_v6.DeleteTopicsRequest(topics=(delete_v6.DeleteTopicState(name=name, topic_id=None),),
-                                                    timeout=TIMEOUT)
+            request = delete_v6.DeleteTopicsRequest(
+                topics=(delete_v6.DeleteTopicState(name=name, topic_id=None),), timeout=TIMEOUT
+            )
             (result,) = client.send(request).responses
             assert result.error_code == ErrorCode.topic_deletion_disabled

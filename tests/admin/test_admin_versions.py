@@ -13,8 +13,8 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
-
 from kio_client import KioClient
+
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schemas import build
@@ -40,9 +40,17 @@ def client(odradek_broker):
 
 def _create(client: KioClient, version: int, name: str, partitions: int = 1):
     m = _module(ApiKey.CREATE_TOPICS, version)
-    topic = build(m.CreatableTopic, name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-                  configs=(build(m.CreatableTopicConfig, name="retention.ms", value="1000"),))
-    return client.send(build(m.CreateTopicsRequest, topics=(topic,), timeout=TIMEOUT, validate_only=False))
+    topic = build(
+        m.CreatableTopic,
+        name=name,
+        num_partitions=partitions,
+        replication_factor=1,
+        assignments=(),
+        configs=(build(m.CreatableTopicConfig, name="retention.ms", value="1000"),),
+    )
+    return client.send(
+        build(m.CreateTopicsRequest, topics=(topic,), timeout=TIMEOUT, validate_only=False)
+    )
 
 
 @pytest.mark.parametrize("version", _versions(ApiKey.CREATE_TOPICS))
@@ -55,7 +63,9 @@ def test_create_and_delete_topics_every_version(client: KioClient, version: int)
         target = f"{name}-d{delete_version}"
         _create(client, version, target)
         if hasattr(m, "DeleteTopicState"):
-            request = m.DeleteTopicsRequest(topics=(m.DeleteTopicState(name=target, topic_id=None),), timeout=TIMEOUT)
+            request = m.DeleteTopicsRequest(
+                topics=(m.DeleteTopicState(name=target, topic_id=None),), timeout=TIMEOUT
+            )
         else:
             request = m.DeleteTopicsRequest(topic_names=(target,), timeout=TIMEOUT)
         (deleted,) = client.send(request).responses
@@ -67,10 +77,22 @@ def test_describe_configs_every_version(client: KioClient, version: int) -> None
     name = f"dc{version}-{uuid.uuid4().hex[:8]}"
     _create(client, 7, name)
     m = _module(ApiKey.DESCRIBE_CONFIGS, version)
-    resources = (build(m.DescribeConfigsResource, resource_type=2, resource_name=name, configuration_keys=None),
-                 build(m.DescribeConfigsResource, resource_type=4, resource_name="1", configuration_keys=None))
-    topic, broker = client.send(build(m.DescribeConfigsRequest, resources=resources, include_synonyms=True,
-                                      include_documentation=True)).results
+    resources = (
+        build(
+            m.DescribeConfigsResource, resource_type=2, resource_name=name, configuration_keys=None
+        ),
+        build(
+            m.DescribeConfigsResource, resource_type=4, resource_name="1", configuration_keys=None
+        ),
+    )
+    topic, broker = client.send(
+        build(
+            m.DescribeConfigsRequest,
+            resources=resources,
+            include_synonyms=True,
+            include_documentation=True,
+        )
+    ).results
     assert topic.error_code == broker.error_code == ErrorCode.none
     assert {c.name: c.value for c in topic.configs}["retention.ms"] == "1000"
 
@@ -80,9 +102,14 @@ def test_alter_configs_every_version(client: KioClient, version: int) -> None:
     name = f"ac{version}-{uuid.uuid4().hex[:8]}"
     _create(client, 7, name)
     m = _module(ApiKey.ALTER_CONFIGS, version)
-    resource = m.AlterConfigsResource(resource_type=2, resource_name=name,
-                                      configs=(m.AlterableConfig(name="retention.ms", value="2000"),))
-    (response,) = client.send(m.AlterConfigsRequest(resources=(resource,), validate_only=False)).responses
+    resource = m.AlterConfigsResource(
+        resource_type=2,
+        resource_name=name,
+        configs=(m.AlterableConfig(name="retention.ms", value="2000"),),
+    )
+    (response,) = client.send(
+        m.AlterConfigsRequest(resources=(resource,), validate_only=False)
+    ).responses
     assert response.error_code == ErrorCode.none
 
 
@@ -92,9 +119,13 @@ def test_incremental_alter_configs_every_version(client: KioClient, version: int
     _create(client, 7, name)
     m = _module(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
     resource = m.AlterConfigsResource(
-        resource_type=2, resource_name=name,
-        configs=(m.AlterableConfig(name="retention.ms", config_operation=0, value="3000"),))
-    (response,) = client.send(m.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)).responses
+        resource_type=2,
+        resource_name=name,
+        configs=(m.AlterableConfig(name="retention.ms", config_operation=0, value="3000"),),
+    )
+    (response,) = client.send(
+        m.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+    ).responses
     assert response.error_code == ErrorCode.none
 
 
@@ -103,8 +134,11 @@ def test_create_partitions_every_version(client: KioClient, version: int) -> Non
     name = f"cp{version}-{uuid.uuid4().hex[:8]}"
     _create(client, 7, name)
     m = _module(ApiKey.CREATE_PARTITIONS, version)
-    request = m.CreatePartitionsRequest(topics=(m.CreatePartitionsTopic(name=name, count=2, assignments=None),),
-                                        timeout=TIMEOUT, validate_only=False)
+    request = m.CreatePartitionsRequest(
+        topics=(m.CreatePartitionsTopic(name=name, count=2, assignments=None),),
+        timeout=TIMEOUT,
+        validate_only=False,
+    )
     (result,) = client.send(request).results
     assert result.error_code == ErrorCode.none
 
@@ -115,10 +149,17 @@ def test_delete_records_every_version(client: KioClient, version: int) -> None:
     _create(client, 7, name)
     m = _module(ApiKey.DELETE_RECORDS, version)
     request = m.DeleteRecordsRequest(
-        topics=(m.DeleteRecordsTopic(name=name, partitions=(
-            m.DeleteRecordsPartition(partition_index=0, offset=-1),
-            m.DeleteRecordsPartition(partition_index=0 + 1, offset=0),
-        )),), timeout=TIMEOUT)
+        topics=(
+            m.DeleteRecordsTopic(
+                name=name,
+                partitions=(
+                    m.DeleteRecordsPartition(partition_index=0, offset=-1),
+                    m.DeleteRecordsPartition(partition_index=0 + 1, offset=0),
+                ),
+            ),
+        ),
+        timeout=TIMEOUT,
+    )
     (topic,) = client.send(request).topics
     ok, missing = topic.partitions
     assert (ok.error_code, ok.low_watermark) == (ErrorCode.none, 0)
@@ -130,9 +171,14 @@ def test_offset_for_leader_epoch_every_version(client: KioClient, version: int) 
     name = f"ofle{version}-{uuid.uuid4().hex[:8]}"
     _create(client, 7, name)
     m = _module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-    partition = build(m.OffsetForLeaderPartition, partition=0, current_leader_epoch=-1, leader_epoch=0)
-    request = build(m.OffsetForLeaderEpochRequest, replica_id=-1,
-                    topics=(m.OffsetForLeaderTopic(topic=name, partitions=(partition,)),))
+    partition = build(
+        m.OffsetForLeaderPartition, partition=0, current_leader_epoch=-1, leader_epoch=0
+    )
+    request = build(
+        m.OffsetForLeaderEpochRequest,
+        replica_id=-1,
+        topics=(m.OffsetForLeaderTopic(topic=name, partitions=(partition,)),),
+    )
     (topic,) = client.send(request).topics
     assert topic.partitions[0].error_code == ErrorCode.none
 
@@ -147,15 +193,25 @@ def test_describe_log_dirs_every_version(client: KioClient, version: int) -> Non
 @pytest.mark.parametrize("version", _versions(ApiKey.DESCRIBE_CLUSTER))
 def test_describe_cluster_every_version(client: KioClient, version: int) -> None:
     m = _module(ApiKey.DESCRIBE_CLUSTER, version)
-    response = client.send(build(m.DescribeClusterRequest, include_cluster_authorized_operations=False,
-                                 endpoint_type=1, include_fenced_brokers=False))
+    response = client.send(
+        build(
+            m.DescribeClusterRequest,
+            include_cluster_authorized_operations=False,
+            endpoint_type=1,
+            include_fenced_brokers=False,
+        )
+    )
     assert response.error_code == ErrorCode.none and len(response.brokers) == 1
 
 
 @pytest.mark.parametrize("version", _versions(ApiKey.INIT_PRODUCER_ID))
 def test_init_producer_id_every_version(client: KioClient, version: int) -> None:
     m = _module(ApiKey.INIT_PRODUCER_ID, version)
-    first = client.send(build(m.InitProducerIdRequest, transactional_id=None, transaction_timeout=TIMEOUT))
-    second = client.send(build(m.InitProducerIdRequest, transactional_id=None, transaction_timeout=TIMEOUT))
+    first = client.send(
+        build(m.InitProducerIdRequest, transactional_id=None, transaction_timeout=TIMEOUT)
+    )
+    second = client.send(
+        build(m.InitProducerIdRequest, transactional_id=None, transaction_timeout=TIMEOUT)
+    )
     assert first.error_code == second.error_code == ErrorCode.none
     assert second.producer_id > first.producer_id >= 0 and first.producer_epoch == 0

@@ -24,10 +24,10 @@ from confluent_kafka.admin import (
 from kio.schema.describe_configs.v4 import request as describe_configs_v4
 from kio.schema.incremental_alter_configs.v1 import request as alter_v1
 from kio.static.primitive import i32Timedelta
+from kio_client import KioClient
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
-from kio_client import KioClient
 
 TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=30))
 TOPIC, BROKER = 2, 4
@@ -57,9 +57,13 @@ def node_id(broker: EmbeddedBroker) -> str:
 
 def describe(client: KioClient, resource_type: int, name: str, keys: tuple[str, ...] | None = None):
     request = describe_configs_v4.DescribeConfigsRequest(
-        resources=(describe_configs_v4.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
-                                                               configuration_keys=keys),),
-        include_synonyms=True, include_documentation=False,
+        resources=(
+            describe_configs_v4.DescribeConfigsResource(
+                resource_type=resource_type, resource_name=name, configuration_keys=keys
+            ),
+        ),
+        include_synonyms=True,
+        include_documentation=False,
     )
     (result,) = client.send(request).results
     return result
@@ -73,13 +77,22 @@ def synonyms(entry) -> list[tuple[str, str | None, int]]:
     return [(s.name, s.value, s.source) for s in entry.synonyms]
 
 
-def alter(client: KioClient, name: str, ops: list[tuple[str, int, str | None]], resource_type: int = BROKER):
+def alter(
+    client: KioClient,
+    name: str,
+    ops: list[tuple[str, int, str | None]],
+    resource_type: int = BROKER,
+):
     resource = alter_v1.AlterConfigsResource(
-        resource_type=resource_type, resource_name=name,
-        configs=tuple(alter_v1.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops),
+        resource_type=resource_type,
+        resource_name=name,
+        configs=tuple(
+            alter_v1.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops
+        ),
     )
-    (response,) = client.send(alter_v1.IncrementalAlterConfigsRequest(resources=(resource,),
-                                                                      validate_only=False)).responses
+    (response,) = client.send(
+        alter_v1.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+    ).responses
     return response
 
 
@@ -90,13 +103,19 @@ def new_topic(broker: EmbeddedBroker) -> str:
     return name
 
 
-def test_per_broker_wins_over_cluster_default(client: KioClient, broker: EmbeddedBroker, node_id: str) -> None:
+def test_per_broker_wins_over_cluster_default(
+    client: KioClient, broker: EmbeddedBroker, node_id: str
+) -> None:
     assert alter(client, "", [("log.retention.ms", SET, "1000")]).error_code == ErrorCode.none
     assert alter(client, node_id, [("log.retention.ms", SET, "2000")]).error_code == ErrorCode.none
     try:
         mine = entries(describe(client, BROKER, node_id))
         retention = mine["log.retention.ms"]
-        assert (retention.value, retention.config_source, retention.read_only) == ("2000", DYNAMIC_BROKER, False)
+        assert (retention.value, retention.config_source, retention.read_only) == (
+            "2000",
+            DYNAMIC_BROKER,
+            False,
+        )
         assert synonyms(retention) == [
             ("log.retention.ms", "2000", DYNAMIC_BROKER),
             ("log.retention.ms", "1000", DYNAMIC_DEFAULT),
@@ -105,17 +124,29 @@ def test_per_broker_wins_over_cluster_default(client: KioClient, broker: Embedde
         # Synonyms of other names that come first are dropped, as in Kafka.
         hours = mine["log.retention.hours"]
         assert (hours.value, hours.config_source, synonyms(hours)) == (
-            "168", DEFAULT, [("log.retention.hours", "168", DEFAULT)])
+            "168",
+            DEFAULT,
+            [("log.retention.hours", "168", DEFAULT)],
+        )
 
         cluster = entries(describe(client, BROKER, ""))
         assert set(cluster) == {"log.retention.ms"}
-        assert (cluster["log.retention.ms"].value, cluster["log.retention.ms"].config_source) == ("1000", DYNAMIC_DEFAULT)
-        assert synonyms(cluster["log.retention.ms"]) == [("log.retention.ms", "1000", DYNAMIC_DEFAULT)]
+        assert (cluster["log.retention.ms"].value, cluster["log.retention.ms"].config_source) == (
+            "1000",
+            DYNAMIC_DEFAULT,
+        )
+        assert synonyms(cluster["log.retention.ms"]) == [
+            ("log.retention.ms", "1000", DYNAMIC_DEFAULT)
+        ]
 
-        topic = entries(describe(client, TOPIC, new_topic(broker), ("retention.ms",)))["retention.ms"]
+        topic = entries(describe(client, TOPIC, new_topic(broker), ("retention.ms",)))[
+            "retention.ms"
+        ]
         assert (topic.value, topic.config_source) == ("2000", DYNAMIC_BROKER)
-        assert synonyms(topic)[:2] == [("log.retention.ms", "2000", DYNAMIC_BROKER),
-                                       ("log.retention.ms", "1000", DYNAMIC_DEFAULT)]
+        assert synonyms(topic)[:2] == [
+            ("log.retention.ms", "2000", DYNAMIC_BROKER),
+            ("log.retention.ms", "1000", DYNAMIC_DEFAULT),
+        ]
     finally:
         alter(client, node_id, [("log.retention.ms", DELETE, None)])
     # Without the per-broker value the cluster default applies again.
@@ -126,9 +157,14 @@ def test_per_broker_wins_over_cluster_default(client: KioClient, broker: Embedde
 
 
 def test_static_config_source(client: KioClient, node_id: str) -> None:
-    segment = entries(describe(client, BROKER, node_id, ("log.segment.bytes",)))["log.segment.bytes"]
+    segment = entries(describe(client, BROKER, node_id, ("log.segment.bytes",)))[
+        "log.segment.bytes"
+    ]
     assert (segment.value, segment.config_source) == ("2000000", STATIC)
-    assert synonyms(segment) == [("log.segment.bytes", "2000000", STATIC), ("log.segment.bytes", "1073741824", DEFAULT)]
+    assert synonyms(segment) == [
+        ("log.segment.bytes", "2000000", STATIC),
+        ("log.segment.bytes", "1073741824", DEFAULT),
+    ]
 
 
 def test_config_types_are_kafkas(client: KioClient, node_id: str) -> None:
@@ -152,9 +188,14 @@ def test_config_types_are_kafkas(client: KioClient, node_id: str) -> None:
 
 
 def test_append_to_a_broker_list_config(client: KioClient, node_id: str) -> None:
-    assert alter(client, node_id, [("log.cleanup.policy", APPEND, "compact")]).error_code == ErrorCode.none
+    assert (
+        alter(client, node_id, [("log.cleanup.policy", APPEND, "compact")]).error_code
+        == ErrorCode.none
+    )
     try:
-        policy = entries(describe(client, BROKER, node_id, ("log.cleanup.policy",)))["log.cleanup.policy"]
+        policy = entries(describe(client, BROKER, node_id, ("log.cleanup.policy",)))[
+            "log.cleanup.policy"
+        ]
         assert (policy.value, policy.config_source) == ("delete,compact", DYNAMIC_BROKER)
     finally:
         alter(client, node_id, [("log.cleanup.policy", DELETE, None)])
@@ -163,7 +204,10 @@ def test_append_to_a_broker_list_config(client: KioClient, node_id: str) -> None
 @pytest.mark.parametrize("name", ["abc", "99"])
 def test_other_broker_names_are_refused(client: KioClient, name: str) -> None:
     assert describe(client, BROKER, name).error_code == ErrorCode.invalid_request
-    assert alter(client, name, [("log.retention.ms", SET, "1")]).error_code == ErrorCode.invalid_request
+    assert (
+        alter(client, name, [("log.retention.ms", SET, "1")]).error_code
+        == ErrorCode.invalid_request
+    )
 
 
 def test_non_dynamic_config_is_refused(client: KioClient, node_id: str) -> None:
@@ -174,17 +218,33 @@ def test_non_dynamic_config_is_refused(client: KioClient, node_id: str) -> None:
 
 def test_confluent_admin_sees_per_broker_source(broker: EmbeddedBroker, node_id: str) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    resource = ConfigResource(ResourceType.BROKER, node_id, incremental_configs=[
-        ConfigEntry("log.retention.bytes", "123456", incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        ResourceType.BROKER,
+        node_id,
+        incremental_configs=[
+            ConfigEntry(
+                "log.retention.bytes", "123456", incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
     (future,) = admin.incremental_alter_configs([resource]).values()
     future.result(30)
     try:
-        (described,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, node_id)]).values()
+        (described,) = admin.describe_configs(
+            [ConfigResource(ResourceType.BROKER, node_id)]
+        ).values()
         entry = described.result(30)["log.retention.bytes"]
         assert entry.value == "123456"
         assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     finally:
-        resource = ConfigResource(ResourceType.BROKER, node_id, incremental_configs=[
-            ConfigEntry("log.retention.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])
+        resource = ConfigResource(
+            ResourceType.BROKER,
+            node_id,
+            incremental_configs=[
+                ConfigEntry(
+                    "log.retention.bytes", None, incremental_operation=AlterConfigOpType.DELETE
+                )
+            ],
+        )
         (future,) = admin.incremental_alter_configs([resource]).values()
         future.result(30)

@@ -23,10 +23,16 @@ def test_built_in_defaults_come_from_broker_synonyms() -> None:
     configs = by_name(BrokerConfigLayers(defaults=BROKER_DEFAULTS), {})
     retention = configs["retention.ms"]
     assert (retention.value, retention.source) == ("604800000", ConfigSource.DEFAULT_CONFIG)
-    assert retention.synonyms == (ConfigValue("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),)
+    assert retention.synonyms == (
+        ConfigValue("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    )
     assert retention.config_type == ConfigType.LONG
     remote = configs["remote.storage.enable"]
-    assert (remote.value, remote.source, remote.config_type) == ("false", ConfigSource.DEFAULT_CONFIG, ConfigType.BOOLEAN)
+    assert (remote.value, remote.source, remote.config_type) == (
+        "false",
+        ConfigSource.DEFAULT_CONFIG,
+        ConfigType.BOOLEAN,
+    )
 
 
 def test_precedence_override_dynamic_static_default() -> None:
@@ -44,8 +50,13 @@ def test_precedence_override_dynamic_static_default() -> None:
         ConfigSource.DEFAULT_CONFIG,
     ]
     without_override = by_name(layers, {})["retention.ms"]
-    assert (without_override.value, without_override.source) == ("5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
-    static_only = by_name(BrokerConfigLayers(static={"log.retention.minutes": "2"}, defaults=BROKER_DEFAULTS), {})
+    assert (without_override.value, without_override.source) == (
+        "5000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+    static_only = by_name(
+        BrokerConfigLayers(static={"log.retention.minutes": "2"}, defaults=BROKER_DEFAULTS), {}
+    )
     assert (static_only["retention.ms"].value, static_only["retention.ms"].source) == (
         "120000",
         ConfigSource.STATIC_BROKER_CONFIG,
@@ -53,9 +64,9 @@ def test_precedence_override_dynamic_static_default() -> None:
 
 
 def test_topic_defaults_from_broker_first_synonym_wins() -> None:
-    assert topic_defaults_from_broker({"log.retention.hours": "1", "log.retention.minutes": "3"}) == {
-        "retention.ms": "180000"
-    }
+    assert topic_defaults_from_broker(
+        {"log.retention.hours": "1", "log.retention.minutes": "3"}
+    ) == {"retention.ms": "180000"}
     assert topic_defaults_from_broker({"log.retention.hours": "-1"}) == {"retention.ms": "-1"}
     assert topic_defaults_from_broker({"message.max.bytes": "10"}) == {"max.message.bytes": "10"}
 
@@ -71,7 +82,10 @@ def test_real_topic_definitions_with_broker_defaults() -> None:
     )
     configs = {c.name: c for c in describe_topic_configs(LogConfig.definitions(), {}, layers)}
     assert set(configs) == {name for name, *_ in LogConfig.definitions()}
-    assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("604800000", ConfigSource.DEFAULT_CONFIG)
+    assert (configs["retention.ms"].value, configs["retention.ms"].source) == (
+        "604800000",
+        ConfigSource.DEFAULT_CONFIG,
+    )
     assert configs["retention.ms"].synonyms[0].name == "log.retention.hours"
     assert (configs["segment.bytes"].value, configs["segment.bytes"].source) == (
         "1048576",

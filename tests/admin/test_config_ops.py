@@ -1,6 +1,11 @@
 import pytest
 
-from odradek.metadata.config_ops import DuplicateConfigKey, InvalidConfigOp, OpType, apply_incremental
+from odradek.metadata.config_ops import (
+    DuplicateConfigKey,
+    InvalidConfigOp,
+    OpType,
+    apply_incremental,
+)
 from odradek.protocol.errors import ErrorCode
 
 LISTS = frozenset({"cleanup.policy"})
@@ -18,16 +23,18 @@ def test_set_and_delete() -> None:
 
 
 def test_append_starts_from_default_and_skips_present_items() -> None:
-    assert apply({}, ("cleanup.policy", OpType.APPEND, "compact")) == {"cleanup.policy": "delete,compact"}
-    assert apply({"cleanup.policy": "compact"}, ("cleanup.policy", OpType.APPEND, "compact,delete")) == {
-        "cleanup.policy": "compact,delete"
+    assert apply({}, ("cleanup.policy", OpType.APPEND, "compact")) == {
+        "cleanup.policy": "delete,compact"
     }
+    assert apply(
+        {"cleanup.policy": "compact"}, ("cleanup.policy", OpType.APPEND, "compact,delete")
+    ) == {"cleanup.policy": "compact,delete"}
 
 
 def test_subtract() -> None:
-    assert apply({"cleanup.policy": "compact,delete"}, ("cleanup.policy", OpType.SUBTRACT, "delete")) == {
-        "cleanup.policy": "compact"
-    }
+    assert apply(
+        {"cleanup.policy": "compact,delete"}, ("cleanup.policy", OpType.SUBTRACT, "delete")
+    ) == {"cleanup.policy": "compact"}
 
 
 def test_append_to_non_list_is_invalid_config() -> None:

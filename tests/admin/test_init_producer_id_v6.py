@@ -33,11 +33,23 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def init(broker: EmbeddedBroker, transactional_id: str | None, *, enable2_pc: bool = False,
-         keep_prepared_txn: bool = False, producer_id: int = -1, producer_epoch: int = -1):
-    request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout=TIMEOUT,
-                                    producer_id=producer_id, producer_epoch=producer_epoch, enable2_pc=enable2_pc,
-                                    keep_prepared_txn=keep_prepared_txn)
+def init(
+    broker: EmbeddedBroker,
+    transactional_id: str | None,
+    *,
+    enable2_pc: bool = False,
+    keep_prepared_txn: bool = False,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+):
+    request = InitProducerIdRequest(
+        transactional_id=transactional_id,
+        transaction_timeout=TIMEOUT,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        enable2_pc=enable2_pc,
+        keep_prepared_txn=keep_prepared_txn,
+    )
     with KioClient(broker.bootstrap_servers) as client:
         return client.send(request)
 
@@ -45,13 +57,19 @@ def init(broker: EmbeddedBroker, transactional_id: str | None, *, enable2_pc: bo
 def test_api_versions_advertises_v6(broker: EmbeddedBroker) -> None:
     with KioClient(broker.bootstrap_servers) as client:  # v2: its response header is not flexible
         keys = client.send(ApiVersionsRequest()).api_keys
-    assert [(k.min_version, k.max_version) for k in keys if k.api_key == ApiKey.INIT_PRODUCER_ID] == [(0, 6)]
+    assert [
+        (k.min_version, k.max_version) for k in keys if k.api_key == ApiKey.INIT_PRODUCER_ID
+    ] == [(0, 6)]
 
 
 def test_idempotent_producer_gets_an_id(broker: EmbeddedBroker) -> None:
     first, second = init(broker, None), init(broker, None, enable2_pc=True, keep_prepared_txn=True)
     for answer in (first, second):
-        assert answer.error_code == ErrorCode.none and answer.producer_id >= 0 and answer.producer_epoch == 0
+        assert (
+            answer.error_code == ErrorCode.none
+            and answer.producer_id >= 0
+            and answer.producer_epoch == 0
+        )
         assert (answer.ongoing_txn_producer_id, answer.ongoing_txn_producer_epoch) == (-1, -1)
     assert first.producer_id != second.producer_id
 
@@ -61,7 +79,10 @@ def test_transactional_producer_without_2pc_bumps_its_epoch(broker: EmbeddedBrok
     first = init(broker, tid)
     second = init(broker, tid, producer_id=first.producer_id, producer_epoch=first.producer_epoch)
     assert (first.error_code, second.error_code) == (ErrorCode.none, ErrorCode.none)
-    assert (second.producer_id, second.producer_epoch) == (first.producer_id, first.producer_epoch + 1)
+    assert (second.producer_id, second.producer_epoch) == (
+        first.producer_id,
+        first.producer_epoch + 1,
+    )
     assert (second.ongoing_txn_producer_id, second.ongoing_txn_producer_epoch) == (-1, -1)
 
 
@@ -82,12 +103,22 @@ def test_keep_prepared_txn_is_unsupported(broker: EmbeddedBroker) -> None:
 
 def test_v5_still_served(broker: EmbeddedBroker) -> None:
     with KioClient(broker.bootstrap_servers) as client:
-        answer = client.send(InitProducerIdV5(transactional_id=None, transaction_timeout=TIMEOUT,
-                                              producer_id=-1, producer_epoch=-1))
+        answer = client.send(
+            InitProducerIdV5(
+                transactional_id=None,
+                transaction_timeout=TIMEOUT,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        )
     assert answer.error_code == ErrorCode.none and answer.producer_id >= 0
 
 
 def test_an_empty_transactional_id_is_an_invalid_request(broker: EmbeddedBroker) -> None:
     """Kafka's TransactionCoordinator: null asks for an idempotent id, the empty string is malformed."""
     answer = init(broker, "")
-    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (ErrorCode.invalid_request, -1, -1)
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (
+        ErrorCode.invalid_request,
+        -1,
+        -1,
+    )

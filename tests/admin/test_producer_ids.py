@@ -54,7 +54,8 @@ def test_epoch_exhaustion_moves_to_new_producer_id(tmp_path: Path) -> None:
     manager = ProducerIdManager(path)
     first = manager.init_producer_id("tx")
     path.write_text(
-        '{"next_block_start": 1000, "transactional_ids": {"tx": [%d, %d]}}' % (first.producer_id, MAX_EPOCH)
+        '{"next_block_start": 1000, "transactional_ids": {"tx": [%d, %d]}}'
+        % (first.producer_id, MAX_EPOCH)
     )
     renewed = ProducerIdManager(path).init_producer_id("tx")
     assert renewed.epoch == 0 and renewed.producer_id != first.producer_id

@@ -13,14 +13,28 @@ from odradek.protocol.errors import ErrorCode
 LEGAL = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 
 
-@given(st.text(alphabet=LEGAL, min_size=1, max_size=MAX_NAME_LENGTH).filter(lambda n: n not in (".", "..")))
+@given(
+    st.text(alphabet=LEGAL, min_size=1, max_size=MAX_NAME_LENGTH).filter(
+        lambda n: n not in (".", "..")
+    )
+)
 def test_legal_names_pass(name: str) -> None:
     validate_topic_name(name)
 
 
 @pytest.mark.parametrize(
     "name",
-    ["", ".", "..", "a" * (MAX_NAME_LENGTH + 1), "with space", "slash/topic", "ümlaut", "star*", "colon:x"],
+    [
+        "",
+        ".",
+        "..",
+        "a" * (MAX_NAME_LENGTH + 1),
+        "with space",
+        "slash/topic",
+        "ümlaut",
+        "star*",
+        "colon:x",
+    ],
 )
 def test_illegal_names_are_invalid_topic_exception(name: str) -> None:
     with pytest.raises(InvalidTopicName) as info:

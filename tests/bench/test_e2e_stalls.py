@@ -13,9 +13,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_slow_record_is_split_into_its_legs(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "e2e_stalls.py"), "--runs", "1", "--records", "300",
-         "--throughput", "3000", "--slow-ms", "0", "--keep", str(tmp_path)],
-        capture_output=True, text=True, timeout=180)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "e2e_stalls.py"),
+            "--runs",
+            "1",
+            "--records",
+            "300",
+            "--throughput",
+            "3000",
+            "--slow-ms",
+            "0",
+            "--keep",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["records"] == 270 and report["slow"] == 270  # --slow-ms 0: every timed record

@@ -23,8 +23,11 @@ TIMEOUT = 60
 
 @pytest.fixture(scope="module")
 def null_broker() -> Iterator[str]:
-    process = subprocess.Popen([sys.executable, str(ROOT / "bench" / "null_broker.py"), "--num-partitions", "3"],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "null_broker.py"), "--num-partitions", "3"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         match = re.search(r"ready bootstrap_servers=(\S+)", process.stdout.readline())
@@ -42,18 +45,46 @@ def odradek() -> Iterator[str]:
 
 
 def perf(bootstrap: str, *args: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "odradek", "perf", *args, "--bootstrap-server", bootstrap,
-                           "--json", "--timeout", str(TIMEOUT)],
-                          capture_output=True, text=True, timeout=TIMEOUT * 2)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "odradek",
+            "perf",
+            *args,
+            "--bootstrap-server",
+            bootstrap,
+            "--json",
+            "--timeout",
+            str(TIMEOUT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 2,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("target", ["null_broker", "odradek"])
-def test_produce_then_consume_counts_every_record(target: str, request: pytest.FixtureRequest) -> None:
+def test_produce_then_consume_counts_every_record(
+    target: str, request: pytest.FixtureRequest
+) -> None:
     bootstrap = request.getfixturevalue(target)
-    produced = perf(bootstrap, "produce", "--topic", "smoke", "--partitions", "3", "--records", "3000",
-                    "--record-size", "50", "--acks", "all")
+    produced = perf(
+        bootstrap,
+        "produce",
+        "--topic",
+        "smoke",
+        "--partitions",
+        "3",
+        "--records",
+        "3000",
+        "--record-size",
+        "50",
+        "--acks",
+        "all",
+    )
     assert produced["records"] == 3000 and produced["errors"] == 0
     assert produced["bytes"] == 3000 * 50 and produced["latency_samples"] > 0
     consumed = perf(bootstrap, "consume", "--topic", "smoke", "--records", "3000")
@@ -64,20 +95,34 @@ def test_produce_then_consume_counts_every_record(target: str, request: pytest.F
 @pytest.mark.parametrize("target", ["null_broker", "odradek"])
 def test_e2e_receives_every_record(target: str, request: pytest.FixtureRequest) -> None:
     bootstrap = request.getfixturevalue(target)
-    result = perf(bootstrap, "e2e", "--topic", "smoke-e2e", "--records", "300", "--throughput", "3000")
+    result = perf(
+        bootstrap, "e2e", "--topic", "smoke-e2e", "--records", "300", "--throughput", "3000"
+    )
     assert result["records"] == 300 and result["errors"] == 0
     assert result["latency_samples"] == 300 - 30
 
 
 def test_e2e_latency_log_has_every_timed_record(odradek: str, tmp_path: Path) -> None:
     log = tmp_path / "latency.csv"
-    result = perf(odradek, "e2e", "--topic", "smoke-e2e-log", "--records", "300", "--throughput", "3000",
-                  "--latency-log", str(log))
+    result = perf(
+        odradek,
+        "e2e",
+        "--topic",
+        "smoke-e2e-log",
+        "--records",
+        "300",
+        "--throughput",
+        "3000",
+        "--latency-log",
+        str(log),
+    )
     header, *rows = log.read_text().splitlines()
     assert header == "offset,send_monotonic_ns,latency_us"
     assert len(rows) == result["latency_samples"] == 270
     offsets = [int(row.split(",")[0]) for row in rows]
-    assert offsets == list(range(30, 300))  # a new topic: the records after the 30 of warm-up, in order
+    assert offsets == list(
+        range(30, 300)
+    )  # a new topic: the records after the 30 of warm-up, in order
     sends = [int(row.split(",")[1]) for row in rows]
     assert sends == sorted(sends)
     assert all(float(row.split(",")[2]) > 0 for row in rows)
@@ -94,8 +139,21 @@ def test_throttle_sleeps_only_in_steps_of_two_ms() -> None:
 
 
 def test_two_producers_share_the_records(null_broker: str) -> None:
-    result = perf(null_broker, "produce", "--topic", "smoke-many", "--records", "1001", "--producers", "2",
-                  "--round-robin", "--partitions", "3", "--compression", "lz4")
+    result = perf(
+        null_broker,
+        "produce",
+        "--topic",
+        "smoke-many",
+        "--records",
+        "1001",
+        "--producers",
+        "2",
+        "--round-robin",
+        "--partitions",
+        "3",
+        "--compression",
+        "lz4",
+    )
     assert result["records"] == 1001 and result["errors"] == 0
 
 

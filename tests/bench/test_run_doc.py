@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import run  # noqa: E402
+import run
 
 
 def test_the_hand_written_part_survives_a_new_table(tmp_path: Path) -> None:

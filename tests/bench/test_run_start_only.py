@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import run  # noqa: E402
+import run
 
 
 def test_the_table_leaves_out_workloads_that_did_not_run() -> None:
@@ -16,6 +16,8 @@ def test_the_table_leaves_out_workloads_that_did_not_run() -> None:
     text = run.table({"odradek": rounds, "null": null}, run.FULL)
     rows = [line for line in text.splitlines() if line.startswith("| ") and "Workload" not in line]
     assert [row.split(" | ")[0] for row in rows] == [
-        "| Start to ready, empty data dir", "| Start to ready, 1,000 partitions on disk",
-        "| Produce 100 B round-robin over 1,000 partitions"]
+        "| Start to ready, empty data dir",
+        "| Start to ready, 1,000 partitions on disk",
+        "| Produce 100 B round-robin over 1,000 partitions",
+    ]
     assert "| 0.600 | 0.100 | 6.00 | <= 2 s | yes |" in text

@@ -40,4 +40,8 @@ def test_line_reader_properties() -> None:
 def test_read_properties(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
     path.write_text("# comment\n! other\nsecurity.protocol=PLAINTEXT\n\nclient.id = tool\nx=a=b\n")
-    assert read_properties(path) == {"security.protocol": "PLAINTEXT", "client.id": "tool", "x": "a=b"}
+    assert read_properties(path) == {
+        "security.protocol": "PLAINTEXT",
+        "client.id": "tool",
+        "x": "a=b",
+    }

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.coordinator import GroupCoordinator
@@ -33,16 +34,39 @@ class Slot:
         return self.results[0]
 
 
-def join(gc, member_id="", instance=None, now=0, protocols=PROTOCOLS, group="g", session=SESSION, known=True):
+def join(
+    gc,
+    member_id="",
+    instance=None,
+    now=0,
+    protocols=PROTOCOLS,
+    group="g",
+    session=SESSION,
+    known=True,
+):
     slot = Slot()
-    gc.join_group(group, member_id, instance, "client", "/127.0.0.1", "consumer", protocols, session, REBALANCE,
-                  known, slot, now)
+    gc.join_group(
+        group,
+        member_id,
+        instance,
+        "client",
+        "/127.0.0.1",
+        "consumer",
+        protocols,
+        session,
+        REBALANCE,
+        known,
+        slot,
+        now,
+    )
     return slot
 
 
 def sync(gc, member_id, generation, assignments=None, instance=None, now=0, group="g"):
     slot = Slot()
-    gc.sync_group(group, member_id, instance, generation, "consumer", None, assignments or {}, slot, now)
+    gc.sync_group(
+        group, member_id, instance, generation, "consumer", None, assignments or {}, slot, now
+    )
     return slot
 
 
@@ -99,7 +123,7 @@ def test_session_timeout_expires_member_and_rebalances_remaining():
     a = join_new_member(gc).result
     sync(gc, a.member_id, 1, {})
     b_slot = join_new_member(gc, now=0)
-    a_slot = join(gc, member_id=a.member_id, now=0)
+    join(gc, member_id=a.member_id, now=0)
     b = b_slot.result
     sync(gc, b.member_id, 2, now=0)
     sync(gc, a.member_id, 2, {a.member_id: b"x", b.member_id: b"y"}, now=0)
@@ -111,7 +135,9 @@ def test_session_timeout_expires_member_and_rebalances_remaining():
     assert b.member_id not in group.members
     assert group.state is GroupState.PREPARING_REBALANCE
     a_slot2 = join(gc, member_id=a.member_id, now=SESSION + 1)
-    assert a_slot2.result.generation_id == 3 and [m[0] for m in a_slot2.result.members] == [a.member_id]
+    assert a_slot2.result.generation_id == 3 and [m[0] for m in a_slot2.result.members] == [
+        a.member_id
+    ]
 
 
 def test_rebalance_timeout_drops_members_that_do_not_rejoin():
@@ -164,8 +190,14 @@ def test_static_member_rejoins_without_rebalance_and_fences_old_id():
     join(gc, member_id=a.member_id, instance="i-1", now=2)
     join(gc, member_id=b.result.member_id, now=2)
     gen = c.result.generation_id
-    sync(gc, a.member_id, gen, {a.member_id: b"A", b.result.member_id: b"B", c.result.member_id: b"C"},
-         instance="i-1", now=2)
+    sync(
+        gc,
+        a.member_id,
+        gen,
+        {a.member_id: b"A", b.result.member_id: b"B", c.result.member_id: b"C"},
+        instance="i-1",
+        now=2,
+    )
     assert gc.groups["g"].state is GroupState.STABLE
     restarted = join(gc, instance="i-2", now=3).result
     assert restarted.error == ErrorCode.none and restarted.generation_id == gen
@@ -174,7 +206,10 @@ def test_static_member_rejoins_without_rebalance_and_fences_old_id():
     assert sync(gc, restarted.member_id, gen, instance="i-2", now=3).result.assignment == b"C"
     # The zombie with the old member id is fenced.
     assert gc.heartbeat("g", c.result.member_id, "i-2", gen, 4) == ErrorCode.fenced_instance_id
-    assert join(gc, member_id=c.result.member_id, instance="i-2", now=4).result.error == ErrorCode.fenced_instance_id
+    assert (
+        join(gc, member_id=c.result.member_id, instance="i-2", now=4).result.error
+        == ErrorCode.fenced_instance_id
+    )
 
 
 def test_static_member_restart_with_new_metadata_but_same_protocol_does_not_rebalance():
@@ -215,26 +250,47 @@ def test_offsets_commit_fetch_and_generation_checks():
     from odradek.coordinator.coordinator import OffsetCommit
 
     # Simple consumer: no generation, creates the group.
-    err, errs = gc.commit_offsets("simple", "", None, -1, [OffsetCommit("t", 0, 42, 3, "meta")], 100)
+    err, errs = gc.commit_offsets(
+        "simple", "", None, -1, [OffsetCommit("t", 0, 42, 3, "meta")], 100
+    )
     assert err == ErrorCode.none and errs == [ErrorCode.none]
     got = gc.fetch_offsets("simple", [("t", 0), ("t", 1)])
-    assert got[("t", 0)].offset == 42 and got[("t", 0)].metadata == "meta" and got[("t", 0)].leader_epoch == 3
+    assert (
+        got[("t", 0)].offset == 42
+        and got[("t", 0)].metadata == "meta"
+        and got[("t", 0)].leader_epoch == 3
+    )
     assert got[("t", 1)] is None
     a = join_new_member(gc).result
-    assert gc.commit_offsets("g", a.member_id, None, 1, [OffsetCommit("t", 0, 1)], 0)[0] == \
-        ErrorCode.rebalance_in_progress
+    assert (
+        gc.commit_offsets("g", a.member_id, None, 1, [OffsetCommit("t", 0, 1)], 0)[0]
+        == ErrorCode.rebalance_in_progress
+    )
     sync(gc, a.member_id, 1, {})
-    assert gc.commit_offsets("g", "ghost", None, 1, [OffsetCommit("t", 0, 1)], 0)[0] == ErrorCode.unknown_member_id
-    assert gc.commit_offsets("g", a.member_id, None, 9, [OffsetCommit("t", 0, 1)], 0)[0] == \
-        ErrorCode.illegal_generation
-    err, errs = gc.commit_offsets("g", a.member_id, None, 1,
-                                  [OffsetCommit("t", 0, 5), OffsetCommit("t", 1, 6, metadata="x" * 5000)], 0)
+    assert (
+        gc.commit_offsets("g", "ghost", None, 1, [OffsetCommit("t", 0, 1)], 0)[0]
+        == ErrorCode.unknown_member_id
+    )
+    assert (
+        gc.commit_offsets("g", a.member_id, None, 9, [OffsetCommit("t", 0, 1)], 0)[0]
+        == ErrorCode.illegal_generation
+    )
+    err, errs = gc.commit_offsets(
+        "g",
+        a.member_id,
+        None,
+        1,
+        [OffsetCommit("t", 0, 5), OffsetCommit("t", 1, 6, metadata="x" * 5000)],
+        0,
+    )
     assert errs == [ErrorCode.none, ErrorCode.offset_metadata_too_large]
     assert gc.fetch_offsets("g", None) == {("t", 0): gc.groups["g"].offsets[("t", 0)]}
 
 
 def test_offset_retention_and_group_deletion():
-    gc = GroupCoordinator(GroupCoordinatorConfig(offsets_retention_minutes=1, group_initial_rebalance_delay_ms=0))
+    gc = GroupCoordinator(
+        GroupCoordinatorConfig(offsets_retention_minutes=1, group_initial_rebalance_delay_ms=0)
+    )
     from odradek.coordinator.coordinator import OffsetCommit
 
     gc.commit_offsets("s", "", None, -1, [OffsetCommit("t", 0, 1)], 0)
@@ -247,7 +303,10 @@ def test_offset_retention_and_group_deletion():
     gc.commit_offsets("d", "", None, -1, [OffsetCommit("t", 0, 1)], 0)
     a = join_new_member(gc, group="busy").result
     assert gc.delete_groups(["d", "busy", "nope"], 1) == {
-        "d": ErrorCode.none, "busy": ErrorCode.non_empty_group, "nope": ErrorCode.group_id_not_found}
+        "d": ErrorCode.none,
+        "busy": ErrorCode.non_empty_group,
+        "nope": ErrorCode.group_id_not_found,
+    }
     assert a.member_id in gc.groups["busy"].members
 
 
@@ -276,8 +335,11 @@ def test_state_is_rebuilt_from_its_records():
 
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["join", "rejoin", "sync", "heartbeat", "leave", "tick"]), st.integers(0, 4),
-              st.integers(0, 20_000)),
+    st.tuples(
+        st.sampled_from(["join", "rejoin", "sync", "heartbeat", "leave", "tick"]),
+        st.integers(0, 4),
+        st.integers(0, 20_000),
+    ),
     max_size=60,
 )
 
@@ -305,8 +367,13 @@ def test_random_schedules_keep_group_invariants(schedule):
             group = gc.groups.get("g")
             if group is not None:
                 leader = group.leader_id
-                sync(gc, mid, gens.get(mid, 0), {m: m.encode() for m in group.members} if mid == leader else {},
-                     now=now)
+                sync(
+                    gc,
+                    mid,
+                    gens.get(mid, 0),
+                    {m: m.encode() for m in group.members} if mid == leader else {},
+                    now=now,
+                )
         elif op == "heartbeat" and mid:
             gc.heartbeat("g", mid, None, gens.get(mid, 0), now)
         elif op == "leave" and mid:

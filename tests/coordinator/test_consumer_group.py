@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odradek.coordinator.assignors import range_assign, uniform_assign
 from odradek.coordinator.config import GroupCoordinatorConfig
@@ -16,9 +17,21 @@ TOPICS = {"t": (T, 4)}
 
 
 def hb(gc, member_id="", epoch=0, owned=None, topics=("t",), now=0, assignor=None, group="cg"):
-    return gc.consumer_group_heartbeat(group, member_id, epoch, None, None, 30_000,
-                                       list(topics) if topics is not None else None, assignor, owned, "c", "/h",
-                                       TOPICS, now)
+    return gc.consumer_group_heartbeat(
+        group,
+        member_id,
+        epoch,
+        None,
+        None,
+        30_000,
+        list(topics) if topics is not None else None,
+        assignor,
+        owned,
+        "c",
+        "/h",
+        TOPICS,
+        now,
+    )
 
 
 def test_join_gets_everything_then_second_member_waits_for_revocation():
@@ -55,17 +68,30 @@ def test_fencing_leave_and_session_expiry():
 def test_commit_needs_current_member_epoch():
     gc = GroupCoordinator()
     a = hb(gc, "a")
-    assert gc.commit_offsets("cg", "a", None, a.member_epoch, [OffsetCommit("t", 0, 5)], 1)[0] == ErrorCode.none
-    assert gc.commit_offsets("cg", "a", None, 0, [OffsetCommit("t", 0, 6)], 1)[0] == ErrorCode.stale_member_epoch
-    assert gc.commit_offsets("cg", "x", None, 1, [OffsetCommit("t", 0, 6)], 1)[0] == ErrorCode.unknown_member_id
+    assert (
+        gc.commit_offsets("cg", "a", None, a.member_epoch, [OffsetCommit("t", 0, 5)], 1)[0]
+        == ErrorCode.none
+    )
+    assert (
+        gc.commit_offsets("cg", "a", None, 0, [OffsetCommit("t", 0, 6)], 1)[0]
+        == ErrorCode.stale_member_epoch
+    )
+    assert (
+        gc.commit_offsets("cg", "x", None, 1, [OffsetCommit("t", 0, 6)], 1)[0]
+        == ErrorCode.unknown_member_id
+    )
     assert gc.fetch_offsets("cg", [("t", 0)])[("t", 0)].offset == 5
     assert gc.list_groups() == [("cg", "consumer", "Stable", "consumer")]
     assert gc.list_groups(states=["STABLE "], types=["Consumer"]) == gc.list_groups()
     assert gc.list_groups(types=["classic"]) == gc.list_groups(states=["Empty"]) == []
 
 
-subscriptions = st.dictionaries(st.text("abcdef", min_size=1, max_size=3), st.just({T, uuid.UUID(int=2)}),
-                                min_size=1, max_size=6)
+subscriptions = st.dictionaries(
+    st.text("abcdef", min_size=1, max_size=3),
+    st.just({T, uuid.UUID(int=2)}),
+    min_size=1,
+    max_size=6,
+)
 counts = st.tuples(st.integers(0, 12), st.integers(0, 12))
 
 
@@ -76,12 +102,20 @@ def test_assignors_assign_each_partition_exactly_once_and_balanced(subs, sizes):
         out = assignor(subs, partitions, {})
         owned = [(t, p) for a in out.values() for t, ps in a.items() for p in ps]
         assert sorted(owned) == sorted((t, p) for t, n in partitions.items() for p in range(n))
-    loads = [sum(len(ps) for ps in a.values()) for a in uniform_assign(subs, partitions, {}).values()]
+    loads = [
+        sum(len(ps) for ps in a.values()) for a in uniform_assign(subs, partitions, {}).values()
+    ]
     assert max(loads) - min(loads) <= 1
 
 
-schedule = st.lists(st.tuples(st.sampled_from(["hb", "hb", "join", "leave", "tick"]), st.integers(0, 2),
-                              st.integers(0, 4_000)), max_size=40)
+schedule = st.lists(
+    st.tuples(
+        st.sampled_from(["hb", "hb", "join", "leave", "tick"]),
+        st.integers(0, 2),
+        st.integers(0, 4_000),
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,7 +124,9 @@ def test_no_partition_is_ever_owned_by_two_members_and_the_group_converges(ops, 
     """Members that honestly report what they own never overlap, and settle on the target."""
     gc = GroupCoordinator(GroupCoordinatorConfig(group_consumer_session_timeout_ms=10_000))
     owned: dict[str, dict] = {}  # what each client owns right now
-    revoking: dict[str, dict] = {}  # taken away by the last response, released before the next heartbeat
+    revoking: dict[
+        str, dict
+    ] = {}  # taken away by the last response, released before the next heartbeat
     epochs: dict[str, int] = {}
     now = 0
 
@@ -139,6 +175,11 @@ def test_no_partition_is_ever_owned_by_two_members_and_the_group_converges(ops, 
     if epochs:
         group = gc.groups["cg"]
         assert group.state_name == "Stable"
-        claimed = sorted((t, p) for m, a in owned.items() for t, ps in a.items() for p in ps
-                         if p not in revoking.get(m, {}).get(t, set()))
+        claimed = sorted(
+            (t, p)
+            for m, a in owned.items()
+            for t, ps in a.items()
+            for p in ps
+            if p not in revoking.get(m, {}).get(t, set())
+        )
         assert claimed == [(T, p) for p in range(4)]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odradek.coordinator import records as rec
 from odradek.coordinator.config import GroupCoordinatorConfig
@@ -20,26 +21,58 @@ SESSION = 10_000
 def test_key_and_value_layouts_match_kafka():
     key = rec.encode_consumer_group_key(rec.ConsumerGroupKey(rec.GROUP_EPOCH, "cg"))
     assert key == b"\x00\x03\x00\x02cg"
-    member_key = rec.encode_consumer_group_key(rec.ConsumerGroupKey(rec.CURRENT_MEMBER_ASSIGNMENT, "cg", "m"))
+    member_key = rec.encode_consumer_group_key(
+        rec.ConsumerGroupKey(rec.CURRENT_MEMBER_ASSIGNMENT, "cg", "m")
+    )
     assert member_key == b"\x00\x08\x00\x02cg\x00\x01m"
-    assert rec.decode_key(member_key) == rec.ConsumerGroupKey(rec.CURRENT_MEMBER_ASSIGNMENT, "cg", "m")
+    assert rec.decode_key(member_key) == rec.ConsumerGroupKey(
+        rec.CURRENT_MEMBER_ASSIGNMENT, "cg", "m"
+    )
     # Flexible value v0: int16 version, int32 epoch, empty tagged fields.
     assert rec.encode_group_epoch_value(7) == b"\x00\x00\x00\x00\x00\x07\x00"
     value = rec.encode_target_assignment_member_value({T: {2, 0}})
     # version, compact array (1 + 1), uuid, compact int32 array (2 + 1), 0, 2, tags, tags.
-    assert value == (b"\x00\x00\x02" + T.bytes + b"\x03" + (0).to_bytes(4, "big") + (2).to_bytes(4, "big")
-                     + b"\x00\x00")
+    assert value == (
+        b"\x00\x00\x02"
+        + T.bytes
+        + b"\x03"
+        + (0).to_bytes(4, "big")
+        + (2).to_bytes(4, "big")
+        + b"\x00\x00"
+    )
     current = rec.ConsumerGroupCurrentMemberAssignmentValue(3, 2, 1, {T: {1}}, {U: {0}})
-    assert rec.decode_current_member_assignment_value(rec.encode_current_member_assignment_value(current)) == current
-    member = rec.ConsumerGroupMemberMetadataValue("i", None, "c", "/h", ["t", "u"], "t.*", 300, "range")
+    assert (
+        rec.decode_current_member_assignment_value(
+            rec.encode_current_member_assignment_value(current)
+        )
+        == current
+    )
+    member = rec.ConsumerGroupMemberMetadataValue(
+        "i", None, "c", "/h", ["t", "u"], "t.*", 300, "range"
+    )
     assert rec.decode_member_metadata_value(rec.encode_member_metadata_value(member)) == member
-    assert rec.decode_partition_metadata_value(rec.encode_partition_metadata_value(TOPICS)) == TOPICS
+    assert (
+        rec.decode_partition_metadata_value(rec.encode_partition_metadata_value(TOPICS)) == TOPICS
+    )
 
 
 def hb(gc, member_id, epoch, now, owned=None, topics=("t",), instance=None, regex=None):
-    return gc.consumer_group_heartbeat("cg", member_id, epoch, instance, None, 5_000 if epoch == 0 else -1,
-                                       list(topics) if topics is not None else None, None, owned, "c", "/h",
-                                       TOPICS, now, subscribed_topic_regex=regex)
+    return gc.consumer_group_heartbeat(
+        "cg",
+        member_id,
+        epoch,
+        instance,
+        None,
+        5_000 if epoch == 0 else -1,
+        list(topics) if topics is not None else None,
+        None,
+        owned,
+        "c",
+        "/h",
+        TOPICS,
+        now,
+        subscribed_topic_regex=regex,
+    )
 
 
 def replayed(gc: GroupCoordinator, log: list, now: int) -> GroupCoordinator:
@@ -54,17 +87,36 @@ def view(group: ConsumerGroup | None):
     if group is None:
         return None
     members = {
-        m.member_id: (m.member_epoch, m.previous_member_epoch, m.instance_id, sorted(m.subscribed_topic_names),
-                      m.subscribed_topic_regex, m.rebalance_timeout_ms, m.assigned, m.to_send)
+        m.member_id: (
+            m.member_epoch,
+            m.previous_member_epoch,
+            m.instance_id,
+            sorted(m.subscribed_topic_names),
+            m.subscribed_topic_regex,
+            m.rebalance_timeout_ms,
+            m.assigned,
+            m.to_send,
+        )
         for m in group.members.values()
     }
-    return (group.group_epoch, group.assignment_epoch, group.subscribed_metadata, group.target, members,
-            group.offsets)
+    return (
+        group.group_epoch,
+        group.assignment_epoch,
+        group.subscribed_metadata,
+        group.target,
+        members,
+        group.offsets,
+    )
 
 
 # One step of a member: join, heartbeat reporting what it was sent, leave, static leave, or silence.
-steps = st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(["join", "ack", "ack", "leave", "static-leave",
-                                                                    "expire"])), max_size=25)
+steps = st.lists(
+    st.tuples(
+        st.sampled_from("abc"),
+        st.sampled_from(["join", "ack", "ack", "leave", "static-leave", "expire"]),
+    ),
+    max_size=25,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -79,9 +131,13 @@ def test_replay_rebuilds_the_group_after_any_history(history):
         now += 100
         instance = name if name == "c" else None  # c is a static member
         if action == "join" and name not in epochs:
-            r = hb(gc, name, 0, now, instance=instance, topics=("t",) if name != "b" else ("t", "u"))
+            r = hb(
+                gc, name, 0, now, instance=instance, topics=("t",) if name != "b" else ("t", "u")
+            )
         elif action == "ack" and name in epochs:
-            r = hb(gc, name, epochs[name], now, owned=sent.get(name), topics=None, instance=instance)
+            r = hb(
+                gc, name, epochs[name], now, owned=sent.get(name), topics=None, instance=instance
+            )
         elif action == "leave" and name in epochs:
             r = hb(gc, name, -1, now, topics=None, instance=instance)
         elif action == "static-leave" and name == "c" and name in epochs:
@@ -114,7 +170,9 @@ def test_members_keep_their_epochs_across_a_restart_and_tombstones_remove_the_gr
     log = [(r.key, r.value) for r in gc.drain_records()]
     after = replayed(gc, log, 4)
     # The members carry on with the epochs they had; nothing is fenced.
-    assert hb(after, "a", a2.member_epoch, 5, owned=a2.assignment, topics=None).error == ErrorCode.none
+    assert (
+        hb(after, "a", a2.member_epoch, 5, owned=a2.assignment, topics=None).error == ErrorCode.none
+    )
     assert hb(after, "b", b.member_epoch, 5, owned={}, topics=None).error == ErrorCode.none
     # Loaded members get a fresh session from the load.
     assert after.groups["cg"].members["a"].session_deadline_ms == 5 + SESSION

@@ -14,25 +14,56 @@ T, U, V = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)
 TOPICS = {"orders": (T, 4), "orders-eu": (U, 2), "payments": (V, 2)}
 
 
-def hb(gc, member_id, epoch=0, owned=None, topics=("orders",), now=0, instance=None, regex=None, rebalance=5_000,
-       member_id_required=False, group="cg", metadata=TOPICS):
-    return gc.consumer_group_heartbeat(group, member_id, epoch, instance, None, rebalance,
-                                       list(topics) if topics is not None else None, None, owned, "c", "/h",
-                                       metadata, now, subscribed_topic_regex=regex,
-                                       member_id_required=member_id_required)
+def hb(
+    gc,
+    member_id,
+    epoch=0,
+    owned=None,
+    topics=("orders",),
+    now=0,
+    instance=None,
+    regex=None,
+    rebalance=5_000,
+    member_id_required=False,
+    group="cg",
+    metadata=TOPICS,
+):
+    return gc.consumer_group_heartbeat(
+        group,
+        member_id,
+        epoch,
+        instance,
+        None,
+        rebalance,
+        list(topics) if topics is not None else None,
+        None,
+        owned,
+        "c",
+        "/h",
+        metadata,
+        now,
+        subscribed_topic_regex=regex,
+        member_id_required=member_id_required,
+    )
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"group": ""}, "GroupId can't be empty."),
-    ({"instance": ""}, "InstanceId can't be empty."),
-    ({"epoch": 3, "member_id": ""}, "MemberId can't be empty."),
-    ({"member_id_required": True, "member_id": ""}, "MemberId can't be empty."),
-    ({"rebalance": -1}, "RebalanceTimeoutMs must be provided in first request."),
-    ({"owned": {T: {0}}}, "TopicPartitions must be empty when (re-)joining."),
-    ({"topics": None}, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."),
-    ({"epoch": -2}, "InstanceId can't be null."),
-    ({"epoch": -3}, "MemberEpoch is invalid."),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"group": ""}, "GroupId can't be empty."),
+        ({"instance": ""}, "InstanceId can't be empty."),
+        ({"epoch": 3, "member_id": ""}, "MemberId can't be empty."),
+        ({"member_id_required": True, "member_id": ""}, "MemberId can't be empty."),
+        ({"rebalance": -1}, "RebalanceTimeoutMs must be provided in first request."),
+        ({"owned": {T: {0}}}, "TopicPartitions must be empty when (re-)joining."),
+        (
+            {"topics": None},
+            "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+        ),
+        ({"epoch": -2}, "InstanceId can't be null."),
+        ({"epoch": -3}, "MemberEpoch is invalid."),
+    ],
+)
 def test_invalid_requests(kwargs, message):
     args = {"member_id": "m", **kwargs}
     r = hb(GroupCoordinator(), **args)
@@ -151,8 +182,12 @@ def test_restore_puts_groups_back_as_snapshotted():
 
 def test_the_assignor_most_members_ask_for_is_used():
     gc = GroupCoordinator()
-    gc.consumer_group_heartbeat("cg", "a", 0, None, None, 5_000, ["orders"], "range", None, "c", "/h", TOPICS, 0)
+    gc.consumer_group_heartbeat(
+        "cg", "a", 0, None, None, 5_000, ["orders"], "range", None, "c", "/h", TOPICS, 0
+    )
     assert gc.groups["cg"].preferred_assignor() == "range"
     for m in ("b", "c"):
-        gc.consumer_group_heartbeat("cg", m, 0, None, None, 5_000, ["orders"], "uniform", None, "c", "/h", TOPICS, 1)
+        gc.consumer_group_heartbeat(
+            "cg", m, 0, None, None, 5_000, ["orders"], "uniform", None, "c", "/h", TOPICS, 1
+        )
     assert gc.groups["cg"].preferred_assignor() == "uniform"

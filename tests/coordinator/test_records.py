@@ -1,4 +1,5 @@
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from odradek.coordinator import records as rec
 
@@ -21,13 +22,24 @@ def test_group_metadata_key_bytes():
 
 def test_offset_commit_value_v3_layout():
     data = rec.encode_offset_commit_value(rec.OffsetCommitValue(5, "m", 1000, leader_epoch=2))
-    assert data == (b"\x00\x03" + (5).to_bytes(8, "big") + (2).to_bytes(4, "big") + b"\x00\x01m"
-                    + (1000).to_bytes(8, "big"))
+    assert data == (
+        b"\x00\x03"
+        + (5).to_bytes(8, "big")
+        + (2).to_bytes(4, "big")
+        + b"\x00\x01m"
+        + (1000).to_bytes(8, "big")
+    )
 
 
 def test_offset_commit_value_v4_flexible_is_read():
-    data = (b"\x00\x04" + (9).to_bytes(8, "big") + (1).to_bytes(4, "big") + b"\x03hi"
-            + (77).to_bytes(8, "big") + b"\x00")
+    data = (
+        b"\x00\x04"
+        + (9).to_bytes(8, "big")
+        + (1).to_bytes(4, "big")
+        + b"\x03hi"
+        + (77).to_bytes(8, "big")
+        + b"\x00"
+    )
     assert rec.decode_offset_commit_value(data) == rec.OffsetCommitValue(9, "hi", 77, 1)
 
 
@@ -38,12 +50,26 @@ def test_offset_commit_value_round_trip(offset, metadata, ts, epoch, expire):
 
 
 members = st.builds(
-    rec.MemberMetadata, texts, texts, texts, ints32, ints32, st.binary(max_size=20), st.binary(max_size=20),
+    rec.MemberMetadata,
+    texts,
+    texts,
+    texts,
+    ints32,
+    ints32,
+    st.binary(max_size=20),
+    st.binary(max_size=20),
     st.one_of(st.none(), texts),
 )
 
 
-@given(texts, ints32, st.one_of(st.none(), texts), st.one_of(st.none(), texts), ints64, st.lists(members, max_size=4))
+@given(
+    texts,
+    ints32,
+    st.one_of(st.none(), texts),
+    st.one_of(st.none(), texts),
+    ints64,
+    st.lists(members, max_size=4),
+)
 def test_group_metadata_value_round_trip(ptype, gen, protocol, leader, ts, ms):
     value = rec.GroupMetadataValue(ptype, gen, protocol, leader, ts, ms)
     assert rec.decode_group_metadata_value(rec.encode_group_metadata_value(value)) == value

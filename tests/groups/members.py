@@ -42,11 +42,18 @@ class ConfluentMember(Member):
             self.assignment = {p.partition for p in partitions}
             self.assignments += 1
 
-        consumer = Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": RANGE, "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 200, "auto.commit.interval.ms": 100, **self.options,
-        })
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": RANGE,
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 200,
+                "auto.commit.interval.ms": 100,
+                **self.options,
+            }
+        )
         consumer.subscribe([self.topic], on_assign=on_assign)
         try:
             while not self.stopping.is_set():
@@ -72,11 +79,18 @@ class KafkaPythonMember(Member):
                 member.assignment = {p.partition for p in assigned}
                 member.assignments += 1
 
-        consumer = KafkaConsumer(**{
-            "bootstrap_servers": self.bootstrap, "group_id": self.group, "auto_offset_reset": "earliest",
-            "partition_assignment_strategy": [RangePartitionAssignor], "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 200, "auto_commit_interval_ms": 100, **self.options,
-        })
+        consumer = KafkaConsumer(
+            **{
+                "bootstrap_servers": self.bootstrap,
+                "group_id": self.group,
+                "auto_offset_reset": "earliest",
+                "partition_assignment_strategy": [RangePartitionAssignor],
+                "session_timeout_ms": 6000,
+                "heartbeat_interval_ms": 200,
+                "auto_commit_interval_ms": 100,
+                **self.options,
+            }
+        )
         consumer.subscribe([self.topic], listener=Listener())
         try:
             while not self.stopping.is_set():
@@ -105,11 +119,18 @@ class AiokafkaMember(Member):
                 member.assignment = {p.partition for p in assigned}
                 member.assignments += 1
 
-        consumer = AIOKafkaConsumer(**{
-            "bootstrap_servers": self.bootstrap, "group_id": self.group, "auto_offset_reset": "earliest",
-            "partition_assignment_strategy": (RangePartitionAssignor,), "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 200, "auto_commit_interval_ms": 100, **self.options,
-        })
+        consumer = AIOKafkaConsumer(
+            **{
+                "bootstrap_servers": self.bootstrap,
+                "group_id": self.group,
+                "auto_offset_reset": "earliest",
+                "partition_assignment_strategy": (RangePartitionAssignor,),
+                "session_timeout_ms": 6000,
+                "heartbeat_interval_ms": 200,
+                "auto_commit_interval_ms": 100,
+                **self.options,
+            }
+        )
         consumer.subscribe([self.topic], listener=Listener())
         await consumer.start()
         try:

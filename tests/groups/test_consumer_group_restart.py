@@ -18,14 +18,22 @@ def describe(bootstrap: str, group: str):
     """ConsumerGroupDescribe v0 over a raw connection: (group epoch, {member id: (epoch, partitions)})."""
     client = WireClient(bootstrap)
     try:
-        request = schemas.build(schemas.request_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, 0), group_ids=(group,),
-                                include_authorized_operations=False)
+        request = schemas.build(
+            schemas.request_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, 0),
+            group_ids=(group,),
+            include_authorized_operations=False,
+        )
         described = client.call(request).groups[0]
     finally:
         client.close()
     assert described.error_code == 0, described
-    members = {m.member_id: (m.member_epoch, {p for t in m.assignment.topic_partitions for p in t.partitions})
-               for m in described.members}
+    members = {
+        m.member_id: (
+            m.member_epoch,
+            {p for t in m.assignment.topic_partitions for p in t.partitions},
+        )
+        for m in described.members
+    }
     return described.group_epoch, members
 
 
@@ -42,7 +50,11 @@ def test_consumer_group_members_and_epochs_survive_restart(fresh_broker, hard):
         b.start()
         wait_for(lambda: disjoint_cover([a, b]))
         # Reconciled: both members at the group epoch, holding what they were assigned.
-        wait_for(lambda: (lambda e, ms: len(ms) == 2 and all(ep == e for ep, _ in ms.values()))(*describe(bs, group)))
+        wait_for(
+            lambda: (lambda e, ms: len(ms) == 2 and all(ep == e for ep, _ in ms.values()))(
+                *describe(bs, group)
+            )
+        )
         before = describe(bs, group)
         fresh_broker.restart(hard=hard)
         # Straight from the log, before anyone heartbeats into the new process.

@@ -12,10 +12,16 @@ from .test_mixed_clients import PARTITIONS, Flow, wait_for
 
 class NextGenMember(Member):
     def consume(self) -> None:
-        consumer = Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": self.group, "group.protocol": "consumer",
-            "auto.offset.reset": "earliest", "auto.commit.interval.ms": 100, **self.options,
-        })
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "auto.commit.interval.ms": 100,
+                **self.options,
+            }
+        )
         consumer.subscribe([self.topic])
         try:
             while not self.stopping.is_set():
@@ -26,9 +32,15 @@ class NextGenMember(Member):
         finally:
             consumer.close()
 
+
 def disjoint_cover(members) -> bool:
     parts = [m.assignment for m in members]
-    return all(parts) and sum(len(p) for p in parts) == PARTITIONS and set().union(*parts) == set(range(PARTITIONS))
+    return (
+        all(parts)
+        and sum(len(p) for p in parts) == PARTITIONS
+        and set().union(*parts) == set(range(PARTITIONS))
+    )
+
 
 @pytest.mark.timeout(120)
 def test_consumer_protocol_members_share_partitions_while_records_flow(broker):
@@ -47,7 +59,12 @@ def test_consumer_protocol_members_share_partitions_while_records_flow(broker):
         c.start()
         # Reconciliation is incremental: a member gives up a partition before the newcomer gets it,
         # so uneven disjoint covers (3/2/1) pass by on the way to the uniform target of 2 each.
-        wait_for(lambda: disjoint_cover([a, b, c]) and sorted(len(m.assignment) for m in (a, b, c)) == [2, 2, 2])
+        wait_for(
+            lambda: (
+                disjoint_cover([a, b, c])
+                and sorted(len(m.assignment) for m in (a, b, c)) == [2, 2, 2]
+            )
+        )
         b.stop()  # leaves with member epoch -1: a and c take over its partitions
         wait_for(lambda: disjoint_cover([a, c]))
     finally:
@@ -59,7 +76,9 @@ def test_consumer_protocol_members_share_partitions_while_records_flow(broker):
     # Auto-commits were made with member epochs; the group's offsets reach the end of each partition.
     check = Consumer({"bootstrap.servers": bs, "group.id": "kip848"})
     try:
-        committed = check.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        committed = check.committed(
+            [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10
+        )
         assert sum(tp.offset for tp in committed) == len(sent)
     finally:
         check.close()

@@ -35,7 +35,11 @@ def test_regex_subscription_is_resolved_by_the_broker(broker):
 
     try:
         consumer.subscribe([f"^{prefix}-.*"])
-        wait_for(lambda: polled_assignment() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1), (f"{prefix}-b", 0)})
+        wait_for(
+            lambda: (
+                polled_assignment() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1), (f"{prefix}-b", 0)}
+            )
+        )
         create(f"{prefix}-c", 1)
         wait_for(lambda: (f"{prefix}-c", 0) in polled_assignment())
         assert not any(topic.startswith("not-") for topic, _ in assigned)

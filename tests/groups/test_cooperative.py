@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from .conftest import create_topic
 from .members import ConfluentMember
 from .test_mixed_clients import PARTITIONS, Flow, shares_all_partitions, wait_for
-from .conftest import create_topic
 
 
 class CooperativeMember(ConfluentMember):
@@ -22,11 +22,17 @@ class CooperativeMember(ConfluentMember):
         def on_revoke(consumer, partitions):
             self.assignment = self.assignment - {p.partition for p in partitions}
 
-        consumer = Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 200, "auto.commit.interval.ms": 100,
-        })
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 200,
+                "auto.commit.interval.ms": 100,
+            }
+        )
         consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
         try:
             while not self.stopping.is_set():

@@ -8,12 +8,11 @@ as Kafka's CoordinatorRuntime maps them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import datetime
 import importlib
 import select
 import time
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
@@ -28,8 +27,11 @@ from .conftest import create_topic
 
 def set_offsets_topic_config(bootstrap: str, name: str, value: str | None) -> None:
     op = AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
-    resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets",
-                              incremental_configs=[ConfigEntry(name, value or "", incremental_operation=op)])
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "__consumer_offsets",
+        incremental_configs=[ConfigEntry(name, value or "", incremental_operation=op)],
+    )
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.incremental_alter_configs([resource])[resource].result(10)
 
@@ -44,36 +46,76 @@ def client(fresh_broker) -> Iterator[WireClient]:
 def commit(client: WireClient, group: str, topic: str, offset: int, metadata: str = "") -> int:
     cls = schemas.request_schema(ApiKey.OFFSET_COMMIT, 8)
     module = importlib.import_module("kio.schema.offset_commit.v8.request")
-    request = schemas.build(cls, group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                            group_instance_id=None, topics=(schemas.build(
-                                module.OffsetCommitRequestTopic, name=topic, partitions=(schemas.build(
-                                    module.OffsetCommitRequestPartition, partition_index=0, committed_offset=offset,
-                                    committed_leader_epoch=-1, committed_metadata=metadata),)),))
+    request = schemas.build(
+        cls,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            schemas.build(
+                module.OffsetCommitRequestTopic,
+                name=topic,
+                partitions=(
+                    schemas.build(
+                        module.OffsetCommitRequestPartition,
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata=metadata,
+                    ),
+                ),
+            ),
+        ),
+    )
     return client.call(request).topics[0].partitions[0].error_code
 
 
 def committed(client: WireClient, group: str, topic: str) -> int:
     cls = schemas.request_schema(ApiKey.OFFSET_FETCH, 8)
     module = importlib.import_module("kio.schema.offset_fetch.v8.request")
-    request = schemas.build(cls, groups=(schemas.build(
-        module.OffsetFetchRequestGroup, group_id=group,
-        topics=(schemas.build(module.OffsetFetchRequestTopics, name=topic, partition_indexes=(0,)),)),),
-        require_stable=False)
+    request = schemas.build(
+        cls,
+        groups=(
+            schemas.build(
+                module.OffsetFetchRequestGroup,
+                group_id=group,
+                topics=(
+                    schemas.build(
+                        module.OffsetFetchRequestTopics, name=topic, partition_indexes=(0,)
+                    ),
+                ),
+            ),
+        ),
+        require_stable=False,
+    )
     return client.call(request).groups[0].topics[0].partitions[0].committed_offset
 
 
 def join_consumer_group(client: WireClient, group: str, topic: str):
     cls = schemas.request_schema(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0)
-    request = schemas.build(cls, group_id=group, member_id="", member_epoch=0, instance_id=None, rack_id=None,
-                            rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(topic,), server_assignor=None,
-                            topic_partitions=())
+    request = schemas.build(
+        cls,
+        group_id=group,
+        member_id="",
+        member_epoch=0,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=(topic,),
+        server_assignor=None,
+        topic_partitions=(),
+    )
     return client.call(request)
 
 
 def described_error(client: WireClient, group: str) -> int:
     cls = schemas.request_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, 0)
-    return client.call(schemas.build(cls, group_ids=(group,), include_authorized_operations=False)
-                       ).groups[0].error_code
+    return (
+        client.call(schemas.build(cls, group_ids=(group,), include_authorized_operations=False))
+        .groups[0]
+        .error_code
+    )
 
 
 @pytest.mark.timeout(60)
@@ -116,27 +158,50 @@ def test_record_too_large_is_unknown_server_error_and_nothing_changes(fresh_brok
 
 def join_request(group: str, instance: str, member_id: str = ""):
     module = importlib.import_module("kio.schema.join_group.v5.request")
-    return schemas.build(module.JoinGroupRequest, group_id=group, session_timeout=datetime.timedelta(seconds=30),
-                         rebalance_timeout=datetime.timedelta(seconds=30), member_id=member_id,
-                         group_instance_id=instance, protocol_type="consumer",
-                         protocols=(schemas.build(module.JoinGroupRequestProtocol, name="range", metadata=b"m"),))
+    return schemas.build(
+        module.JoinGroupRequest,
+        group_id=group,
+        session_timeout=datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        member_id=member_id,
+        group_instance_id=instance,
+        protocol_type="consumer",
+        protocols=(schemas.build(module.JoinGroupRequestProtocol, name="range", metadata=b"m"),),
+    )
 
 
-def sync_request(group: str, instance: str, member_id: str, generation: int, assignments: dict[str, bytes]):
+def sync_request(
+    group: str, instance: str, member_id: str, generation: int, assignments: dict[str, bytes]
+):
     module = importlib.import_module("kio.schema.sync_group.v5.request")
-    return schemas.build(module.SyncGroupRequest, group_id=group, generation_id=generation, member_id=member_id,
-                         group_instance_id=instance, protocol_type="consumer", protocol_name="range",
-                         assignments=tuple(schemas.build(module.SyncGroupRequestAssignment, member_id=m, assignment=a)
-                                           for m, a in assignments.items()))
+    return schemas.build(
+        module.SyncGroupRequest,
+        group_id=group,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=instance,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=tuple(
+            schemas.build(module.SyncGroupRequestAssignment, member_id=m, assignment=a)
+            for m, a in assignments.items()
+        ),
+    )
 
 
 def group_state(client: WireClient, group: str) -> str:
     cls = schemas.request_schema(ApiKey.DESCRIBE_GROUPS, 5)
-    return client.call(schemas.build(cls, groups=(group,), include_authorized_operations=False)).groups[0].group_state
+    return (
+        client.call(schemas.build(cls, groups=(group,), include_authorized_operations=False))
+        .groups[0]
+        .group_state
+    )
 
 
 @pytest.mark.timeout(60)
-def test_failed_sync_leaves_the_rebalance_open_and_the_waiting_member_still_waiting(fresh_broker, client):
+def test_failed_sync_leaves_the_rebalance_open_and_the_waiting_member_still_waiting(
+    fresh_broker, client
+):
     """The leader's SyncGroup cannot write the group: it gets COORDINATOR_NOT_AVAILABLE, the group stays
     in CompletingRebalance, and the follower already waiting in SyncGroup is not answered until the
     leader's retry succeeds (its answer from the failed call is withheld, as Kafka's)."""
@@ -148,7 +213,9 @@ def test_failed_sync_leaves_the_rebalance_open_and_the_waiting_member_still_wait
         follower.send(join_request("cw", "ib"))
         leader = client.call(join_request("cw", "ia", first.member_id))
         joined = follower.receive(join_request("cw", "ib"))
-        assert leader.generation_id == joined.generation_id == 2 and leader.leader == leader.member_id
+        assert (
+            leader.generation_id == joined.generation_id == 2 and leader.leader == leader.member_id
+        )
         plan = {leader.member_id: b"A", joined.member_id: b"B"}
         follower.send(sync_request("cw", "ib", joined.member_id, 2, {}))
         set_offsets_topic_config(bs, "min.insync.replicas", "2")
@@ -187,5 +254,8 @@ def test_session_expiry_that_cannot_be_written_keeps_the_member_until_it_can(fre
 
 def members_of(client: WireClient, group: str) -> int:
     cls = schemas.request_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, 0)
-    return len(client.call(schemas.build(cls, group_ids=(group,), include_authorized_operations=False)
-                           ).groups[0].members)
+    return len(
+        client.call(schemas.build(cls, group_ids=(group,), include_authorized_operations=False))
+        .groups[0]
+        .members
+    )

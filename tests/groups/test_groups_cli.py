@@ -51,19 +51,73 @@ def test_describe_lag_reset_and_delete(broker, capsys):
     assert "cli" not in out.split()
 
     # Dry run by default: prints the plan, commits nothing.
-    status, out = run(capsys, "groups", "reset-offsets", *conn, "--group", "cli", "--topic", topic, "--to-earliest")
+    status, out = run(
+        capsys,
+        "groups",
+        "reset-offsets",
+        *conn,
+        "--group",
+        "cli",
+        "--topic",
+        topic,
+        "--to-earliest",
+    )
     assert status == 0 and "Dry run" in out
     assert committed(bs, topic, "cli", 2) == [5, 5]
 
-    run(capsys, "groups", "reset-offsets", *conn, "--group", "cli", "--topic", topic, "--to-earliest", "--execute")
+    run(
+        capsys,
+        "groups",
+        "reset-offsets",
+        *conn,
+        "--group",
+        "cli",
+        "--topic",
+        topic,
+        "--to-earliest",
+        "--execute",
+    )
     assert committed(bs, topic, "cli", 2) == [0, 0]
-    run(capsys, "groups", "reset-offsets", *conn, "--group", "cli", "--topic", f"{topic}:1", "--to-offset", "99",
-        "--execute")
+    run(
+        capsys,
+        "groups",
+        "reset-offsets",
+        *conn,
+        "--group",
+        "cli",
+        "--topic",
+        f"{topic}:1",
+        "--to-offset",
+        "99",
+        "--execute",
+    )
     assert committed(bs, topic, "cli", 2) == [0, 8]  # clamped to the log end
-    run(capsys, "groups", "reset-offsets", *conn, "--group", "cli", "--topic", topic, "--to-datetime",
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(mark)) + f".{int(mark % 1 * 1e6):06d}", "--execute")
+    run(
+        capsys,
+        "groups",
+        "reset-offsets",
+        *conn,
+        "--group",
+        "cli",
+        "--topic",
+        topic,
+        "--to-datetime",
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(mark)) + f".{int(mark % 1 * 1e6):06d}",
+        "--execute",
+    )
     assert committed(bs, topic, "cli", 2) == [5, 5]  # first records produced after the mark
-    run(capsys, "groups", "reset-offsets", *conn, "--group", "cli", "--topic", topic, "--to-latest", "--execute")
+    run(
+        capsys,
+        "groups",
+        "reset-offsets",
+        *conn,
+        "--group",
+        "cli",
+        "--topic",
+        topic,
+        "--to-latest",
+        "--execute",
+    )
     status, out = run(capsys, "groups", "describe", *conn, "--group", "cli")
     assert lag_rows(out, topic) == {0: (8, 8, 0), 1: (8, 8, 0)}
 

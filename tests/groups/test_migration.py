@@ -28,7 +28,11 @@ def group_type(bootstrap: str, group: str) -> str | None:
 
 def covers(members) -> bool:
     parts = [m.assignment for m in members]
-    return all(parts) and sum(len(p) for p in parts) == PARTITIONS and set().union(*parts) == set(range(PARTITIONS))
+    return (
+        all(parts)
+        and sum(len(p) for p in parts) == PARTITIONS
+        and set().union(*parts) == set(range(PARTITIONS))
+    )
 
 
 @pytest.mark.timeout(120)
@@ -49,7 +53,11 @@ def test_classic_group_upgrades_when_a_consumer_member_joins_and_downgrades_when
         wait_for(lambda: group_type(bs, group) == "consumer" and covers([classic, modern]))
         modern.stop()
         # Downgraded: the classic member rebalances alone and gets everything back.
-        wait_for(lambda: group_type(bs, group) == "classic" and classic.assignment == set(range(PARTITIONS)))
+        wait_for(
+            lambda: (
+                group_type(bs, group) == "classic" and classic.assignment == set(range(PARTITIONS))
+            )
+        )
     finally:
         flow.stop()
     sent = set(flow.sent)

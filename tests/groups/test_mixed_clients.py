@@ -27,7 +27,11 @@ def wait_for(condition, timeout: float = 30.0) -> None:
 
 def shares_all_partitions(members) -> bool:
     parts = [m.assignment for m in members]
-    return all(parts) and sum(len(p) for p in parts) == PARTITIONS and set().union(*parts) == set(range(PARTITIONS))
+    return (
+        all(parts)
+        and sum(len(p) for p in parts) == PARTITIONS
+        and set().union(*parts) == set(range(PARTITIONS))
+    )
 
 
 class Flow(threading.Thread):
@@ -77,8 +81,11 @@ def test_mixed_members_join_leave_and_die_while_records_flow(broker):
     group = "mixed"
     flow = Flow(bs, topic)
     flow.start()
-    members = [ConfluentMember(bs, group, topic), KafkaPythonMember(bs, group, topic),
-               AiokafkaMember(bs, group, topic)]
+    members = [
+        ConfluentMember(bs, group, topic),
+        KafkaPythonMember(bs, group, topic),
+        AiokafkaMember(bs, group, topic),
+    ]
     killed = None
     try:
         for m in members:
@@ -88,8 +95,11 @@ def test_mixed_members_join_leave_and_die_while_records_flow(broker):
         assert sorted(len(m.assignment) for m in members) == [2, 2, 2]
         # A fourth member joins from another process, reads, and is killed (SIGKILL): its
         # partitions come back after the session timeout and nothing it held is lost.
-        killed = subprocess.Popen([sys.executable, "-c", KILLED_MEMBER, bs, group, topic],
-                                  stdout=subprocess.PIPE, text=True)
+        killed = subprocess.Popen(
+            [sys.executable, "-c", KILLED_MEMBER, bs, group, topic],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert killed.stdout is not None
         killed.stdout.readline()  # it has partitions and consumed a record
         os.kill(killed.pid, signal.SIGKILL)
@@ -104,7 +114,10 @@ def test_mixed_members_join_leave_and_die_while_records_flow(broker):
         if killed is not None and killed.poll() is None:
             killed.kill()
     sent = set(flow.sent)
-    wait_for(lambda: sent <= set(members[0].seen) | set(members[2].seen) | set(members[1].seen), timeout=30)
+    wait_for(
+        lambda: sent <= set(members[0].seen) | set(members[2].seen) | set(members[1].seen),
+        timeout=30,
+    )
     for m in (members[0], members[2]):
         m.stop()
     assert len(sent) > 100

@@ -9,8 +9,15 @@ from .conftest import create_topic, produce
 
 
 def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "session.timeout.ms": 6000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
     consumer.subscribe([topic])
     seen = 0
     try:
@@ -54,7 +61,8 @@ def test_commits_survive_restart(fresh_broker, hard):
 @pytest.mark.timeout(60)
 def test_simple_consumer_commit_metadata_and_multi_group_fetch(broker):
     from kafka import KafkaAdminClient, KafkaConsumer
-    from kafka.structs import OffsetAndMetadata, TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KTP
 
     bs = broker.bootstrap_servers
     topic = create_topic(bs, 1)

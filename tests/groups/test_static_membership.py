@@ -29,7 +29,9 @@ def test_static_member_restart_keeps_assignment_without_rebalance(broker, first)
     before_a, rebalances_b = a.assignment, b.assignments
     # A static member leaving by close() does not send LeaveGroup; its restart reclaims its slot.
     a.stop()
-    a2 = ConfluentMember(bs, group, topic, **{"group.instance.id": "a", "session.timeout.ms": 20000})
+    a2 = ConfluentMember(
+        bs, group, topic, **{"group.instance.id": "a", "session.timeout.ms": 20000}
+    )
     a2.start()
     wait_for(lambda: a2.assignment)
     assert a2.assignment == before_a

@@ -21,4 +21,3 @@ def fresh_broker(tmp_path) -> Iterator[EmbeddedBroker]:
     b = EmbeddedBroker(data_dir=tmp_path / "data")
     with b:
         yield b
-

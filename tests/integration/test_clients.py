@@ -27,13 +27,21 @@ MESSAGES = [
 
 #: kafka-python and aiokafka refuse null header values and records with neither key nor value.
 PURE_PYTHON_CLIENT_MESSAGES = [
-    (k, v, [(hk, hv) for hk, hv in h if hv is not None]) for k, v, h in MESSAGES if (k, v) != (None, None)
+    (k, v, [(hk, hv) for hk, hv in h if hv is not None])
+    for k, v, h in MESSAGES
+    if (k, v) != (None, None)
 ]
 
 
 def consume_confluent(bootstrap: str, topic: str, n: int) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + topic,
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "g-" + topic,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         out = []
@@ -53,8 +61,14 @@ def consume_confluent(bootstrap: str, topic: str, n: int) -> list:
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_confluent_kafka_roundtrip(broker: EmbeddedBroker, codec: str) -> None:
     topic = topic_name()
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "compression.type": codec,
-                         "enable.idempotence": False, "linger.ms": 5})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "compression.type": codec,
+            "enable.idempotence": False,
+            "linger.ms": 5,
+        }
+    )
     for key, value, headers in MESSAGES:
         producer.produce(topic, key=key, value=value, headers=headers, partition=0)
     assert producer.flush(30) == 0
@@ -68,14 +82,22 @@ def test_confluent_kafka_roundtrip(broker: EmbeddedBroker, codec: str) -> None:
 @pytest.mark.parametrize("codec", [None, "gzip", "lz4", "zstd"])
 def test_kafka_python_roundtrip(broker: EmbeddedBroker, codec: str | None) -> None:
     topic = topic_name()
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec,
-                             request_timeout_ms=15000, max_block_ms=15000)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers,
+        compression_type=codec,
+        request_timeout_ms=15000,
+        max_block_ms=15000,
+    )
     for key, value, headers in PURE_PYTHON_CLIENT_MESSAGES:
         producer.send(topic, key=key, value=value, headers=headers, partition=0)
     producer.flush(30)
     producer.close(5)
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=10000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=10000,
+    )
     try:
         consumer.assign([__import__("kafka").TopicPartition(topic, 0)])
         consumer.seek_to_beginning()
@@ -95,15 +117,22 @@ def test_aiokafka_roundtrip(broker: EmbeddedBroker, codec: str | None) -> None:
     topic = topic_name()
 
     async def main() -> list:
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers, compression_type=codec
+        )
         await producer.start()
         try:
             for key, value, headers in PURE_PYTHON_CLIENT_MESSAGES:
-                await producer.send_and_wait(topic, key=key, value=value, headers=headers, partition=0)
+                await producer.send_and_wait(
+                    topic, key=key, value=value, headers=headers, partition=0
+                )
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False,
-                                    auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=broker.bootstrap_servers,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         await consumer.start()
         try:
             tp = AioTopicPartition(topic, 0)
@@ -114,7 +143,9 @@ def test_aiokafka_roundtrip(broker: EmbeddedBroker, codec: str | None) -> None:
             await consumer.stop()
 
     got = asyncio.run(asyncio.wait_for(main(), 60))
-    assert [(m.key, m.value, list(m.headers)) for m in got] == [(k, v, h) for k, v, h in PURE_PYTHON_CLIENT_MESSAGES]
+    assert [(m.key, m.value, list(m.headers)) for m in got] == [
+        (k, v, h) for k, v, h in PURE_PYTHON_CLIENT_MESSAGES
+    ]
 
 
 def test_offsets_for_times(broker: EmbeddedBroker) -> None:
@@ -125,6 +156,7 @@ def test_offsets_for_times(broker: EmbeddedBroker) -> None:
         producer.flush(10)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "ts"})
     try:
+
         def offset_for(timestamp: int) -> int:
             return consumer.offsets_for_times([TopicPartition(topic, 0, timestamp)], 10)[0].offset
 

@@ -40,9 +40,17 @@ def broker() -> Iterator[EmbeddedBroker]:
 
 def create_request(name: str, partitions: int):
     topic = create_topics_v7.CreatableTopic(
-        name=TopicName(name), num_partitions=i32(partitions), replication_factor=-1, assignments=(), configs=()
+        name=TopicName(name),
+        num_partitions=i32(partitions),
+        replication_factor=-1,
+        assignments=(),
+        configs=(),
     )
-    return create_topics_v7.CreateTopicsRequest(topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)), validate_only=False)
+    return create_topics_v7.CreateTopicsRequest(
+        topics=(topic,),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+        validate_only=False,
+    )
 
 
 def metadata_request(name: str):
@@ -67,7 +75,10 @@ def has_response(client: WireClient) -> bool:
 
 
 def test_other_clients_are_served_while_a_large_topic_is_created(broker: EmbeddedBroker) -> None:
-    creator, probe = WireClient(broker.bootstrap_servers, timeout=120), WireClient(broker.bootstrap_servers)
+    creator, probe = (
+        WireClient(broker.bootstrap_servers, timeout=120),
+        WireClient(broker.bootstrap_servers),
+    )
     assert probe.call(create_request("other", 1)).topics[0].error_code == ErrorCode.none
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     producer.produce("other", b"before")  # connected and warmed up before the creation starts
@@ -81,8 +92,11 @@ def test_other_clients_are_served_while_a_large_topic_is_created(broker: Embedde
         producer.produce("other", b"during", on_delivery=lambda err, msg: delivered.append(err))
         assert producer.flush(30) == 0 and delivered == [None]
 
-        versions = probe.call(api_versions_v3.ApiVersionsRequest(client_software_name="probe",
-                                                                  client_software_version="1"))
+        versions = probe.call(
+            api_versions_v3.ApiVersionsRequest(
+                client_software_name="probe", client_software_version="1"
+            )
+        )
         assert versions.error_code == ErrorCode.none
         metadata = probe.call(metadata_request("big-create"))
         # Answered while the creation runs: the topic is reserved but not yet published.
@@ -104,12 +118,18 @@ def test_other_clients_are_served_while_a_large_topic_is_created(broker: Embedde
 
 
 def test_other_clients_are_served_while_partitions_are_added(broker: EmbeddedBroker) -> None:
-    creator, probe = WireClient(broker.bootstrap_servers, timeout=120), WireClient(broker.bootstrap_servers)
+    creator, probe = (
+        WireClient(broker.bootstrap_servers, timeout=120),
+        WireClient(broker.bootstrap_servers),
+    )
     try:
         assert creator.call(create_request("big-grow", 1)).topics[0].error_code == ErrorCode.none
         request = create_partitions_v3.CreatePartitionsRequest(
-            topics=(create_partitions_v3.CreatePartitionsTopic(name=TopicName("big-grow"), count=i32(PARTITIONS),
-                                                               assignments=None),),
+            topics=(
+                create_partitions_v3.CreatePartitionsTopic(
+                    name=TopicName("big-grow"), count=i32(PARTITIONS), assignments=None
+                ),
+            ),
             timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
             validate_only=False,
         )
@@ -118,7 +138,9 @@ def test_other_clients_are_served_while_partitions_are_added(broker: EmbeddedBro
 
         metadata = probe.call(metadata_request("big-grow"))
         assert not has_response(creator)
-        assert len(metadata.topics[0].partitions) == 1  # the new partitions are not published before their logs
+        assert (
+            len(metadata.topics[0].partitions) == 1
+        )  # the new partitions are not published before their logs
 
         grown = creator.receive(request)
         assert grown.results[0].error_code == ErrorCode.none

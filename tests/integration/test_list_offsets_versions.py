@@ -49,10 +49,17 @@ def topic(broker: EmbeddedBroker) -> str:
 
 def list_offsets(broker: EmbeddedBroker, version: int, topic: str, timestamp: int):
     module = importlib.import_module(f"kio.schema.list_offsets.v{version}.request")
-    partition = schemas.build(module.ListOffsetsPartition, partition_index=0, current_leader_epoch=-1,
-                              timestamp=timestamp, max_num_offsets=1)
+    partition = schemas.build(
+        module.ListOffsetsPartition,
+        partition_index=0,
+        current_leader_epoch=-1,
+        timestamp=timestamp,
+        max_num_offsets=1,
+    )
     request = schemas.build(
-        module.ListOffsetsRequest, replica_id=-1, isolation_level=0,
+        module.ListOffsetsRequest,
+        replica_id=-1,
+        isolation_level=0,
         topics=(schemas.build(module.ListOffsetsTopic, name=topic, partitions=(partition,)),),
         timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
     )
@@ -71,7 +78,9 @@ def test_advertised_range_is_kafka_4s() -> None:
 
 
 @pytest.mark.parametrize("version", range(1, 12))
-def test_latest_and_earliest_at_every_version(broker: EmbeddedBroker, topic: str, version: int) -> None:
+def test_latest_and_earliest_at_every_version(
+    broker: EmbeddedBroker, topic: str, version: int
+) -> None:
     assert list_offsets(broker, version, topic, LATEST).offset == RECORDS
     assert list_offsets(broker, version, topic, EARLIEST).offset == 0
 
@@ -82,6 +91,8 @@ def test_earliest_local_is_the_log_start(broker: EmbeddedBroker, topic: str, ver
 
 
 @pytest.mark.parametrize("version", [9, 10, 11])
-def test_latest_tiered_without_a_remote_tier(broker: EmbeddedBroker, topic: str, version: int) -> None:
+def test_latest_tiered_without_a_remote_tier(
+    broker: EmbeddedBroker, topic: str, version: int
+) -> None:
     answer = list_offsets(broker, version, topic, LATEST_TIERED)
     assert (answer.offset, answer.leader_epoch, answer.timestamp) == (-1, -1, -1)

@@ -55,9 +55,13 @@ def broker(hidden_port: int) -> Iterator[EmbeddedBroker]:
 def metadata(address: str, topic: str):
     client = WireClient(address)
     try:
-        return client.call(metadata_v12.MetadataRequest(
-            topics=(metadata_v12.MetadataRequestTopic(name=TopicName(topic), topic_id=None),),
-            allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+        return client.call(
+            metadata_v12.MetadataRequest(
+                topics=(metadata_v12.MetadataRequestTopic(name=TopicName(topic), topic_id=None),),
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            )
+        )
     finally:
         client.close()
 
@@ -76,8 +80,11 @@ def test_each_listener_advertises_its_own_endpoint(broker: EmbeddedBroker) -> No
 
     client = WireClient(f"127.0.0.1:{int(internal.rsplit(':', 1)[1])}")
     try:
-        cluster = client.call(describe_cluster_v1.DescribeClusterRequest(
-            include_cluster_authorized_operations=False, endpoint_type=1))
+        cluster = client.call(
+            describe_cluster_v1.DescribeClusterRequest(
+                include_cluster_authorized_operations=False, endpoint_type=1
+            )
+        )
     finally:
         client.close()
     assert [f"{b.host}:{b.port}" for b in cluster.brokers] == [internal]
@@ -91,7 +98,9 @@ def test_a_client_works_through_the_second_listener(broker: EmbeddedBroker) -> N
     producer = Producer({"bootstrap.servers": bootstrap})
     producer.produce(topic, b"through INTERNAL")
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False}
+    )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         message = consumer.poll(30)
@@ -116,11 +125,16 @@ def serve(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("overrides", [
-    ("listeners=SSL://127.0.0.1:0",),
-    ("listeners=PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
-     "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL"),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("listeners=SSL://127.0.0.1:0",),
+        (
+            "listeners=PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL",
+        ),
+    ],
+)
 def test_tls_and_sasl_listeners_stop_start_up(tmp_path: Path, overrides: tuple[str, ...]) -> None:
     result = serve(tmp_path, *overrides)
     assert result.returncode == 2
@@ -129,6 +143,10 @@ def test_tls_and_sasl_listeners_stop_start_up(tmp_path: Path, overrides: tuple[s
 
 
 def test_advertising_an_unknown_listener_stops_start_up(tmp_path: Path) -> None:
-    result = serve(tmp_path, "listeners=PLAINTEXT://127.0.0.1:0", "advertised.listeners=SSL://kafka.example:9093")
+    result = serve(
+        tmp_path,
+        "listeners=PLAINTEXT://127.0.0.1:0",
+        "advertised.listeners=SSL://kafka.example:9093",
+    )
     assert result.returncode == 2
     assert "advertised.listeners listener names must be equal to or a subset" in result.stderr

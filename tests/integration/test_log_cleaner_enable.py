@@ -10,7 +10,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import EmbeddedBroker
 
-TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "1024",
+    "min.cleanable.dirty.ratio": "0.01",
+}
 RECORDS = 300
 
 
@@ -26,8 +30,15 @@ def fill(bootstrap: str) -> None:
 
 
 def stored(bootstrap: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "count", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "count",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.subscribe(["compacted"])
     count = 0
     try:

@@ -9,7 +9,9 @@ def test_odradek_broker_fixture(odradek_broker) -> None:
     producer = Producer({"bootstrap.servers": odradek_broker.bootstrap_servers})
     producer.produce("plugin-topic", value=b"hello", partition=0)
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": odradek_broker.bootstrap_servers, "group.id": "plugin"})
+    consumer = Consumer(
+        {"bootstrap.servers": odradek_broker.bootstrap_servers, "group.id": "plugin"}
+    )
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition("plugin-topic", 0), 10)
         assert (low, high) == (0, 1)

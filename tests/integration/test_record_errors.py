@@ -19,8 +19,9 @@ from .wire_client import WireClient
 def create_compacted_topic(bootstrap: str) -> str:
     topic = "compacted-" + uuid.uuid4().hex[:8]
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})],
-                                  operation_timeout=10)
+    futures = admin.create_topics(
+        [NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})], operation_timeout=10
+    )
     futures[topic].result(timeout=15)
     return topic
 
@@ -47,9 +48,18 @@ def test_produce_v9_lists_the_bad_records(broker: EmbeddedBroker) -> None:
     for i, key in enumerate([b"a", None, b"c", None]):
         builder.append(i, timestamp=None, key=key, value=b"v", headers=[])
     request = produce9.ProduceRequest(
-        transactional_id=None, acks=1, timeout=timedelta(seconds=10),
-        topic_data=(produce9.TopicProduceData(name=topic, partition_data=(
-            produce9.PartitionProduceData(index=0, records=bytes(builder.build())),)),))
+        transactional_id=None,
+        acks=1,
+        timeout=timedelta(seconds=10),
+        topic_data=(
+            produce9.TopicProduceData(
+                name=topic,
+                partition_data=(
+                    produce9.PartitionProduceData(index=0, records=bytes(builder.build())),
+                ),
+            ),
+        ),
+    )
     client = WireClient(broker.bootstrap_servers)
     try:
         part = client.call(request).responses[0].partition_responses[0]
@@ -58,4 +68,5 @@ def test_produce_v9_lists_the_bad_records(broker: EmbeddedBroker) -> None:
     assert part.error_code == ErrorCode.invalid_record
     assert [e.batch_index for e in part.record_errors] == [1, 3]
     assert part.error_message.startswith(
-        f"Compacted topic cannot accept message without key in topic partition {topic}-0")
+        f"Compacted topic cannot accept message without key in topic partition {topic}-0"
+    )

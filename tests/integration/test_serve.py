@@ -16,8 +16,12 @@ from odradek.server.embedded import EmbeddedBroker
 
 
 def serve(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "odradek", "serve", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "odradek", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_bad_config_value_is_named(tmp_path: Path) -> None:
@@ -55,15 +59,26 @@ def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
     failures = []
     for i in range(start, start + n):
-        producer.produce(topic, value=b"%d" % i, partition=0,
-                         on_delivery=lambda err, msg: failures.append(err) if err else None)
+        producer.produce(
+            topic,
+            value=b"%d" % i,
+            partition=0,
+            on_delivery=lambda err, msg: failures.append(err) if err else None,
+        )
     assert producer.flush(30) == 0
     assert failures == []
 
 
 def consume_all(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "r", "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "r",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         values = []
@@ -98,14 +113,23 @@ def test_sigterm_exits_zero(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
-def test_idempotent_producer_across_broker_restarts(fresh_broker: EmbeddedBroker, hard: bool) -> None:
+def test_idempotent_producer_across_broker_restarts(
+    fresh_broker: EmbeddedBroker, hard: bool
+) -> None:
     """Connections cut mid-stream (the broker restarts twice): no duplicates, no gaps."""
     import threading
 
     topic = f"idem-{uuid.uuid4().hex[:8]}"
     produce(fresh_broker.bootstrap_servers, topic, 1)  # creates the topic
-    producer = Producer({"bootstrap.servers": fresh_broker.bootstrap_servers, "enable.idempotence": True,
-                         "linger.ms": 1, "batch.num.messages": 50, "message.timeout.ms": 60000})
+    producer = Producer(
+        {
+            "bootstrap.servers": fresh_broker.bootstrap_servers,
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "batch.num.messages": 50,
+            "message.timeout.ms": 60000,
+        }
+    )
     failures: list = []
     restarts_done = threading.Event()
     produced: list[int] = []
@@ -114,8 +138,12 @@ def test_idempotent_producer_across_broker_restarts(fresh_broker: EmbeddedBroker
         # Keep producing until both restarts are over, so the stream spans them.
         i = 1
         while not restarts_done.is_set() or i < 500:
-            producer.produce(topic, value=b"%d" % i, partition=0,
-                             on_delivery=lambda err, msg: failures.append(err) if err else None)
+            producer.produce(
+                topic,
+                value=b"%d" % i,
+                partition=0,
+                on_delivery=lambda err, msg: failures.append(err) if err else None,
+            )
             producer.poll(0.001)
             i += 1
         produced.append(i - 1)
@@ -128,4 +156,6 @@ def test_idempotent_producer_across_broker_restarts(fresh_broker: EmbeddedBroker
     restarts_done.set()
     thread.join(90)
     assert produced and failures == []
-    assert consume_all(fresh_broker.bootstrap_servers, topic) == [b"%d" % i for i in range(produced[0] + 1)]
+    assert consume_all(fresh_broker.bootstrap_servers, topic) == [
+        b"%d" % i for i in range(produced[0] + 1)
+    ]

@@ -37,11 +37,15 @@ def call(sock: socket.socket, request, correlation_id: int):
     sock.sendall(frame(api_key, version, correlation_id, encode(request), request.__flexible__))
     data = read_frame(sock)
     assert struct.unpack(">i", data[:4])[0] == correlation_id
-    return entity_reader(schemas.response_schema(api_key, version))(data[5:] if api_key != 18 else data[4:], 0)[0]
+    return entity_reader(schemas.response_schema(api_key, version))(
+        data[5:] if api_key != 18 else data[4:], 0
+    )[0]
 
 
 @pytest.mark.parametrize("request_", [DESCRIBE_LOG_DIRS], ids=["describe-log-dirs-v5"])
-def test_defined_but_unserved_version_gets_unsupported_version(broker: EmbeddedBroker, request_) -> None:
+def test_defined_but_unserved_version_gets_unsupported_version(
+    broker: EmbeddedBroker, request_
+) -> None:
     api_key, version = int(request_.__api_key__), int(request_.__version__)
     assert version > API_TABLE[api_key].max_version, "served now: pick a version we do not serve"
     host, port = broker.bootstrap_servers.rsplit(":", 1)
@@ -49,8 +53,15 @@ def test_defined_but_unserved_version_gets_unsupported_version(broker: EmbeddedB
         response = call(sock, request_, 11)
         assert response.error_code == ErrorCode.unsupported_version
         # The connection stays usable at a version we serve.
-        metadata = call(sock, metadata_v12.MetadataRequest(
-            topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False), 12)
+        metadata = call(
+            sock,
+            metadata_v12.MetadataRequest(
+                topics=(),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+            12,
+        )
         assert metadata.brokers
     expected = f"with version {version} which is not enabled"
     deadline = time.monotonic() + 10

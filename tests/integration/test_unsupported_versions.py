@@ -36,7 +36,9 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def frame(api_key: int, version: int, correlation_id: int, body: bytes = b"", flexible: bool = True) -> bytes:
+def frame(
+    api_key: int, version: int, correlation_id: int, body: bytes = b"", flexible: bool = True
+) -> bytes:
     """A well-formed request frame: size, header v2 (v1 when not flexible), body."""
     header = struct.pack(">hhih", api_key, version, correlation_id, 5) + b"probe"
     if flexible:
@@ -64,8 +66,11 @@ def encode(request) -> bytes:
     return buf.getvalue()
 
 
-METADATA_BODY = encode(metadata_v12.MetadataRequest(topics=(), allow_auto_topic_creation=False,
-                                                    include_topic_authorized_operations=False))
+METADATA_BODY = encode(
+    metadata_v12.MetadataRequest(
+        topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+)
 
 
 @pytest.mark.parametrize(
@@ -88,8 +93,11 @@ def test_unsupported_version_closes_only_that_connection(
         # Well-formed frame, and our side stays open: only the version can make the broker close.
         bad.sendall(frame(api_key, version, 7, METADATA_BODY, flexible))
         assert bad.recv(100) == b""
-        versions = good.call(api_versions_v3.ApiVersionsRequest(client_software_name="t",
-                                                                client_software_version="1"))
+        versions = good.call(
+            api_versions_v3.ApiVersionsRequest(
+                client_software_name="t", client_software_version="1"
+            )
+        )
         assert versions.error_code == ErrorCode.none
     finally:
         bad.close()
@@ -101,7 +109,9 @@ def test_unsupported_version_closes_only_that_connection(
         time.sleep(0.05)
 
 
-def test_unknown_api_versions_version_gets_v0_reply_and_connection_stays(broker: EmbeddedBroker) -> None:
+def test_unknown_api_versions_version_gets_v0_reply_and_connection_stays(
+    broker: EmbeddedBroker,
+) -> None:
     host, port = broker.bootstrap_servers.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=15) as sock:
         sock.sendall(frame(ApiKey.API_VERSIONS, 99, 1, b"\x00\x00\x00"))
@@ -112,7 +122,9 @@ def test_unknown_api_versions_version_gets_v0_reply_and_connection_stays(broker:
         advertised = {k.api_key: (k.min_version, k.max_version) for k in reply.api_keys}
         assert advertised[ApiKey.API_VERSIONS] == (0, 4)
         # The client retries at a version we know, on the same connection.
-        retry = api_versions_v3.ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        retry = api_versions_v3.ApiVersionsRequest(
+            client_software_name="t", client_software_version="1"
+        )
         sock.sendall(frame(ApiKey.API_VERSIONS, 3, 2, encode(retry)))
         data = read_frame(sock)
         assert struct.unpack(">i", data[:4])[0] == 2

@@ -41,27 +41,52 @@ def _batch(value: bytes) -> bytes:
 
 def produce_request(topic: str, records: bytes, acks: int = 1):
     return produce9.ProduceRequest(
-        transactional_id=None, acks=acks, timeout=timedelta(seconds=10),
-        topic_data=(produce9.TopicProduceData(name=topic, partition_data=(
-            produce9.PartitionProduceData(index=0, records=records),)),),
+        transactional_id=None,
+        acks=acks,
+        timeout=timedelta(seconds=10),
+        topic_data=(
+            produce9.TopicProduceData(
+                name=topic,
+                partition_data=(produce9.PartitionProduceData(index=0, records=records),),
+            ),
+        ),
     )
 
 
 def metadata_request(*topics: str):
     return metadata12.MetadataRequest(
         topics=tuple(metadata12.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
-        allow_auto_topic_creation=True, include_topic_authorized_operations=False,
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
     )
 
 
 def fetch_request(topic: str, offset: int, max_wait_ms: int):
     return fetch12.FetchRequest(
-        replica_id=-1, max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=10**6,
-        isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(fetch12.FetchTopic(topic=topic, partitions=(fetch12.FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=10**6),)),),
-        forgotten_topics_data=(), rack_id="",
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        max_bytes=10**6,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            fetch12.FetchTopic(
+                topic=topic,
+                partitions=(
+                    fetch12.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=10**6,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
     )
 
 
@@ -75,7 +100,9 @@ def test_message_max_bytes_boundary(broker: EmbeddedBroker) -> None:
     try:
         client.call(metadata_request("boundary"))
         assert produce_error(client, "boundary", batch_of_size(MAX)) == ErrorCode.none
-        assert produce_error(client, "boundary", batch_of_size(MAX + 1)) == ErrorCode.message_too_large
+        assert (
+            produce_error(client, "boundary", batch_of_size(MAX + 1)) == ErrorCode.message_too_large
+        )
         assert produce_error(client, "boundary", batch_of_size(100)) == ErrorCode.none
     finally:
         client.close()
@@ -168,12 +195,31 @@ def test_acks_zero_gets_no_response(broker: EmbeddedBroker) -> None:
 
 def session_fetch(topics: dict[str, int], session_id: int, epoch: int, forgotten: tuple = ()):
     return fetch12.FetchRequest(
-        replica_id=-1, max_wait=timedelta(milliseconds=0), min_bytes=0, max_bytes=10**6,
-        isolation_level=0, session_id=session_id, session_epoch=epoch,
-        topics=tuple(fetch12.FetchTopic(topic=t, partitions=(fetch12.FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=10**6),)) for t, o in topics.items()),
-        forgotten_topics_data=forgotten, rack_id="",
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=0),
+        min_bytes=0,
+        max_bytes=10**6,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=tuple(
+            fetch12.FetchTopic(
+                topic=t,
+                partitions=(
+                    fetch12.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=o,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=10**6,
+                    ),
+                ),
+            )
+            for t, o in topics.items()
+        ),
+        forgotten_topics_data=forgotten,
+        rack_id="",
     )
 
 
@@ -263,12 +309,29 @@ def test_fetch_by_topic_id(broker: EmbeddedBroker) -> None:
 
     def by_id(topic_id):
         return fetch16.FetchRequest(
-            max_wait=timedelta(milliseconds=0), min_bytes=0, max_bytes=10**6, isolation_level=0,
-            session_id=0, session_epoch=-1,
-            topics=(fetch16.FetchTopic(topic_id=topic_id, partitions=(fetch16.FetchPartition(
-                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-                log_start_offset=-1, partition_max_bytes=10**6),)),),
-            forgotten_topics_data=(), rack_id="",
+            max_wait=timedelta(milliseconds=0),
+            min_bytes=0,
+            max_bytes=10**6,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                fetch16.FetchTopic(
+                    topic_id=topic_id,
+                    partitions=(
+                        fetch16.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=10**6,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
         )
 
     client = WireClient(broker.bootstrap_servers)
@@ -291,8 +354,13 @@ def test_fetch_by_topic_id(broker: EmbeddedBroker) -> None:
 def test_metadata_versions(broker: EmbeddedBroker, version: int) -> None:
     module = __import__(f"kio.schema.metadata.v{version}.request", fromlist=["x"])
     topic = schemas_build(module.MetadataRequestTopic, name="versions", topic_id=None)
-    request = schemas_build(module.MetadataRequest, topics=(topic,), allow_auto_topic_creation=True,
-                            include_topic_authorized_operations=False, include_cluster_authorized_operations=False)
+    request = schemas_build(
+        module.MetadataRequest,
+        topics=(topic,),
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+        include_cluster_authorized_operations=False,
+    )
     client = WireClient(broker.bootstrap_servers)
     try:
         response = client.call(request)

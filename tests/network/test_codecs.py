@@ -37,7 +37,10 @@ def _kio_bytes(entity) -> bytes:
     version=st.integers(3, 13),
     transactional_id=st.one_of(st.none(), names),
     acks=st.sampled_from([-1, 0, 1]),
-    topics=st.lists(st.tuples(names, st.lists(st.tuples(st.integers(0, 2**31 - 1), blobs), max_size=4)), max_size=4),
+    topics=st.lists(
+        st.tuples(names, st.lists(st.tuples(st.integers(0, 2**31 - 1), blobs), max_size=4)),
+        max_size=4,
+    ),
 )
 def test_produce_request_decoder_matches_kio(version, transactional_id, acks, topics) -> None:
     module = __import__(f"kio.schema.produce.v{version}.request", fromlist=["x"])
@@ -50,7 +53,9 @@ def test_produce_request_decoder_matches_kio(version, transactional_id, acks, to
                 module.TopicProduceData,
                 name=name,
                 topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name),
-                partition_data=tuple(module.PartitionProduceData(index=i, records=r) for i, r in parts),
+                partition_data=tuple(
+                    module.PartitionProduceData(index=i, records=r) for i, r in parts
+                ),
             )
             for name, parts in topics
         ),
@@ -61,10 +66,17 @@ def test_produce_request_decoder_matches_kio(version, transactional_id, acks, to
     assert ours.transactional_id == theirs.transactional_id
     assert ours.acks == theirs.acks
     assert ours.timeout_ms == theirs.timeout.total_seconds() * 1000
-    assert [(t.name or t.topic_id, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions])
-            for t in ours.topics] == [
-        (getattr(t, "name", None) or t.topic_id,
-         [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
+    assert [
+        (
+            t.name or t.topic_id,
+            [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions],
+        )
+        for t in ours.topics
+    ] == [
+        (
+            getattr(t, "name", None) or t.topic_id,
+            [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data],
+        )
         for t in theirs.topic_data
     ]
 
@@ -72,9 +84,14 @@ def test_produce_request_decoder_matches_kio(version, transactional_id, acks, to
 def test_produce_request_decoder_rejects_truncated_body() -> None:
     module = __import__("kio.schema.produce.v9.request", fromlist=["x"])
     request = module.ProduceRequest(
-        transactional_id=None, acks=1, timeout=timedelta(seconds=1),
-        topic_data=(module.TopicProduceData(name="t", partition_data=(
-            module.PartitionProduceData(index=0, records=b"x" * 50),)),),
+        transactional_id=None,
+        acks=1,
+        timeout=timedelta(seconds=1),
+        topic_data=(
+            module.TopicProduceData(
+                name="t", partition_data=(module.PartitionProduceData(index=0, records=b"x" * 50),)
+            ),
+        ),
     )
     body = _kio_bytes(request)
     with pytest.raises(ValueError):
@@ -101,7 +118,12 @@ class _Region:
                     st.integers(0, 1000),
                     st.sampled_from([0, 1, 3]),
                     st.integers(-1, 2**40),
-                    st.one_of(st.none(), st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**40)), max_size=2)),
+                    st.one_of(
+                        st.none(),
+                        st.lists(
+                            st.tuples(st.integers(0, 2**40), st.integers(0, 2**40)), max_size=2
+                        ),
+                    ),
                     st.binary(max_size=200),
                 ),
                 max_size=3,
@@ -124,15 +146,32 @@ def test_fetch_response_encoder_matches_kio(version, session_id, error_code, top
                     f.flush()
                     # Two regions per partition: records may span segments.
                     half = len(data) // 2
-                    regions = [_Region(f, position, half), _Region(f, position + half, len(data) - half)]
+                    regions = [
+                        _Region(f, position, half),
+                        _Region(f, position + half, len(data) - half),
+                    ]
                     regions = [r for r in regions if r.length]
-                partitions.append(FetchPartitionResponse(
-                    partition_index=index, error_code=code, high_watermark=hw, last_stable_offset=hw,
-                    log_start_offset=0, aborted_transactions=aborted, records=regions))
-            ours_topics.append(FetchTopicResponse(name, partitions, topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name)))
-        encoded = encode_fetch_response(version, ours_topics, error_code=error_code, session_id=session_id)
+                partitions.append(
+                    FetchPartitionResponse(
+                        partition_index=index,
+                        error_code=code,
+                        high_watermark=hw,
+                        last_stable_offset=hw,
+                        log_start_offset=0,
+                        aborted_transactions=aborted,
+                        records=regions,
+                    )
+                )
+            ours_topics.append(
+                FetchTopicResponse(name, partitions, topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name))
+            )
+        encoded = encode_fetch_response(
+            version, ours_topics, error_code=error_code, session_id=session_id
+        )
         wire = b"".join(
-            bytes(c) if isinstance(c, (bytes, memoryview)) else os.pread(c.file.fileno(), c.length, c.position)
+            bytes(c)
+            if isinstance(c, (bytes, memoryview))
+            else os.pread(c.file.fileno(), c.length, c.position)
             for c in encoded.chunks
         )
     assert len(wire) == encoded.size
@@ -149,10 +188,17 @@ def test_fetch_response_encoder_matches_kio(version, session_id, error_code, top
                 partitions=tuple(
                     schemas.build(
                         module.PartitionData,
-                        partition_index=index, error_code=code, high_watermark=hw, last_stable_offset=hw,
+                        partition_index=index,
+                        error_code=code,
+                        high_watermark=hw,
+                        last_stable_offset=hw,
                         log_start_offset=0,
-                        aborted_transactions=None if aborted is None else tuple(
-                            module.AbortedTransaction(producer_id=p, first_offset=o) for p, o in aborted),
+                        aborted_transactions=None
+                        if aborted is None
+                        else tuple(
+                            module.AbortedTransaction(producer_id=p, first_offset=o)
+                            for p, o in aborted
+                        ),
                         records=data,
                     )
                     for index, code, hw, aborted, data in parts
@@ -168,12 +214,30 @@ def test_unknown_tagged_fields_in_request_bodies_are_skipped() -> None:
     from kio.schema.fetch.v12 import request as fetch12
 
     request = fetch12.FetchRequest(
-        replica_id=-1, max_wait=timedelta(milliseconds=500), min_bytes=1, max_bytes=1000, isolation_level=0,
-        session_id=0, session_epoch=-1,
-        topics=(fetch12.FetchTopic(topic="t", partitions=(fetch12.FetchPartition(
-            partition=3, current_leader_epoch=-1, fetch_offset=7, last_fetched_epoch=-1, log_start_offset=-1,
-            partition_max_bytes=100),)),),
-        forgotten_topics_data=(), rack_id="r",
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=1000,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            fetch12.FetchTopic(
+                topic="t",
+                partitions=(
+                    fetch12.FetchPartition(
+                        partition=3,
+                        current_leader_epoch=-1,
+                        fetch_offset=7,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=100,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="r",
     )
     body = _kio_bytes(request)
     unknown = b"\x01" + b"\x63\x02zz"  # one tagged field, tag 99, two bytes

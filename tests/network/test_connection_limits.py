@@ -65,8 +65,14 @@ async def until(condition, timeout: float = 10.0) -> None:
 
 def run(scenario, quotas: ConnectionQuotas, names: tuple[str, ...] = ("PLAINTEXT",)) -> None:
     async def main() -> None:
-        listeners = [Listener(ListenerConfig(host="127.0.0.1", port=0, listener_name=name),
-                              RequestChannel(None, TABLE).dispatch, quotas) for name in names]
+        listeners = [
+            Listener(
+                ListenerConfig(host="127.0.0.1", port=0, listener_name=name),
+                RequestChannel(None, TABLE).dispatch,
+                quotas,
+            )
+            for name in names
+        ]
         ports = [listener.bind() for listener in listeners]
         for listener in listeners:
             await listener.start()
@@ -113,7 +119,9 @@ def test_at_max_connections_the_acceptor_waits_instead_of_closing() -> None:
     async def scenario(port: int) -> None:
         first, second = await Client.connect(port), await Client.connect(port)
         assert await first.served(1) and await second.served(2)
-        third = await Client.connect(port)  # the kernel completes the handshake; the broker does not serve it yet
+        third = await Client.connect(
+            port
+        )  # the kernel completes the handshake; the broker does not serve it yet
         third.send(3)
         await until(lambda: quotas.waiting_acceptors == 1)
         assert quotas.total == 2
@@ -147,12 +155,15 @@ def test_a_listener_limit_blocks_that_listener_only_and_the_broker_limit_counts_
     run(scenario, quotas, names=("EXTERNAL", "INTERNAL"))
 
 
-@pytest.mark.parametrize("value, reason", [
-    ("host", "is not host:count"),
-    ("host:many", "is not a number"),
-    ("bad#host:3", "contains invalid addresses : bad#host"),
-    ("host:-1", "between 0 and"),
-])
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ("host", "is not host:count"),
+        ("host:many", "is not a number"),
+        ("bad#host:3", "contains invalid addresses : bad#host"),
+        ("host:-1", "between 0 and"),
+    ],
+)
 def test_overrides_in_kafkas_format_are_validated(value: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         parse_overrides(value)
@@ -160,7 +171,11 @@ def test_overrides_in_kafkas_format_are_validated(value: str, reason: str) -> No
 
 def test_overrides_parse_as_kafkas_csv_map() -> None:
     assert parse_overrides("") == {}
-    assert parse_overrides("hostName:100, 127.0.0.1:200 ,::1:3") == {"hostName": 100, "127.0.0.1": 200, "::1": 3}
+    assert parse_overrides("hostName:100, 127.0.0.1:200 ,::1:3") == {
+        "hostName": 100,
+        "127.0.0.1": 200,
+        "::1": 3,
+    }
 
 
 def test_an_unresolvable_override_host_is_named() -> None:

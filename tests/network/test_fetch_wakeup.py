@@ -42,9 +42,15 @@ def batch() -> bytes:
 
 def produce_frames(topic: str, count: int) -> bytes:
     request = produce9.ProduceRequest(
-        transactional_id=None, acks=1, timeout=timedelta(seconds=30),
-        topic_data=(produce9.TopicProduceData(name=topic, partition_data=(
-            produce9.PartitionProduceData(index=0, records=batch()),)),),
+        transactional_id=None,
+        acks=1,
+        timeout=timedelta(seconds=30),
+        topic_data=(
+            produce9.TopicProduceData(
+                name=topic,
+                partition_data=(produce9.PartitionProduceData(index=0, records=batch()),),
+            ),
+        ),
     )
     body = schemas.encode(request)
     frames = []
@@ -60,15 +66,38 @@ def test_a_woken_fetch_is_not_held_back_by_a_produce_backlog(broker: EmbeddedBro
     host, port = broker.bootstrap_servers.rsplit(":", 1)
     producer = socket.create_connection((host, int(port)), timeout=60)
     try:
-        consumer.call(metadata12.MetadataRequest(
-            topics=(metadata12.MetadataRequestTopic(topic_id=None, name=topic),),
-            allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+        consumer.call(
+            metadata12.MetadataRequest(
+                topics=(metadata12.MetadataRequestTopic(topic_id=None, name=topic),),
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            )
+        )
         fetch = fetch12.FetchRequest(
-            replica_id=-1, max_wait=timedelta(seconds=30), min_bytes=1, max_bytes=10**6, isolation_level=0,
-            session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
-            topics=(fetch12.FetchTopic(topic=topic, partitions=(fetch12.FetchPartition(
-                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
-                partition_max_bytes=10**6),)),),
+            replica_id=-1,
+            max_wait=timedelta(seconds=30),
+            min_bytes=1,
+            max_bytes=10**6,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=(),
+            rack_id="",
+            topics=(
+                fetch12.FetchTopic(
+                    topic=topic,
+                    partitions=(
+                        fetch12.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=10**6,
+                        ),
+                    ),
+                ),
+            ),
         )
         consumer.send(fetch)
         # Let the fetch park (an empty partition, 30 s max wait); not asserted on.

@@ -37,7 +37,9 @@ def feed(reader: FrameReader, data: bytes, cuts: list[int]) -> list[bytes]:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    bodies=st.lists(st.one_of(st.binary(max_size=50), st.binary(min_size=200, max_size=3000)), max_size=20),
+    bodies=st.lists(
+        st.one_of(st.binary(max_size=50), st.binary(min_size=200, max_size=3000)), max_size=20
+    ),
     cuts=st.lists(st.integers(1, 5000), min_size=1, max_size=10),
     buffer_size=st.integers(1, 2048),
 )

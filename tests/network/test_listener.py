@@ -50,8 +50,11 @@ def decode_api_versions(version: int, body: bytes):
 
 def run(scenario, quotas: ConnectionQuotas | None = None, **limits) -> None:
     async def main() -> None:
-        listener = Listener(ListenerConfig(host="127.0.0.1", port=0, **limits), RequestChannel(None, TABLE).dispatch,
-                            quotas)
+        listener = Listener(
+            ListenerConfig(host="127.0.0.1", port=0, **limits),
+            RequestChannel(None, TABLE).dispatch,
+            quotas,
+        )
         port = listener.bind()
         await listener.start()
         try:
@@ -88,7 +91,8 @@ def test_api_versions_lists_exactly_the_table() -> None:
         response = decode_api_versions(3, body)
         assert response.error_code == ErrorCode.none
         assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
-            (s.api_key, s.min_version, s.max_version) for s in sorted(API_TABLE.values(), key=lambda s: s.api_key)
+            (s.api_key, s.min_version, s.max_version)
+            for s in sorted(API_TABLE.values(), key=lambda s: s.api_key)
         ]
 
     run(scenario)
@@ -157,7 +161,7 @@ def test_bad_input_closes_only_that_connection(garbage: bytes) -> None:
 
 def test_truncated_frame_then_close_leaves_listener_serving() -> None:
     async def scenario(port: int) -> None:
-        reader, writer = await connect(port)
+        _reader, writer = await connect(port)
         writer.write(api_versions_request(1)[:9])
         writer.close()
         await assert_serves(port)

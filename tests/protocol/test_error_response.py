@@ -54,19 +54,36 @@ def test_list_offsets_repeats_the_requested_partitions() -> None:
     from kio.schema.list_offsets.v11 import request
 
     req = request.ListOffsetsRequest(
-        replica_id=-1, isolation_level=0, timeout=timedelta(seconds=1),
-        topics=(request.ListOffsetsTopic(name="t", partitions=tuple(
-            request.ListOffsetsPartition(partition_index=i, current_leader_epoch=5, timestamp=1234)
-            for i in (0, 7))),),
+        replica_id=-1,
+        isolation_level=0,
+        timeout=timedelta(seconds=1),
+        topics=(
+            request.ListOffsetsTopic(
+                name="t",
+                partitions=tuple(
+                    request.ListOffsetsPartition(
+                        partition_index=i, current_leader_epoch=5, timestamp=1234
+                    )
+                    for i in (0, 7)
+                ),
+            ),
+        ),
     )
     response = error_response(schemas.response_schema(2, 11), req, ErrorCode.unsupported_version)
     assert [t.name for t in response.topics] == ["t"]
-    assert [(p.partition_index, p.error_code, p.timestamp, p.offset, p.leader_epoch)
-            for p in response.topics[0].partitions] == [
-        (0, ErrorCode.unsupported_version, -1, -1, -1), (7, ErrorCode.unsupported_version, -1, -1, -1)]
+    assert [
+        (p.partition_index, p.error_code, p.timestamp, p.offset, p.leader_epoch)
+        for p in response.topics[0].partitions
+    ] == [
+        (0, ErrorCode.unsupported_version, -1, -1, -1),
+        (7, ErrorCode.unsupported_version, -1, -1, -1),
+    ]
 
 
 def test_init_producer_id_has_no_producer() -> None:
     response = error_response(schemas.response_schema(22, 6), None, ErrorCode.unsupported_version)
     assert (response.error_code, response.producer_id, response.producer_epoch) == (
-        ErrorCode.unsupported_version, -1, -1)
+        ErrorCode.unsupported_version,
+        -1,
+        -1,
+    )

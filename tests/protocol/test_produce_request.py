@@ -20,12 +20,27 @@ from odradek.protocol.produce import decode_produce_request
 names = st.text(min_size=1, max_size=8)
 
 
-def body(version: int, transactional_id: str | None, topics: list[tuple[str, list[tuple[int, bytes | None]]]]) -> bytes:
+def body(
+    version: int,
+    transactional_id: str | None,
+    topics: list[tuple[str, list[tuple[int, bytes | None]]]],
+) -> bytes:
     module = __import__(f"kio.schema.produce.v{version}.request", fromlist=["x"])
     request = module.ProduceRequest(
-        transactional_id=transactional_id, acks=-1, timeout=timedelta(milliseconds=30000),
-        topic_data=tuple(schemas.build(module.TopicProduceData, name=name, topic_id=topic_id(name), partition_data=tuple(
-            module.PartitionProduceData(index=i, records=r) for i, r in parts)) for name, parts in topics),
+        transactional_id=transactional_id,
+        acks=-1,
+        timeout=timedelta(milliseconds=30000),
+        topic_data=tuple(
+            schemas.build(
+                module.TopicProduceData,
+                name=name,
+                topic_id=topic_id(name),
+                partition_data=tuple(
+                    module.PartitionProduceData(index=i, records=r) for i, r in parts
+                ),
+            )
+            for name, parts in topics
+        ),
     )
     buf = io.BytesIO()
     entity_writer(type(request))(buf, request)
@@ -40,17 +55,28 @@ def topic_id(name: str) -> uuid.UUID:
 @given(
     version=st.integers(3, 13),
     transactional_id=st.one_of(st.none(), names),
-    topics=st.lists(st.tuples(names, st.lists(st.tuples(st.integers(0, 99), st.one_of(st.none(), st.binary(max_size=40))),
-                                              max_size=2)), max_size=2),
+    topics=st.lists(
+        st.tuples(
+            names,
+            st.lists(
+                st.tuples(st.integers(0, 99), st.one_of(st.none(), st.binary(max_size=40))),
+                max_size=2,
+            ),
+        ),
+        max_size=2,
+    ),
 )
 def test_every_truncation_is_a_value_error(version, transactional_id, topics) -> None:
     data = body(version, transactional_id, topics)
     decoded = decode_produce_request(version, memoryview(data))
     by_id = version >= 13
-    assert [((t.topic_id, t.name) if by_id else (t.name, t.topic_id),
-             [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions])
-            for t in decoded.topics] == [((topic_id(name), "") if by_id else (name, None), parts)
-                                         for name, parts in topics]
+    assert [
+        (
+            (t.topic_id, t.name) if by_id else (t.name, t.topic_id),
+            [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions],
+        )
+        for t in decoded.topics
+    ] == [((topic_id(name), "") if by_id else (name, None), parts) for name, parts in topics]
     for cut in range(len(data)):
         with pytest.raises(ValueError):
             decode_produce_request(version, memoryview(data[:cut]))

@@ -18,8 +18,14 @@ messages = st.one_of(st.none(), st.text(max_size=40))
 partitions = st.builds(
     ProducePartitionResponse,
     index=st.integers(0, 2**31 - 1),
-    error_code=st.sampled_from([ErrorCode.none, ErrorCode.invalid_record, ErrorCode.unknown_topic_or_partition,
-                                ErrorCode.invalid_timestamp]),
+    error_code=st.sampled_from(
+        [
+            ErrorCode.none,
+            ErrorCode.invalid_record,
+            ErrorCode.unknown_topic_or_partition,
+            ErrorCode.invalid_timestamp,
+        ]
+    ),
     base_offset=st.integers(-1, 2**63 - 1),
     log_append_time_ms=st.one_of(st.just(-1), st.integers(0, 2**42)),
     log_start_offset=st.integers(-1, 2**63 - 1),
@@ -29,31 +35,47 @@ partitions = st.builds(
 
 
 def kio_response(
-    version: int, topics: list[tuple[str | uuid.UUID, list[ProducePartitionResponse]]], throttle_ms: int
+    version: int,
+    topics: list[tuple[str | uuid.UUID, list[ProducePartitionResponse]]],
+    throttle_ms: int,
 ) -> bytes:
     module = schemas.response_module(0, version)
-    return schemas.encode(schemas.build(
-        schemas.response_schema(0, version),
-        throttle_time=throttle_ms,
-        responses=tuple(
-            schemas.build(module.TopicProduceResponse, name=key, topic_id=key, partition_responses=tuple(
+    return schemas.encode(
+        schemas.build(
+            schemas.response_schema(0, version),
+            throttle_time=throttle_ms,
+            responses=tuple(
                 schemas.build(
-                    module.PartitionProduceResponse,
-                    index=p.index,
-                    error_code=p.error_code,
-                    base_offset=p.base_offset,
-                    log_append_time=None if p.log_append_time_ms < 0
-                    else datetime.fromtimestamp(p.log_append_time_ms / 1000, tz=UTC),
-                    log_start_offset=p.log_start_offset,
-                    error_message=p.error_message,
-                    record_errors=tuple(module.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                                        for i, m in p.record_errors) if version >= 8 else (),
+                    module.TopicProduceResponse,
+                    name=key,
+                    topic_id=key,
+                    partition_responses=tuple(
+                        schemas.build(
+                            module.PartitionProduceResponse,
+                            index=p.index,
+                            error_code=p.error_code,
+                            base_offset=p.base_offset,
+                            log_append_time=None
+                            if p.log_append_time_ms < 0
+                            else datetime.fromtimestamp(p.log_append_time_ms / 1000, tz=UTC),
+                            log_start_offset=p.log_start_offset,
+                            error_message=p.error_message,
+                            record_errors=tuple(
+                                module.BatchIndexAndErrorMessage(
+                                    batch_index=i, batch_index_error_message=m
+                                )
+                                for i, m in p.record_errors
+                            )
+                            if version >= 8
+                            else (),
+                        )
+                        for p in parts
+                    ),
                 )
-                for p in parts
-            ))
-            for key, parts in topics
-        ),
-    ))
+                for key, parts in topics
+            ),
+        )
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -69,4 +91,6 @@ def test_produce_response_encoder_matches_kio(version, topics, throttle_ms) -> N
                 p.record_errors, p.error_message = [], None  # fields these versions do not have
     if version >= 13:
         topics = [(uuid.uuid5(uuid.NAMESPACE_DNS, name), parts) for name, parts in topics]
-    assert encode_produce_response(version, topics, throttle_ms) == kio_response(version, topics, throttle_ms)
+    assert encode_produce_response(version, topics, throttle_ms) == kio_response(
+        version, topics, throttle_ms
+    )

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from odradek.protocol import records as rb
 from odradek.protocol._fastpath import timestamp_delta_range as native
-from odradek.protocol.wire import uvarint
 
 LONG = st.integers(-(2**63), 2**63 - 1)
 
@@ -32,8 +31,12 @@ def python(payload: bytes, count: int):
         return exc.reason
 
 
-records = st.lists(st.tuples(st.one_of(st.integers(-300, 300), LONG), st.binary(max_size=20),
-                             st.binary(max_size=300)), max_size=12)
+records = st.lists(
+    st.tuples(
+        st.one_of(st.integers(-300, 300), LONG), st.binary(max_size=20), st.binary(max_size=300)
+    ),
+    max_size=12,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -54,7 +57,7 @@ def test_damaged_payloads_are_decided_alike_or_handed_back(recs, data) -> None:
     count = len(recs) + data.draw(st.integers(-2, 2))
     damage = data.draw(st.sampled_from(["truncate", "overwrite", "append", "none"]))
     if damage == "truncate":
-        del payload[data.draw(st.integers(0, len(payload))):]
+        del payload[data.draw(st.integers(0, len(payload))) :]
     elif damage == "overwrite" and payload:
         at = data.draw(st.integers(0, len(payload) - 1))
         payload[at] = data.draw(st.integers(0, 255))
@@ -75,11 +78,18 @@ def test_random_bytes(payload, count) -> None:
         assert found == python(payload, count)
 
 
-@pytest.mark.parametrize("varint, in_c, answer", [
-    (b"\xff" * 9 + b"\x01", True, (-(2**63), -(2**63))),  # 64 bits exactly: decided in C
-    (b"\xff" * 9 + b"\x02", False, (-(2**63 + 2**62), -(2**63))),  # 65 bits: only Python holds it
-    (b"\xff" * 10 + b"\x01", False, "corrupt"),  # 11 bytes: too long
-])
+@pytest.mark.parametrize(
+    "varint, in_c, answer",
+    [
+        (b"\xff" * 9 + b"\x01", True, (-(2**63), -(2**63))),  # 64 bits exactly: decided in C
+        (
+            b"\xff" * 9 + b"\x02",
+            False,
+            (-(2**63 + 2**62), -(2**63)),
+        ),  # 65 bits: only Python holds it
+        (b"\xff" * 10 + b"\x01", False, "corrupt"),  # 11 bytes: too long
+    ],
+)
 def test_overlong_and_oversized_varints(varint, in_c, answer) -> None:
     body = b"\x00" + varint  # one record: attributes, then timestampDelta
     payload = rb.write_varint(len(body)) + body

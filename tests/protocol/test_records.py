@@ -8,13 +8,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "storage"))
-from spec import build_batch, parse_batches  # noqa: E402
+from spec import build_batch, parse_batches
 
-from odradek.protocol import records as rb  # noqa: E402
+from odradek.protocol import records as rb
 
 records_st = st.lists(
-    st.tuples(st.none() | st.binary(max_size=20), st.none() | st.binary(max_size=50), st.integers(0, 2**40)),
-    min_size=1, max_size=10)
+    st.tuples(
+        st.none() | st.binary(max_size=20),
+        st.none() | st.binary(max_size=50),
+        st.integers(0, 2**40),
+    ),
+    min_size=1,
+    max_size=10,
+)
 
 
 @given(st.randoms(use_true_random=False), st.integers(0, 1 << 17), st.binary(max_size=300))
@@ -23,13 +29,15 @@ def test_the_crc32c_is_the_reference_one(random, size, more):
     buffers, views, and a checksum continued over a second buffer, as re-stamping does."""
     data = random.randbytes(size)
     assert rb.crc32c(data) == crc32c(data)
-    assert rb.crc32c(memoryview(data)[size // 3:]) == crc32c(data[size // 3:])
+    assert rb.crc32c(memoryview(data)[size // 3 :]) == crc32c(data[size // 3 :])
     assert rb.crc32c(more, rb.crc32c(data)) == crc32c(data + more)
 
 
 @given(records_st, st.integers(0, 2**40), st.integers(-1, 2**20), st.integers(-1, 2**30))
 def test_header_fields_match_the_spec(records, base_offset, pid, seq):
-    data = build_batch(records, base_offset=base_offset, producer_id=pid, producer_epoch=3, base_sequence=seq)
+    data = build_batch(
+        records, base_offset=base_offset, producer_id=pid, producer_epoch=3, base_sequence=seq
+    )
     (batch,) = list(rb.iter_batches(data))
     assert batch.base_offset == base_offset
     assert batch.size_in_bytes == len(data)
@@ -67,12 +75,15 @@ def test_attribute_bits():
     assert batch.is_transactional and batch.is_control and batch.compression_type == 0
 
 
-@pytest.mark.parametrize("mutate, reason", [
-    (lambda b: b[:-1], "corrupt"),
-    (lambda b: b[:30], "corrupt"),
-    (lambda b: b[:16] + b"\x01" + b[17:], "magic"),
-    (lambda b: b[:-1] + bytes([b[-1] ^ 1]), "corrupt"),
-])
+@pytest.mark.parametrize(
+    "mutate, reason",
+    [
+        (lambda b: b[:-1], "corrupt"),
+        (lambda b: b[:30], "corrupt"),
+        (lambda b: b[:16] + b"\x01" + b[17:], "magic"),
+        (lambda b: b[:-1] + bytes([b[-1] ^ 1]), "corrupt"),
+    ],
+)
 def test_invalid_batches(mutate, reason):
     data = mutate(build_batch([(b"k", b"v", 1), (b"k2", b"v2", 2)]))
     with pytest.raises(rb.InvalidBatch) as exc:

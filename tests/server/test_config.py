@@ -25,8 +25,13 @@ def test_defaults_are_kafkas() -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("num.partitions", "zero"), ("num.partitions", "0"), ("auto.create.topics.enable", "yes"),
-     ("listeners", "localhost:9092"), ("listeners", "PLAINTEXT://h:99999")],
+    [
+        ("num.partitions", "zero"),
+        ("num.partitions", "0"),
+        ("auto.create.topics.enable", "yes"),
+        ("listeners", "localhost:9092"),
+        ("listeners", "PLAINTEXT://h:99999"),
+    ],
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=key):
@@ -34,19 +39,33 @@ def test_bad_values_name_the_key(key: str, value: str) -> None:
 
 
 def test_retention_precedence_and_synonyms() -> None:
-    config = BrokerConfig({"log.retention.minutes": "5", "log.retention.hours": "1", "log.segment.bytes": "1024",
-                           "message.max.bytes": "2000", "log.dirs": "/a,/b"})
+    config = BrokerConfig(
+        {
+            "log.retention.minutes": "5",
+            "log.retention.hours": "1",
+            "log.segment.bytes": "1024",
+            "message.max.bytes": "2000",
+            "log.dirs": "/a,/b",
+        }
+    )
     props = config.log_config_properties()
     assert props["retention.ms"] == "300000"
     assert props["segment.bytes"] == "1024"
     assert props["max.message.bytes"] == "2000"
     assert config.log_dirs == ["/a", "/b"]
-    assert BrokerConfig({"log.retention.ms": "-1", "log.retention.hours": "1"}).log_config_properties()["retention.ms"] == "-1"
+    assert (
+        BrokerConfig(
+            {"log.retention.ms": "-1", "log.retention.hours": "1"}
+        ).log_config_properties()["retention.ms"]
+        == "-1"
+    )
 
 
 def test_properties_file(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
-    path.write_text("# broker\nnode.id=3\nlisteners = PLAINTEXT://0.0.0.0:9093\n! comment\nlog.dirs:/data\n")
+    path.write_text(
+        "# broker\nnode.id=3\nlisteners = PLAINTEXT://0.0.0.0:9093\n! comment\nlog.dirs:/data\n"
+    )
     config = BrokerConfig(read_properties(path))
     assert config.node_id == 3
     assert config.listeners() == [Endpoint("PLAINTEXT", "0.0.0.0", 9093, "PLAINTEXT")]
@@ -55,8 +74,12 @@ def test_properties_file(tmp_path: Path) -> None:
 
 
 def test_advertised_listeners() -> None:
-    config = BrokerConfig({"listeners": "PLAINTEXT://:0", "advertised.listeners": "PLAINTEXT://kafka.example:19092"})
-    assert config.advertised_listeners({"PLAINTEXT": 40000}) == {"PLAINTEXT": ("kafka.example", 19092)}
+    config = BrokerConfig(
+        {"listeners": "PLAINTEXT://:0", "advertised.listeners": "PLAINTEXT://kafka.example:19092"}
+    )
+    assert config.advertised_listeners({"PLAINTEXT": 40000}) == {
+        "PLAINTEXT": ("kafka.example", 19092)
+    }
     local = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"})
     assert local.advertised_listeners({"PLAINTEXT": 40000}) == {"PLAINTEXT": ("127.0.0.1", 40000)}
     with pytest.raises(ConfigError, match="listeners"):
@@ -65,7 +88,12 @@ def test_advertised_listeners() -> None:
 
 def test_flush_ms_falls_back_to_the_scheduler_interval() -> None:
     """Kafka's synonym order for flush.ms: log.flush.interval.ms, else log.flush.scheduler.interval.ms."""
-    assert BrokerConfig({"log.flush.scheduler.interval.ms": "3000"}).log_config_properties()["flush.ms"] == "3000"
+    assert (
+        BrokerConfig({"log.flush.scheduler.interval.ms": "3000"}).log_config_properties()[
+            "flush.ms"
+        ]
+        == "3000"
+    )
     both = BrokerConfig({"log.flush.interval.ms": "100", "log.flush.scheduler.interval.ms": "3000"})
     assert both.log_config_properties()["flush.ms"] == "100"
 
@@ -75,44 +103,75 @@ def test_message_timestamp_bounds_are_broker_configs() -> None:
     defaults = BrokerConfig({}).log_config_properties()
     assert defaults["message.timestamp.before.max.ms"] == str(2**63 - 1)
     assert defaults["message.timestamp.after.max.ms"] == "3600000"
-    config = BrokerConfig({"log.message.timestamp.after.max.ms": "1000", "log.message.timestamp.before.max.ms": "5"})
+    config = BrokerConfig(
+        {"log.message.timestamp.after.max.ms": "1000", "log.message.timestamp.before.max.ms": "5"}
+    )
     assert config["log.message.timestamp.after.max.ms"] == 1000
     props = config.log_config_properties()
-    assert (props["message.timestamp.after.max.ms"], props["message.timestamp.before.max.ms"]) == ("1000", "5")
+    assert (props["message.timestamp.after.max.ms"], props["message.timestamp.before.max.ms"]) == (
+        "1000",
+        "5",
+    )
     with pytest.raises(ConfigError, match="log.message.timestamp.after.max.ms"):
         BrokerConfig({"log.message.timestamp.after.max.ms": "-1"})
 
 
-@pytest.mark.parametrize(("key", "value"), [("num.partitions", str(2**31)), ("offsets.topic.replication.factor", "40000"),
-                                            ("log.retention.bytes", str(2**63))])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("num.partitions", str(2**31)),
+        ("offsets.topic.replication.factor", "40000"),
+        ("log.retention.bytes", str(2**63)),
+    ],
+)
 def test_numbers_must_fit_their_kafka_type(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=key):
         BrokerConfig({key: value})
 
 
 def test_several_listeners_matched_by_name() -> None:
-    config = BrokerConfig({
-        "listeners": "PLAINTEXT://127.0.0.1:0,internal://0.0.0.0:9094,HIDDEN://:9095",
-        "advertised.listeners": "INTERNAL://broker.internal:19094,PLAINTEXT://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,HIDDEN:PLAINTEXT",
-    })
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,internal://0.0.0.0:9094,HIDDEN://:9095",
+            "advertised.listeners": "INTERNAL://broker.internal:19094,PLAINTEXT://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,HIDDEN:PLAINTEXT",
+        }
+    )
     assert [e.listener_name for e in config.listeners()] == ["PLAINTEXT", "INTERNAL", "HIDDEN"]
     assert config.advertised_listeners({"PLAINTEXT": 4000, "INTERNAL": 9094, "HIDDEN": 9095}) == {
-        "INTERNAL": ("broker.internal", 19094), "PLAINTEXT": ("127.0.0.1", 4000)}
+        "INTERNAL": ("broker.internal", 19094),
+        "PLAINTEXT": ("127.0.0.1", 4000),
+    }
 
 
-@pytest.mark.parametrize(("props", "message"), [
-    ({"listeners": "SSL://:9093"}, "PLAINTEXT listeners only"),
-    ({"listeners": "PLAINTEXT://:9092,X://:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,X:SASL_PLAINTEXT"},
-     "PLAINTEXT listeners only"),
-    ({"listeners": "PLAINTEXT://:9092,OTHER://:9093"}, "no security protocol defined for listener OTHER"),
-    ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "different name"),
-    ({"listeners": "PLAINTEXT://:9092,SSL://:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:PLAINTEXT"},
-     "different port"),
-    ({"advertised.listeners": "SSL://h:9093"}, "subset"),
-    ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "0.0.0.0"),
-    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "listener.security.protocol.map"),
-])
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"listeners": "SSL://:9093"}, "PLAINTEXT listeners only"),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,X://:9093",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,X:SASL_PLAINTEXT",
+            },
+            "PLAINTEXT listeners only",
+        ),
+        (
+            {"listeners": "PLAINTEXT://:9092,OTHER://:9093"},
+            "no security protocol defined for listener OTHER",
+        ),
+        ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "different name"),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,SSL://:9092",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:PLAINTEXT",
+            },
+            "different port",
+        ),
+        ({"advertised.listeners": "SSL://h:9093"}, "subset"),
+        ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "0.0.0.0"),
+        ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "listener.security.protocol.map"),
+    ],
+)
 def test_listener_errors(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BrokerConfig(props)
@@ -120,9 +179,14 @@ def test_listener_errors(props: dict[str, str], message: str) -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("log.cleaner.io.buffer.load.factor", "0"), ("log.cleaner.io.buffer.load.factor", "1.5"),
-     ("log.cleaner.io.buffer.load.factor", "most"), ("log.cleaner.dedupe.buffer.size", "1000"),
-     ("log.cleaner.io.buffer.size", "-1"), ("log.cleaner.enable", "sometimes")],
+    [
+        ("log.cleaner.io.buffer.load.factor", "0"),
+        ("log.cleaner.io.buffer.load.factor", "1.5"),
+        ("log.cleaner.io.buffer.load.factor", "most"),
+        ("log.cleaner.dedupe.buffer.size", "1000"),
+        ("log.cleaner.io.buffer.size", "-1"),
+        ("log.cleaner.enable", "sometimes"),
+    ],
 )
 def test_bad_cleaner_settings_name_the_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=key):
@@ -130,7 +194,9 @@ def test_bad_cleaner_settings_name_the_key(key: str, value: str) -> None:
 
 
 def test_cleaner_settings_parse() -> None:
-    config = BrokerConfig({"log.cleaner.io.buffer.load.factor": "0.5", "log.cleaner.enable": "false"})
+    config = BrokerConfig(
+        {"log.cleaner.io.buffer.load.factor": "0.5", "log.cleaner.enable": "false"}
+    )
     assert config["log.cleaner.io.buffer.load.factor"] == 0.5
     assert config["log.cleaner.enable"] is False
     assert config["log.cleaner.dedupe.buffer.size"] == 128 * 1024 * 1024
@@ -140,7 +206,9 @@ def test_cleaner_settings_parse() -> None:
 def test_broker_compression_settings_are_topic_defaults() -> None:
     from odradek.storage import LogConfig
 
-    props = BrokerConfig({"compression.type": "zstd", "compression.zstd.level": "7"}).log_config_properties()
+    props = BrokerConfig(
+        {"compression.type": "zstd", "compression.zstd.level": "7"}
+    ).log_config_properties()
     config = LogConfig.from_properties(props)
     assert (config.compression_type, config.compression_zstd_level) == ("zstd", 7)
     assert (config.compression_gzip_level, config.compression_lz4_level) == (-1, 9)
@@ -150,4 +218,6 @@ def test_a_bad_broker_compression_type_names_the_key() -> None:
     from odradek.storage import LogConfig
 
     with pytest.raises(ValueError, match="compression.type"):
-        LogConfig.from_properties(BrokerConfig({"compression.type": "brotli"}).log_config_properties())
+        LogConfig.from_properties(
+            BrokerConfig({"compression.type": "brotli"}).log_config_properties()
+        )

@@ -24,21 +24,40 @@ def test_kafkas_defaults() -> None:
 
 
 def test_per_listener_limits_use_kafkas_prefix_in_any_case() -> None:
-    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-                           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
-                           "listener.name.internal.max.connections": "7", "max.connections": "100"})
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            "listener.name.internal.max.connections": "7",
+            "max.connections": "100",
+        }
+    )
     assert config.listener_max_connections() == {"INTERNAL": 7}
     assert config["max.connections"] == 100
-    assert BrokerConfig({"listener.name.other.max.connections": "3"}).listener_max_connections() == {}
+    assert (
+        BrokerConfig({"listener.name.other.max.connections": "3"}).listener_max_connections() == {}
+    )
 
 
-@pytest.mark.parametrize("props, message", [
-    ({"max.connections.per.ip.overrides": "host"}, "max.connections.per.ip.overrides"),
-    ({"max.connections.per.ip.overrides": "bad#host:1"}, "contains invalid addresses : bad#host"),
-    ({"max.connections.per.ip": "0"}, "can be set to zero only if max.connections.per.ip.overrides"),
-    ({"max.connections": "-1"}, "max.connections: value must be at least 0"),
-    ({"listener.name.plaintext.max.connections": "x"}, "listener.name.plaintext.max.connections"),
-])
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"max.connections.per.ip.overrides": "host"}, "max.connections.per.ip.overrides"),
+        (
+            {"max.connections.per.ip.overrides": "bad#host:1"},
+            "contains invalid addresses : bad#host",
+        ),
+        (
+            {"max.connections.per.ip": "0"},
+            "can be set to zero only if max.connections.per.ip.overrides",
+        ),
+        ({"max.connections": "-1"}, "max.connections: value must be at least 0"),
+        (
+            {"listener.name.plaintext.max.connections": "x"},
+            "listener.name.plaintext.max.connections",
+        ),
+    ],
+)
 def test_bad_values_are_refused_with_the_config_named(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BrokerConfig(props)
@@ -51,10 +70,13 @@ def serve(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("value, message", [
-    ("127.0.0.1:x", "max.connections.per.ip.overrides"),
-    ("no-such-host.invalid:3", "cannot resolve host 'no-such-host.invalid'"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("127.0.0.1:x", "max.connections.per.ip.overrides"),
+        ("no-such-host.invalid:3", "cannot resolve host 'no-such-host.invalid'"),
+    ],
+)
 def test_serve_stops_on_a_bad_override(tmp_path: Path, value: str, message: str) -> None:
     result = serve(tmp_path, f"max.connections.per.ip.overrides={value}")
     assert result.returncode == 2

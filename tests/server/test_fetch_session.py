@@ -17,7 +17,9 @@ from odradek.storage import TopicPartition
 
 def test_epochs_advance_and_are_checked() -> None:
     cache = FetchSessionCache()
-    session = cache.new_session(OrderedDict({TopicPartition("t", 0): CachedPartition(0, 100)}), now_ms=0)
+    session = cache.new_session(
+        OrderedDict({TopicPartition("t", 0): CachedPartition(0, 100)}), now_ms=0
+    )
     assert session.session_id > 0 and session.epoch == 1
     assert cache.incremental(session.session_id, 1, now_ms=1) is session
     with pytest.raises(InvalidFetchSessionEpoch):

@@ -8,11 +8,18 @@ import pytest
 
 from odradek.metadata.image import BrokerImage, TopicImage
 from odradek.metadata.local import LocalMetadataStore
-from odradek.metadata.store import InvalidPartitions, InvalidReplicationFactor, TopicExists, UnknownTopic
+from odradek.metadata.store import (
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    TopicExists,
+    UnknownTopic,
+)
 
 
 def open_store(path: Path) -> LocalMetadataStore:
-    return LocalMetadataStore(path, node_id=1, cluster_id="c1", broker=BrokerImage(1, (("PLAINTEXT", "127.0.0.1", 9092),)))
+    return LocalMetadataStore(
+        path, node_id=1, cluster_id="c1", broker=BrokerImage(1, (("PLAINTEXT", "127.0.0.1", 9092),))
+    )
 
 
 def test_topics_persist_across_reopen(tmp_path: Path) -> None:

@@ -23,14 +23,22 @@ NOW = 1_000_000
 def record(key: bytes, value: bytes) -> bytes:
     body = b"\x00" + write_varint(0) + write_varint(0) + write_varint(len(key)) + key
     body += write_varint(len(value)) + value + write_varint(0)
-    return new_batch(write_varint(len(body)) + body, attributes=0, last_offset_delta=0, base_timestamp=NOW,
-                     max_timestamp=NOW, records_count=1)
+    return new_batch(
+        write_varint(len(body)) + body,
+        attributes=0,
+        last_offset_delta=0,
+        base_timestamp=NOW,
+        max_timestamp=NOW,
+        records_count=1,
+    )
 
 
 def make_dirty(lm: LogManager, tp: TopicPartition) -> None:
     lg = lm.get_or_create_log(tp, CFG)
     for i in range(40):
-        lg.append(record(b"key%d" % (i % 3), b"value-%d" % i + b"x" * 40), leader_epoch=0, now_ms=NOW)
+        lg.append(
+            record(b"key%d" % (i % 3), b"value-%d" % i + b"x" * 40), leader_epoch=0, now_ms=NOW
+        )
 
 
 def manager(tmp_path: Path, **kwargs) -> LogManager:
@@ -150,9 +158,16 @@ def test_zero_threads_clean_nothing(tmp_path: Path) -> None:
 
 
 def test_the_broker_wires_both_and_shares_the_buffers_among_threads(tmp_path: Path) -> None:
-    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path),
-                           "log.cleaner.threads": "4", "log.cleaner.backoff.ms": "2500",
-                           "log.cleaner.dedupe.buffer.size": str(64 << 20), "log.cleaner.io.buffer.size": "8192"})
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path),
+            "log.cleaner.threads": "4",
+            "log.cleaner.backoff.ms": "2500",
+            "log.cleaner.dedupe.buffer.size": str(64 << 20),
+            "log.cleaner.io.buffer.size": "8192",
+        }
+    )
 
     async def run() -> None:
         broker = Broker(config)

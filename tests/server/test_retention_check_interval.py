@@ -10,7 +10,14 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from odradek import EmbeddedBroker
 
@@ -26,18 +33,27 @@ def test_retention_runs_on_the_configured_check_interval() -> None:
     topic = f"retention-{uuid.uuid4().hex[:10]}"
     with EmbeddedBroker(config={"log.retention.check.interval.ms": "200"}) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        (created,) = admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})]).values()
+        (created,) = admin.create_topics(
+            [NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})]
+        ).values()
         created.result(TIMEOUT)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
         for i in range(50):
             producer.produce(topic, b"x" * 100, key=str(i).encode())
             producer.flush(TIMEOUT)  # one batch per record, so the log rolls into many segments
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"g-{uuid.uuid4().hex[:8]}"})
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap_servers, "group.id": f"g-{uuid.uuid4().hex[:8]}"}
+        )
         try:
             tp = TopicPartition(topic, 0)
             assert _earliest(consumer, tp) == 0
-            resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-                ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+            resource = ConfigResource(
+                ResourceType.TOPIC,
+                topic,
+                incremental_configs=[
+                    ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)
+                ],
+            )
             (altered,) = admin.incremental_alter_configs([resource]).values()
             altered.result(TIMEOUT)
             deadline = time.monotonic() + 20

@@ -21,9 +21,22 @@ _IMPORT = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
 
 
 def _modules_imported_until_ready(data_dir: Path) -> set[str]:
-    cmd = [sys.executable, "-m", "odradek", "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--port", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "odradek",
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     ready = threading.Event()
 
     def wait_ready() -> None:
@@ -52,7 +65,9 @@ def test_the_broker_does_not_import_hypothesis(tmp_path: Path) -> None:
 def test_the_broker_does_not_import_a_client_library(tmp_path: Path) -> None:
     """The client tools' modules import confluent-kafka; `odradek serve` registers only itself."""
     modules = _modules_imported_until_ready(tmp_path / "data")
-    assert "odradek.server.broker" in modules  # the capture works (import_module calls are not listed)
+    assert (
+        "odradek.server.broker" in modules
+    )  # the capture works (import_module calls are not listed)
     assert not {m for m in modules if m.split(".")[0] == "confluent_kafka"}
 
 
@@ -63,4 +78,6 @@ def test_command_name_finds_the_subcommand_past_the_global_options() -> None:
     assert command_name([]) is None
     assert "topics" in build_parser(None).format_help()
     assert "topics" not in build_parser("serve").format_help()
-    assert "topics" in build_parser("no-such-command").format_help()  # argparse then names the choices
+    assert (
+        "topics" in build_parser("no-such-command").format_help()
+    )  # argparse then names the choices

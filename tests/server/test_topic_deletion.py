@@ -16,9 +16,15 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from odradek import EmbeddedBroker
 from odradek.protocol.records import new_batch, write_varint
@@ -33,8 +39,14 @@ def one_record_batch(value: bytes = b"v", key: bytes = b"k") -> bytes:
     body = b"\x00" + write_varint(0) + write_varint(0) + write_varint(len(key)) + key
     body += write_varint(len(value)) + value
     body += write_varint(0)  # no headers
-    return new_batch(write_varint(len(body)) + body, attributes=0, last_offset_delta=0, base_timestamp=1,
-                     max_timestamp=1, records_count=1)
+    return new_batch(
+        write_varint(len(body)) + body,
+        attributes=0,
+        last_offset_delta=0,
+        base_timestamp=1,
+        max_timestamp=1,
+        records_count=1,
+    )
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -149,7 +161,9 @@ def test_a_249_character_topic_can_be_deleted(tmp_path: Path) -> None:
     tp = TopicPartition("x" * 249, 0)
     append_one(lm, tp)
     lm.delete_log(tp)
-    assert not (tmp_path / tp.dir_name).exists()  # renamed, though "<topic>-0.<uuid>-delete" would be too long
+    assert not (
+        tmp_path / tp.dir_name
+    ).exists()  # renamed, though "<topic>-0.<uuid>-delete" would be too long
     assert len(delete_dirs(tmp_path, "x" * 249)) == 0 and len(list(tmp_path.glob("x*-delete"))) == 1
     lm.shutdown()
 
@@ -185,15 +199,23 @@ class GatedCleaner(LogCleaner):
 
 
 def test_a_log_being_cleaned_is_removed_after_its_cleaning(tmp_path: Path) -> None:
-    cfg = LogConfig(cleanup_policy=("compact",), segment_bytes=400, min_cleanable_dirty_ratio=0.01,
-                    file_delete_delay_ms=0)
+    cfg = LogConfig(
+        cleanup_policy=("compact",),
+        segment_bytes=400,
+        min_cleanable_dirty_ratio=0.01,
+        file_delete_delay_ms=0,
+    )
     cleaner = GatedCleaner()
     lm = LogManager([str(tmp_path)], cfg, cleaner=cleaner)
     lm.startup()
     tp = TopicPartition("compacted", 0)
     lg = lm.get_or_create_log(tp, cfg)
     for i in range(40):
-        lg.append(one_record_batch(b"value-%d" % i + b"x" * 40, b"key%d" % (i % 3)), leader_epoch=0, now_ms=0)
+        lg.append(
+            one_record_batch(b"value-%d" % i + b"x" * 40, b"key%d" % (i % 3)),
+            leader_epoch=0,
+            now_ms=0,
+        )
 
     async def scenario() -> None:
         cleaning = asyncio.create_task(lm.clean_logs(1_000_000))
@@ -207,7 +229,9 @@ def test_a_log_being_cleaned_is_removed_after_its_cleaning(tmp_path: Path) -> No
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
     assert not lm.offline_dirs
-    wait_for(lambda: not delete_dirs(tmp_path, "compacted"))  # removed once the cleaning let go of it
+    wait_for(
+        lambda: not delete_dirs(tmp_path, "compacted")
+    )  # removed once the cleaning let go of it
     lm.shutdown()
 
 
@@ -247,8 +271,14 @@ class LiveTraffic:
             self.errors.append("unflushed messages")
 
     def consume_all(self) -> list[bytes]:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.subscribe([self.topic])
         values: list[bytes] = []
         deadline = time.monotonic() + 60
@@ -267,7 +297,9 @@ def create(admin: AdminClient, name: str, partitions: int) -> None:
 
 
 def test_broker_deletes_a_big_topic_while_another_is_served(tmp_path: Path) -> None:
-    with EmbeddedBroker(data_dir=tmp_path / "data", config={"log.segment.delete.delay.ms": "0"}) as broker:
+    with EmbeddedBroker(
+        data_dir=tmp_path / "data", config={"log.segment.delete.delay.ms": "0"}
+    ) as broker:
         root = broker.data_dir
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         create(admin, "live", 1)
@@ -294,7 +326,9 @@ def test_restart_finishes_a_pending_deletion(tmp_path: Path) -> None:
         assert producer.flush(30) == 0
         admin.delete_topics(["doomed"])["doomed"].result(60)
         assert not partition_dirs(root, "doomed")
-        assert sorted(int(DELETE_DIR.match(p.name)["partition"]) for p in delete_dirs(root, "doomed")) == list(range(50))
+        assert sorted(
+            int(DELETE_DIR.match(p.name)["partition"]) for p in delete_dirs(root, "doomed")
+        ) == list(range(50))
         broker.config["log.segment.delete.delay.ms"] = "0"
         broker.restart()
         wait_for(lambda: not delete_dirs(root, "doomed"))
@@ -310,11 +344,20 @@ def test_a_dynamic_broker_delete_delay_applies_to_later_deletions(tmp_path: Path
         root = broker.data_dir
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         node_id = str(admin.describe_cluster().result(30).nodes[0].id)
-        resource = ConfigResource(ResourceType.BROKER, node_id, incremental_configs=[
-            ConfigEntry("log.segment.delete.delay.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+        resource = ConfigResource(
+            ResourceType.BROKER,
+            node_id,
+            incremental_configs=[
+                ConfigEntry(
+                    "log.segment.delete.delay.ms", "0", incremental_operation=AlterConfigOpType.SET
+                )
+            ],
+        )
         (future,) = admin.incremental_alter_configs([resource]).values()
         future.result(30)
         create(admin, "brief", 3)
         admin.delete_topics(["brief"])["brief"].result(60)
         assert not partition_dirs(root, "brief")
-        wait_for(lambda: not delete_dirs(root, "brief"), timeout=30)  # well under the 60 s start-up value
+        wait_for(
+            lambda: not delete_dirs(root, "brief"), timeout=30
+        )  # well under the 60 s start-up value

@@ -74,7 +74,9 @@ def consume_all(bootstrap):
 
 
 def _produce(bootstrap: str, topic: str, records: list[dict]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
     for record in records:
         producer.produce(topic, **record)
         # One batch per record: some Kafka-compatible brokers report the end offset of a
@@ -83,14 +85,17 @@ def _produce(bootstrap: str, topic: str, records: list[dict]) -> None:
 
 
 def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                         "enable.partition.eof": True})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.partition.eof": True}
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     records, eof = [], set()
     deadline = time.monotonic() + 30
     try:
         while len(records) < expected or len(eof) < partitions:
-            assert time.monotonic() < deadline, f"timed out with {len(records)} of {expected} records"
+            assert time.monotonic() < deadline, (
+                f"timed out with {len(records)} of {expected} records"
+            )
             # consume() waits for its whole count or its timeout: short waits, many of them.
             batch = consumer.consume(1000, timeout=0.2)
             for message in batch:

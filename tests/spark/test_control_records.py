@@ -47,25 +47,49 @@ def record(offset_delta: int, key: bytes | None, value: bytes | None) -> bytes:
     return varint(len(body)) + body
 
 
-def record_batch(records: list[tuple[bytes | None, bytes | None]], *, attributes: int = 0,
-                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+def record_batch(
+    records: list[tuple[bytes | None, bytes | None]],
+    *,
+    attributes: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
     """A magic-2 batch: baseOffset and the epoch are stamped by the log, the CRC covers attributes onwards."""
     now = int(time.time() * 1000)
-    tail = struct.pack(">hiqqqhii", attributes, len(records) - 1, now, now, producer_id, producer_epoch,
-                       base_sequence, len(records))
+    tail = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        len(records) - 1,
+        now,
+        now,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
     tail += b"".join(record(i, k, v) for i, (k, v) in enumerate(records))
     return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(tail), 0, 2, crc32c(tail)) + tail
 
 
 def commit_marker(producer_id: int) -> bytes:
     """A control batch holding one COMMIT record: key (version, type), value (version, coordinator epoch)."""
-    return record_batch([(struct.pack(">hh", 0, COMMIT), struct.pack(">hi", 0, 0))],
-                        attributes=TRANSACTIONAL | CONTROL, producer_id=producer_id, producer_epoch=0)
+    return record_batch(
+        [(struct.pack(">hh", 0, COMMIT), struct.pack(">hi", 0, 0))],
+        attributes=TRANSACTIONAL | CONTROL,
+        producer_id=producer_id,
+        producer_epoch=0,
+    )
 
 
 def transaction(producer_id: int, values: list[bytes]) -> bytes:
-    return record_batch([(None, v) for v in values], attributes=TRANSACTIONAL, producer_id=producer_id,
-                        producer_epoch=0, base_sequence=0)
+    return record_batch(
+        [(None, v) for v in values],
+        attributes=TRANSACTIONAL,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+    )
 
 
 # offset -> value; 3 and 8 are COMMIT markers, 8 the last record of the log.
@@ -102,8 +126,13 @@ def markers_broker(tmp_path_factory):
 
 
 def read(spark, bootstrap, topic, **options):
-    df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).options(**options).load())
+    df = (
+        spark.read.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .options(**options)
+        .load()
+    )
     return sorted((r.offset, bytes(r.value)) for r in df.select("offset", "value").collect())
 
 
@@ -116,11 +145,21 @@ def test_ranges_starting_or_ending_at_a_marker(spark, markers_broker):
     """Under read_uncommitted too: markers are never data, whatever the isolation level."""
     bootstrap, topic = markers_broker
     uncommitted = {"kafka.isolation.level": "read_uncommitted"}
-    assert read(spark, bootstrap, topic, endingOffsets=f'{{"{topic}":{{"0":4}}}}', **uncommitted) == [
-        (o, DATA[o]) for o in (0, 1, 2)]
-    assert read(spark, bootstrap, topic, startingOffsets=f'{{"{topic}":{{"0":3}}}}',
-                endingOffsets=f'{{"{topic}":{{"0":6}}}}', **uncommitted) == [(4, b"plain-0"), (5, b"plain-1")]
-    assert read(spark, bootstrap, topic, startingOffsets=f'{{"{topic}":{{"0":8}}}}', **uncommitted) == []
+    assert read(
+        spark, bootstrap, topic, endingOffsets=f'{{"{topic}":{{"0":4}}}}', **uncommitted
+    ) == [(o, DATA[o]) for o in (0, 1, 2)]
+    assert read(
+        spark,
+        bootstrap,
+        topic,
+        startingOffsets=f'{{"{topic}":{{"0":3}}}}',
+        endingOffsets=f'{{"{topic}":{{"0":6}}}}',
+        **uncommitted,
+    ) == [(4, b"plain-0"), (5, b"plain-1")]
+    assert (
+        read(spark, bootstrap, topic, startingOffsets=f'{{"{topic}":{{"0":8}}}}', **uncommitted)
+        == []
+    )
     # minPartitions cuts the partition into ranges, some of which hold nothing but a marker.
     assert read(spark, bootstrap, topic, minPartitions="9", **uncommitted) == sorted(DATA.items())
 
@@ -128,16 +167,27 @@ def test_ranges_starting_or_ending_at_a_marker(spark, markers_broker):
 def test_streaming_skips_markers_and_checkpoints_the_log_end(spark, markers_broker, tmp_path):
     """A range whose last offsets are markers ends at the partition's end, not after pollTimeoutMs."""
     bootstrap, topic = markers_broker
-    query = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", topic).option("startingOffsets", "earliest")
-             .option("kafkaConsumer.pollTimeoutMs", "600000").load()
-             .select("offset", "value").writeStream.format("parquet").option("path", str(tmp_path / "t"))
-             .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("kafkaConsumer.pollTimeoutMs", "600000")
+        .load()
+        .select("offset", "value")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "t"))
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(120), "query stalled"
     finally:
         query.stop()
     assert query.exception() is None
-    rows = sorted((r.offset, bytes(r.value)) for r in spark.read.parquet(str(tmp_path / "t")).collect())
+    rows = sorted(
+        (r.offset, bytes(r.value)) for r in spark.read.parquet(str(tmp_path / "t")).collect()
+    )
     assert rows == sorted(DATA.items())
     assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {topic: {"0": LOG_END}}

@@ -31,7 +31,9 @@ def test_split_covers_every_offset_once(backlog, min_partitions):
     start = {tp: lo for tp, (lo, _) in backlog.items()}
     end = {tp: lo + n for tp, (lo, n) in backlog.items()}
     ranges = plan_ranges(start, end, min_partitions)
-    covered = sorted((r.topic, r.partition, o) for r in ranges for o in range(r.from_offset, r.until_offset))
+    covered = sorted(
+        (r.topic, r.partition, o) for r in ranges for o in range(r.from_offset, r.until_offset)
+    )
     expected = sorted((t, p, o) for (t, p) in end for o in range(start[(t, p)], end[(t, p)]))
     assert covered == expected
     assert all(r.size > 0 for r in ranges)

@@ -99,7 +99,9 @@ def test_timestamp_precedence_over_offsets():
         startingTimestamp="1000",
     )
     assert opts.starting == OffsetSpec("timestamp", timestamp=1000)
-    opts = source(subscribe="t", startingOffsets="earliest", startingOffsetsByTimestamp='{"t":{"0":5}}')
+    opts = source(
+        subscribe="t", startingOffsets="earliest", startingOffsetsByTimestamp='{"t":{"0":5}}'
+    )
     assert opts.starting == OffsetSpec("timestamps", per_partition=(("t", 0, 5),))
 
 

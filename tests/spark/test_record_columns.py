@@ -29,32 +29,69 @@ EPOCH_MS = 1_577_836_800_000
 ABORT, COMMIT = 0, 1
 
 
-def batch_bytes(records: list[Record], *, codec: int = 0, attributes: int = 0, producer_id: int = -1,
-                log_append_ms: int | None = None) -> bytes:
+def batch_bytes(
+    records: list[Record],
+    *,
+    codec: int = 0,
+    attributes: int = 0,
+    producer_id: int = -1,
+    log_append_ms: int | None = None,
+) -> bytes:
     """A v2 batch written by kio, its records then compressed with the storage layer's codec."""
     out = io.BytesIO()
-    write_new_batch(out, NewRecordBatch(producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-                                        base_sequence=-1, records=tuple(records), attributes=attributes))
+    write_new_batch(
+        out,
+        NewRecordBatch(
+            producer_id=producer_id,
+            producer_epoch=0 if producer_id >= 0 else -1,
+            base_sequence=-1,
+            records=tuple(records),
+            attributes=attributes,
+        ),
+    )
     plain = out.getvalue()
     if not codec and log_append_ms is None:
         return plain
     batch = rb.RecordBatch(plain)
-    payload = compression.compress(codec, batch.records_payload()) if codec else bytes(batch.records_payload())
+    payload = (
+        compression.compress(codec, batch.records_payload())
+        if codec
+        else bytes(batch.records_payload())
+    )
     if log_append_ms is not None:
         attributes |= rb.TIMESTAMP_TYPE_MASK
     return rewrap(batch, payload, attributes=attributes | codec, max_timestamp=log_append_ms)
 
 
-def record(offset: int, key: bytes | None = None, value: bytes | None = b"v", ms: int = 0,
-           headers: tuple[RecordHeader, ...] = ()) -> Record:
-    return Record(attributes=0, timestamp=EPOCH + timedelta(milliseconds=ms), offset=offset, key=key,
-                  value=value, headers=headers)
+def record(
+    offset: int,
+    key: bytes | None = None,
+    value: bytes | None = b"v",
+    ms: int = 0,
+    headers: tuple[RecordHeader, ...] = (),
+) -> Record:
+    return Record(
+        attributes=0,
+        timestamp=EPOCH + timedelta(milliseconds=ms),
+        offset=offset,
+        key=key,
+        value=value,
+        headers=headers,
+    )
 
 
 def marker(offset: int, producer_id: int, kind: int) -> bytes:
-    control = Record(attributes=0, timestamp=EPOCH, offset=offset, key=struct.pack(">hh", 0, kind),
-                     value=struct.pack(">hi", 0, 0), headers=())
-    return batch_bytes([control], attributes=rb.CONTROL_MASK | rb.TRANSACTIONAL_MASK, producer_id=producer_id)
+    control = Record(
+        attributes=0,
+        timestamp=EPOCH,
+        offset=offset,
+        key=struct.pack(">hh", 0, kind),
+        value=struct.pack(">hi", 0, 0),
+        headers=(),
+    )
+    return batch_bytes(
+        [control], attributes=rb.CONTROL_MASK | rb.TRANSACTIONAL_MASK, producer_id=producer_id
+    )
 
 
 def rows(records: bytes, start: int = 0, until: int = 1 << 40, **kwargs) -> list[dict]:
@@ -62,12 +99,26 @@ def rows(records: bytes, start: int = 0, until: int = 1 << 40, **kwargs) -> list
     return decoded.batch.to_pylist() if decoded.batch is not None else []
 
 
-headers_st = st.lists(st.builds(RecordHeader, key=st.text(max_size=8).map(str.encode),
-                                value=st.none() | st.binary(max_size=20)), max_size=3).map(tuple)
-record_st = st.tuples(st.integers(1, 3), st.none() | st.binary(max_size=30), st.none() | st.binary(max_size=300),
-                      st.integers(-(10**6), 10**6), headers_st)
-batches_st = st.lists(st.tuples(st.lists(record_st, min_size=1, max_size=30), st.integers(0, 4)),
-                      min_size=1, max_size=5)
+headers_st = st.lists(
+    st.builds(
+        RecordHeader,
+        key=st.text(max_size=8).map(str.encode),
+        value=st.none() | st.binary(max_size=20),
+    ),
+    max_size=3,
+).map(tuple)
+record_st = st.tuples(
+    st.integers(1, 3),
+    st.none() | st.binary(max_size=30),
+    st.none() | st.binary(max_size=300),
+    st.integers(-(10**6), 10**6),
+    headers_st,
+)
+batches_st = st.lists(
+    st.tuples(st.lists(record_st, min_size=1, max_size=30), st.integers(0, 4)),
+    min_size=1,
+    max_size=5,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -81,16 +132,22 @@ def test_columns_match_kio_for_every_codec_and_offset_window(batches, start_skip
             offset += gap  # holes, as compaction leaves them
         plain = batch_bytes(recs)
         timestamps = rb.record_timestamps(rb.RecordBatch(plain))
-        expected.extend((r, EPOCH + timedelta(milliseconds=ms - EPOCH_MS))
-                        for r, (_, ms) in zip(read_batch(memoryview(plain), 0)[0].records, timestamps, strict=True))
+        expected.extend(
+            (r, EPOCH + timedelta(milliseconds=ms - EPOCH_MS))
+            for r, (_, ms) in zip(
+                read_batch(memoryview(plain), 0)[0].records, timestamps, strict=True
+            )
+        )
         blobs.append(batch_bytes(recs, codec=codec))
     start, until = 100 + start_skip, offset - end_cut
     want = [(r, ts) for r, ts in expected if start <= r.offset < until]
     got = rows(b"".join(blobs), start, until)
-    assert [(r["offset"], r["key"], r["value"], r["timestamp"], r["timestampType"]) for r in got] == [
-        (r.offset, r.key, r.value, ts, 0) for r, ts in want]
+    assert [
+        (r["offset"], r["key"], r["value"], r["timestamp"], r["timestampType"]) for r in got
+    ] == [(r.offset, r.key, r.value, ts, 0) for r, ts in want]
     assert [[(h["key"], h["value"]) for h in r["headers"]] for r in got] == [
-        [(h.key.decode(), h.value) for h in r.headers] for r, _ in want]
+        [(h.key.decode(), h.value) for h in r.headers] for r, _ in want
+    ]
     assert {(r["topic"], r["partition"]) for r in got} <= {("t", 3)}
 
 
@@ -110,11 +167,13 @@ def test_control_batches_are_never_data_and_advance_the_position() -> None:
 
 def test_read_committed_drops_aborted_transactions_until_their_abort_marker() -> None:
     txn = rb.TRANSACTIONAL_MASK
-    blob = (batch_bytes([record(0), record(1)], attributes=txn, producer_id=7)
-            + batch_bytes([record(2)], producer_id=8)  # another producer, not transactional
-            + marker(3, 7, ABORT)
-            + batch_bytes([record(4), record(5)], attributes=txn, producer_id=7)  # a later transaction
-            + marker(6, 7, COMMIT))
+    blob = (
+        batch_bytes([record(0), record(1)], attributes=txn, producer_id=7)
+        + batch_bytes([record(2)], producer_id=8)  # another producer, not transactional
+        + marker(3, 7, ABORT)
+        + batch_bytes([record(4), record(5)], attributes=txn, producer_id=7)  # a later transaction
+        + marker(6, 7, COMMIT)
+    )
     assert [r["offset"] for r in rows(blob, aborted=[(7, 0)])] == [2, 4, 5]
     assert [r["offset"] for r in rows(blob, aborted=None)] == [0, 1, 2, 4, 5]  # read_uncommitted
 
@@ -142,4 +201,6 @@ def test_a_batch_failing_its_crc_is_refused() -> None:
 
 def test_long_records_take_the_slow_length_path() -> None:
     big = b"x" * 20_000  # a three-byte length varint
-    assert [r["value"] for r in rows(batch_bytes([record(0, value=big), record(1, value=b"s")]))] == [big, b"s"]
+    assert [
+        r["value"] for r in rows(batch_bytes([record(0, value=big), record(1, value=b"s")]))
+    ] == [big, b"s"]

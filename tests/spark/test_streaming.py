@@ -11,21 +11,33 @@ from confluent_kafka.admin import AdminClient
 
 
 def stream(spark, bootstrap, **options):
-    return (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-            .option("startingOffsets", "earliest").options(**options).load())
+    return (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("startingOffsets", "earliest")
+        .options(**options)
+        .load()
+    )
 
 
 def run_to_parquet(spark, bootstrap, out, ckpt, **options):
-    query = (stream(spark, bootstrap, **options)
-             .select("topic", "partition", "offset", "value")
-             .writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+    query = (
+        stream(spark, bootstrap, **options)
+        .select("topic", "partition", "offset", "value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120), "query did not finish"
     assert query.exception() is None
     return query
 
 
-def test_restart_around_new_data_delivers_every_record_once(spark, bootstrap, new_topic, tmp_path, produce):
+def test_restart_around_new_data_delivers_every_record_once(
+    spark, bootstrap, new_topic, tmp_path, produce
+):
     """Stop, add records and a new topic matching the pattern, restart: each record lands once."""
     prefix = f"restart-{uuid.uuid4().hex[:6]}"
     first = new_topic(partitions=2, prefix=prefix)
@@ -40,13 +52,20 @@ def test_restart_around_new_data_delivers_every_record_once(spark, bootstrap, ne
     keys = [(r.topic, r.partition, r.offset) for r in rows]
     assert len(keys) == len(set(keys)) == 55
     assert sorted(bytes(r.value) for r in rows) == sorted(
-        [b"a%d" % i for i in range(30)] + [b"b%d" % i for i in range(20)] + [b"c%d" % i for i in range(5)])
+        [b"a%d" % i for i in range(30)]
+        + [b"b%d" % i for i in range(20)]
+        + [b"c%d" % i for i in range(5)]
+    )
 
 
-def test_rate_limit_splits_backlog_into_micro_batches(spark, bootstrap, new_topic, tmp_path, produce):
+def test_rate_limit_splits_backlog_into_micro_batches(
+    spark, bootstrap, new_topic, tmp_path, produce
+):
     topic = new_topic()
     produce(topic, [{"value": b"%d" % i} for i in range(35)])
-    query = run_to_parquet(spark, bootstrap, tmp_path / "t", tmp_path / "c", subscribe=topic, maxOffsetsPerTrigger="10")
+    query = run_to_parquet(
+        spark, bootstrap, tmp_path / "t", tmp_path / "c", subscribe=topic, maxOffsetsPerTrigger="10"
+    )
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert sizes == [10, 10, 10, 5]
     assert spark.read.parquet(str(tmp_path / "t")).count() == 35
@@ -56,12 +75,17 @@ def test_checkpoint_holds_offsets_as_json(spark, bootstrap, new_topic, tmp_path,
     topic = new_topic()
     produce(topic, [{"value": b"x"} for _ in range(4)])
     run_to_parquet(spark, bootstrap, tmp_path / "t", tmp_path / "c", subscribe=topic)
-    offset_files = sorted((tmp_path / "c" / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
+    offset_files = sorted(
+        (tmp_path / "c" / "offsets").iterdir(),
+        key=lambda p: int(p.name) if p.name.isdigit() else -1,
+    )
     last = offset_files[-1].read_text().splitlines()[-1]
     assert f'"{topic}":{{"0":4}}' in last.replace(" ", "")
 
 
-def test_records_deleted_before_a_restart_fail_or_are_skipped(spark, bootstrap, new_topic, tmp_path, produce):
+def test_records_deleted_before_a_restart_fail_or_are_skipped(
+    spark, bootstrap, new_topic, tmp_path, produce
+):
     topic = new_topic()
     out, ckpt = tmp_path / "t", tmp_path / "c"
     produce(topic, [{"value": b"early%d" % i} for i in range(5)])

@@ -12,13 +12,18 @@ from odradek.spark.options import parse_sink_options, parse_source_options
 
 
 def rows(start: int, stop: int) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([
-        pa.array([f"k{i}".encode() for i in range(start, stop)], pa.binary()),
-        pa.array([f"v{i}".encode() for i in range(start, stop)], pa.binary()),
-    ], names=["key", "value"])
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([f"k{i}".encode() for i in range(start, stop)], pa.binary()),
+            pa.array([f"v{i}".encode() for i in range(start, stop)], pa.binary()),
+        ],
+        names=["key", "value"],
+    )
 
 
-def test_producer_and_fetcher_reopen_connections_closed_under_them(bootstrap, new_topic, consume_all) -> None:
+def test_producer_and_fetcher_reopen_connections_closed_under_them(
+    bootstrap, new_topic, consume_all
+) -> None:
     topic = new_topic()
     sink = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic})
     assert producer.produce_arrow(iter([rows(0, 500)]), sink) == 500
@@ -28,7 +33,9 @@ def test_producer_and_fetcher_reopen_connections_closed_under_them(bootstrap, ne
     values = [m.value() for m in consume_all(topic, partitions=1, expected=1000)]
     assert values == [f"v{i}".encode() for i in range(1000)]  # in order, none twice
 
-    source = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, "batch")
+    source = parse_source_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, "batch"
+    )
     config = consumer_config(source)
 
     def read(start: int, stop: int) -> list[bytes]:
@@ -45,9 +52,14 @@ def test_every_codec_is_written_and_read_back(bootstrap, new_topic) -> None:
     """compression.type makes compressed batches; the Fetch reader decompresses them."""
     for codec in ("gzip", "snappy", "lz4", "zstd"):
         topic = new_topic()
-        sink = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
-                                   "kafka.compression.type": codec})
+        sink = parse_sink_options(
+            {"kafka.bootstrap.servers": bootstrap, "topic": topic, "kafka.compression.type": codec}
+        )
         assert producer.produce_arrow(iter([rows(0, 300)]), sink) == 300
-        source = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, "batch")
+        source = parse_source_options(
+            {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, "batch"
+        )
         batches = list(fetch_range(OffsetRange(topic, 0, 0, 300), source, consumer_config(source)))
-        assert [v for b in batches for v in b.column("value").to_pylist()] == [f"v{i}".encode() for i in range(300)]
+        assert [v for b in batches for v in b.column("value").to_pylist()] == [
+            f"v{i}".encode() for i in range(300)
+        ]

@@ -38,7 +38,7 @@ def decompress(codec: int, data: bytes) -> bytes:
         out, pos = b"", 16
         while pos < len(data):
             (n,) = struct.unpack_from(">I", data, pos)
-            out += bytes(cramjam.snappy.decompress_raw(data[pos + 4:pos + 4 + n]))
+            out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + n]))
             pos += 4 + n
         return out
     if codec == 3:
@@ -48,9 +48,17 @@ def decompress(codec: int, data: bytes) -> bytes:
     return data
 
 
-def build(records: list[tuple[bytes | None, bytes | None, int]], *, codec: int = 0, base_offset: int = 0,
-          producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, extra_attributes: int = 0,
-          headers: list[list[tuple[bytes, bytes]]] | None = None) -> bytes:
+def build(
+    records: list[tuple[bytes | None, bytes | None, int]],
+    *,
+    codec: int = 0,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    extra_attributes: int = 0,
+    headers: list[list[tuple[bytes, bytes]]] | None = None,
+) -> bytes:
     """A batch of (key, value, timestamp) records (record i with ``headers[i]``), compressed with ``codec``."""
     base_ts = records[0][2]
     body = bytearray()
@@ -65,9 +73,25 @@ def build(records: list[tuple[bytes | None, bytes | None, int]], *, codec: int =
         body += _zigzag(len(rec)) + rec
     payload = compress(codec, bytes(body))
     max_ts = max(ts for _, _, ts in records)
-    after_crc = struct.pack(">hiqqqhii", codec | extra_attributes, len(records) - 1, base_ts, max_ts, producer_id,
-                            producer_epoch, base_sequence, len(records)) + payload
-    return struct.pack(">qiib", base_offset, 9 + len(after_crc), -1, 2) + struct.pack(">I", crc32c(after_crc)) + after_crc
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            codec | extra_attributes,
+            len(records) - 1,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + payload
+    )
+    return (
+        struct.pack(">qiib", base_offset, 9 + len(after_crc), -1, 2)
+        + struct.pack(">I", crc32c(after_crc))
+        + after_crc
+    )
 
 
 @dataclass
@@ -108,10 +132,12 @@ def parse(data: bytes) -> list[Batch]:
         assert magic == 2
         end = pos + 12 + length
         assert end <= len(data), "torn batch"
-        assert crc32c(data[pos + 21:end]) == crc, "bad CRC"
-        attributes, delta, base_ts, max_ts, pid, epoch, seq, count = struct.unpack_from(">hiqqqhii", data, pos + 21)
+        assert crc32c(data[pos + 21 : end]) == crc, "bad CRC"
+        attributes, delta, base_ts, max_ts, pid, epoch, seq, count = struct.unpack_from(
+            ">hiqqqhii", data, pos + 21
+        )
         assert count <= delta + 1
-        body = decompress(attributes & 7, data[pos + 61:end])
+        body = decompress(attributes & 7, data[pos + 61 : end])
         p, records = 0, []
         for _ in range(count):
             n, p = _read_varint(body, p)
@@ -120,23 +146,35 @@ def parse(data: bytes) -> list[Batch]:
             ts_delta, p = _read_varint(body, p)
             off_delta, p = _read_varint(body, p)
             klen, p = _read_varint(body, p)
-            key = None if klen < 0 else body[p:p + klen]
+            key = None if klen < 0 else body[p : p + klen]
             p += max(klen, 0)
             vlen, p = _read_varint(body, p)
-            value = None if vlen < 0 else body[p:p + vlen]
+            value = None if vlen < 0 else body[p : p + vlen]
             p += max(vlen, 0)
             nh, p = _read_varint(body, p)
             headers = []
             for _ in range(nh):
                 hk, p = _read_varint(body, p)
-                k = body[p:p + hk]
+                k = body[p : p + hk]
                 p += hk
                 hv, p = _read_varint(body, p)
-                headers.append((k, body[p:p + hv]))
+                headers.append((k, body[p : p + hv]))
                 p += hv
             assert p == rec_end
             records.append(Rec(base_offset + off_delta, base_ts + ts_delta, key, value, headers))
         assert p == len(body)
-        out.append(Batch(base_offset, base_offset + delta, attributes, base_ts, max_ts, pid, epoch, seq, records))
+        out.append(
+            Batch(
+                base_offset,
+                base_offset + delta,
+                attributes,
+                base_ts,
+                max_ts,
+                pid,
+                epoch,
+                seq,
+                records,
+            )
+        )
         pos = end
     return out

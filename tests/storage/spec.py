@@ -33,9 +33,17 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def build_batch(records: list[tuple[bytes | None, bytes | None, int]], *, base_offset: int = 0,
-                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                attributes: int = 0, leader_epoch: int = -1, magic: int = 2) -> bytes:
+def build_batch(
+    records: list[tuple[bytes | None, bytes | None, int]],
+    *,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+    leader_epoch: int = -1,
+    magic: int = 2,
+) -> bytes:
     """Records are (key, value, timestamp)."""
     base_ts = records[0][2] if records else 0
     body = bytearray()
@@ -47,10 +55,23 @@ def build_batch(records: list[tuple[bytes | None, bytes | None, int]], *, base_o
         rec += _zigzag(0)  # headers
         body += _zigzag(len(rec)) + rec
     max_ts = max((ts for _, _, ts in records), default=-1)
-    after_crc = struct.pack(">hiqqqhii", attributes, len(records) - 1, base_ts, max_ts, producer_id,
-                            producer_epoch, base_sequence, len(records)) + bytes(body)
+    after_crc = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        len(records) - 1,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    ) + bytes(body)
     batch_length = 4 + 1 + 4 + len(after_crc)
-    return struct.pack(">qiib", base_offset, batch_length, leader_epoch, magic) + struct.pack(">I", crc32c(after_crc)) + after_crc
+    return (
+        struct.pack(">qiib", base_offset, batch_length, leader_epoch, magic)
+        + struct.pack(">I", crc32c(after_crc))
+        + after_crc
+    )
 
 
 @dataclass
@@ -81,8 +102,10 @@ def parse_batches(data: bytes) -> list[SpecBatch]:
         assert magic == 2, magic
         end = pos + 12 + length
         assert end <= len(data), "torn batch"
-        assert crc32c(data[pos + 21:end]) == crc, "bad CRC"
-        (attributes, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count) = struct.unpack_from(">hiqqqhii", data, pos + 21)
+        assert crc32c(data[pos + 21 : end]) == crc, "bad CRC"
+        (attributes, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count) = (
+            struct.unpack_from(">hiqqqhii", data, pos + 21)
+        )
         assert count <= last_delta + 1  # fewer after compaction
         assert attributes & 0x7 == 0, "test parser reads uncompressed batches only"
         p = pos + 61
@@ -94,14 +117,16 @@ def parse_batches(data: bytes) -> list[SpecBatch]:
             ts_delta, p = _read_varint(data, p)
             off_delta, p = _read_varint(data, p)
             klen, p = _read_varint(data, p)
-            key = None if klen < 0 else data[p:p + klen]
+            key = None if klen < 0 else data[p : p + klen]
             p += max(klen, 0)
             vlen, p = _read_varint(data, p)
-            value = None if vlen < 0 else data[p:p + vlen]
+            value = None if vlen < 0 else data[p : p + vlen]
             p += max(vlen, 0)
             records.append(SpecRecord(base_offset + off_delta, base_ts + ts_delta, key, value))
             p = rec_end
         assert p == end
-        out.append(SpecBatch(base_offset, leader_epoch, attributes, max_ts, pid, pepoch, base_seq, records))
+        out.append(
+            SpecBatch(base_offset, leader_epoch, attributes, max_ts, pid, pepoch, base_seq, records)
+        )
         pos = end
     return out

@@ -47,7 +47,9 @@ def twin_logs(tmp_path: Path, config: LogConfig) -> tuple[Log, Log]:
     return fast, checked
 
 
-def with_header(batch: bytes, *, max_timestamp: int | None = None, attributes: int | None = None) -> bytes:
+def with_header(
+    batch: bytes, *, max_timestamp: int | None = None, attributes: int | None = None
+) -> bytes:
     """The batch with maxTimestamp or attributes replaced in its header, CRC redone."""
     after_crc = bytearray(batch[21:])
     if max_timestamp is not None:
@@ -58,21 +60,43 @@ def with_header(batch: bytes, *, max_timestamp: int | None = None, attributes: i
 
 
 # Far timestamps, but every timestampDelta within a long, as a producer can encode it.
-timestamps = st.one_of(st.integers(NOW - 2 * HOUR, NOW + 2 * HOUR), st.just(-1), st.integers(-(2**62), 2**62),
-                       st.sampled_from([NOW - HOUR - 1, NOW - HOUR, NOW - 1, NOW, NOW + HOUR, NOW + HOUR + 1]))
-records = st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=8)), st.binary(max_size=40), timestamps),
-                   min_size=1, max_size=5)
+timestamps = st.one_of(
+    st.integers(NOW - 2 * HOUR, NOW + 2 * HOUR),
+    st.just(-1),
+    st.integers(-(2**62), 2**62),
+    st.sampled_from([NOW - HOUR - 1, NOW - HOUR, NOW - 1, NOW, NOW + HOUR, NOW + HOUR + 1]),
+)
+records = st.lists(
+    st.tuples(st.one_of(st.none(), st.binary(max_size=8)), st.binary(max_size=40), timestamps),
+    min_size=1,
+    max_size=5,
+)
 
 
 @st.composite
 def batches(draw) -> bytes:
     recs = draw(records)
     producer = draw(st.sampled_from(["none", "idempotent", "no sequence"]))
-    pid, epoch, seq = {"none": (-1, -1, -1), "idempotent": (7, 0, draw(st.integers(0, 3))),
-                       "no sequence": (7, 0, -1)}[producer]
+    pid, epoch, seq = {
+        "none": (-1, -1, -1),
+        "idempotent": (7, 0, draw(st.integers(0, 3))),
+        "no sequence": (7, 0, -1),
+    }[producer]
     batch = build_batch(recs, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
-    change = draw(st.sampled_from(["none", "none", "compress", "control", "log append time", "max timestamp",
-                                   "flip", "truncate"]))
+    change = draw(
+        st.sampled_from(
+            [
+                "none",
+                "none",
+                "compress",
+                "control",
+                "log append time",
+                "max timestamp",
+                "flip",
+                "truncate",
+            ]
+        )
+    )
     if change == "compress":
         batch = compressed(batch, draw(st.sampled_from([1, 3, 4])))
     elif change == "control":
@@ -82,8 +106,10 @@ def batches(draw) -> bytes:
     elif change == "max timestamp":
         batch = with_header(batch, max_timestamp=draw(timestamps))
     elif change == "flip":  # mostly in the records, which only the CRC covers
-        at = draw(st.one_of(st.integers(0, len(batch) - 1), st.integers(rb.HEADER_SIZE, len(batch) - 1)))
-        batch = batch[:at] + bytes([batch[at] ^ draw(st.integers(1, 255))]) + batch[at + 1:]
+        at = draw(
+            st.one_of(st.integers(0, len(batch) - 1), st.integers(rb.HEADER_SIZE, len(batch) - 1))
+        )
+        batch = batch[:at] + bytes([batch[at] ^ draw(st.integers(1, 255))]) + batch[at + 1 :]
     elif change == "truncate":
         batch = batch[: draw(st.integers(0, len(batch) - 1))]
     return batch
@@ -97,11 +123,19 @@ configs = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
-@given(config=configs, requests=st.lists(st.lists(batches(), min_size=1, max_size=3), min_size=1, max_size=4),
-       data=st.data())
-def test_the_scan_and_the_python_checks_append_alike(tmp_path_factory, config, requests, data) -> None:
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    config=configs,
+    requests=st.lists(st.lists(batches(), min_size=1, max_size=3), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_the_scan_and_the_python_checks_append_alike(
+    tmp_path_factory, config, requests, data
+) -> None:
     fast, checked = twin_logs(tmp_path_factory.mktemp("twins"), config)
     for request in requests:
         blob = b"".join(request)
@@ -110,17 +144,26 @@ def test_the_scan_and_the_python_checks_append_alike(tmp_path_factory, config, r
             assert outcome(fast, blob) == outcome(checked, blob)
     assert stored(fast) == stored(checked)
     assert fast.log_end_offset == checked.log_end_offset
-    assert [(e.epoch, list(e.recent), e.last_timestamp) for e in fast.producer_state.producers.values()] == [
-        (e.epoch, list(e.recent), e.last_timestamp) for e in checked.producer_state.producers.values()]
+    assert [
+        (e.epoch, list(e.recent), e.last_timestamp) for e in fast.producer_state.producers.values()
+    ] == [
+        (e.epoch, list(e.recent), e.last_timestamp)
+        for e in checked.producer_state.producers.values()
+    ]
     fast.close()
     checked.close()
 
 
 def regular_request(batch_count: int, *, producer_id: int = -1) -> bytes:
-    return b"".join(build_batch([(b"k", b"v" * 100, NOW + i), (None, b"w", NOW - 5), (b"k", b"", NOW + 10)],
-                                producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-                                base_sequence=3 * i if producer_id >= 0 else -1)
-                    for i in range(batch_count))
+    return b"".join(
+        build_batch(
+            [(b"k", b"v" * 100, NOW + i), (None, b"w", NOW - 5), (b"k", b"", NOW + 10)],
+            producer_id=producer_id,
+            producer_epoch=0 if producer_id >= 0 else -1,
+            base_sequence=3 * i if producer_id >= 0 else -1,
+        )
+        for i in range(batch_count)
+    )
 
 
 @pytest.mark.parametrize(("batch_count", "producer_id"), [(1, -1), (3, -1), (1, 9)])
@@ -136,22 +179,38 @@ def test_regular_requests_are_decided_by_the_scan(batch_count, producer_id, wind
     assert left == 0
     # Per batch: a new baseOffset, batchLength and partitionLeaderEpoch, then the batch's own bytes.
     assert [bytes(p) for p in pieces] == [
-        piece for i in range(batch_count)
-        for piece in (struct.pack(">qii", 40 + 3 * i, size - 12, 3), request[i * size + 16: (i + 1) * size])]
-    assert batch_list == [(i * size, size, 40 + 3 * i, 42 + 3 * i, NOW + 10) for i in range(batch_count)]
+        piece
+        for i in range(batch_count)
+        for piece in (
+            struct.pack(">qii", 40 + 3 * i, size - 12, 3),
+            request[i * size + 16 : (i + 1) * size],
+        )
+    ]
+    assert batch_list == [
+        (i * size, size, 40 + 3 * i, 42 + 3 * i, NOW + 10) for i in range(batch_count)
+    ]
     assert producer_batch == (None if producer_id < 0 else (9, 0, 0, 2, 40, 42, NOW + 10))
     written = parse_batches(b"".join(bytes(p) for p in pieces))
-    assert [(b.base_offset, b.leader_epoch) for b in written] == [(40 + 3 * i, 3) for i in range(batch_count)]
+    assert [(b.base_offset, b.leader_epoch) for b in written] == [
+        (40 + 3 * i, 3) for i in range(batch_count)
+    ]
 
 
-@pytest.mark.parametrize("irregular", [
-    pytest.param(lambda: regular_request(2, producer_id=9), id="several idempotent batches"),
-    pytest.param(lambda: compressed(regular_request(1), 1), id="compressed records to read"),
-    pytest.param(lambda: with_header(regular_request(1), max_timestamp=NOW), id="maxTimestamp to correct"),
-    pytest.param(lambda: with_header(regular_request(1), attributes=rb.CONTROL_MASK), id="control batch"),
-    pytest.param(lambda: regular_request(1)[:-1], id="truncated"),
-    pytest.param(lambda: b"", id="empty"),
-])
+@pytest.mark.parametrize(
+    "irregular",
+    [
+        pytest.param(lambda: regular_request(2, producer_id=9), id="several idempotent batches"),
+        pytest.param(lambda: compressed(regular_request(1), 1), id="compressed records to read"),
+        pytest.param(
+            lambda: with_header(regular_request(1), max_timestamp=NOW), id="maxTimestamp to correct"
+        ),
+        pytest.param(
+            lambda: with_header(regular_request(1), attributes=rb.CONTROL_MASK), id="control batch"
+        ),
+        pytest.param(lambda: regular_request(1)[:-1], id="truncated"),
+        pytest.param(lambda: b"", id="empty"),
+    ],
+)
 def test_what_the_scan_leaves_to_python(irregular) -> None:
     assert rb.scan_for_append(irregular(), 0, 0, 1 << 20, NOW, LONG_MAX, HOUR) is None
 
@@ -179,15 +238,27 @@ def edge_cases() -> list:
     cases = [
         pytest.param(LogConfig(), [bytes(flipped)], id="records damaged"),
         pytest.param(LogConfig(max_message_bytes=len(batch)), [batch], id="at max.message.bytes"),
-        pytest.param(LogConfig(max_message_bytes=len(batch) - 1), [batch], id="over max.message.bytes"),
+        pytest.param(
+            LogConfig(max_message_bytes=len(batch) - 1), [batch], id="over max.message.bytes"
+        ),
     ]
     for ts in (NOW - HOUR - 1, NOW - HOUR, NOW + HOUR, NOW + HOUR + 1):
         for position in (0, 1):
             recs = [(b"k", b"v", NOW), (b"k", b"v", NOW)]
             recs[position] = (b"k", b"v", ts)
-            cases.append(pytest.param(LogConfig(**window), [build_batch(recs)], id=f"record {position} at {ts - NOW}"))
-        stamped = with_header(build_batch([(b"k", b"v", NOW)]), attributes=rb.TIMESTAMP_TYPE_MASK, max_timestamp=ts)
-        cases.append(pytest.param(LogConfig(**window), [stamped], id=f"producer's LogAppendTime at {ts - NOW}"))
+            cases.append(
+                pytest.param(
+                    LogConfig(**window), [build_batch(recs)], id=f"record {position} at {ts - NOW}"
+                )
+            )
+        stamped = with_header(
+            build_batch([(b"k", b"v", NOW)]), attributes=rb.TIMESTAMP_TYPE_MASK, max_timestamp=ts
+        )
+        cases.append(
+            pytest.param(
+                LogConfig(**window), [stamped], id=f"producer's LogAppendTime at {ts - NOW}"
+            )
+        )
     return cases
 
 

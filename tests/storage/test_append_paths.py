@@ -15,13 +15,19 @@ NOW = 1_700_000_000_000
 
 
 def producer_batch(seq: int, n: int, pid: int = 7) -> bytes:
-    return build_batch([(b"k", b"v%d" % i, NOW) for i in range(n)], producer_id=pid, producer_epoch=0,
-                       base_sequence=seq)
+    return build_batch(
+        [(b"k", b"v%d" % i, NOW) for i in range(n)],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+    )
 
 
 def test_a_retried_multi_batch_request_gets_its_original_offsets(tmp_path) -> None:
     log = Log(tmp_path / "t-0", LogConfig())
-    log.append(build_batch([(b"k", b"other", NOW)]), leader_epoch=0, now_ms=NOW)  # offset 0, no producer id
+    log.append(
+        build_batch([(b"k", b"other", NOW)]), leader_epoch=0, now_ms=NOW
+    )  # offset 0, no producer id
     request = producer_batch(0, 2) + producer_batch(2, 3)  # sequences 0-1 and 2-4 in one request
     first = log.append(request, leader_epoch=0, now_ms=NOW)
     assert (first.first_offset, first.last_offset, first.duplicate) == (1, 5, False)
@@ -78,26 +84,51 @@ def test_a_crash_with_blocks_reserved_recovers_only_the_data(tmp_path) -> None:
     reopened.close()
 
 
-def test_recovery_in_chunks_smaller_than_batches_rebuilds_the_same_indexes(tmp_path, monkeypatch) -> None:
+def test_recovery_in_chunks_smaller_than_batches_rebuilds_the_same_indexes(
+    tmp_path, monkeypatch
+) -> None:
     cfg = LogConfig(index_interval_bytes=3000)
     log = Log(tmp_path / "t-0", cfg)
-    sizes = [1, 40, 3, 120, 7, 2, 90, 1, 15, 60] * 3  # values of 100 bytes: batches from ~170 B to ~12 KB
+    sizes = [
+        1,
+        40,
+        3,
+        120,
+        7,
+        2,
+        90,
+        1,
+        15,
+        60,
+    ] * 3  # values of 100 bytes: batches from ~170 B to ~12 KB
     for i, n in enumerate(sizes):
-        log.append(build_batch([(b"k%d" % i, b"v" * 100, NOW + i)] * n), leader_epoch=0, now_ms=NOW + 100)
+        log.append(
+            build_batch([(b"k%d" % i, b"v" * 100, NOW + i)] * n), leader_epoch=0, now_ms=NOW + 100
+        )
     seg = log.active
-    written = (list(seg.offset_index.keys), list(seg.offset_index.values),
-               list(seg.time_index.keys), list(seg.time_index.values))
+    written = (
+        list(seg.offset_index.keys),
+        list(seg.offset_index.values),
+        list(seg.time_index.keys),
+        list(seg.time_index.values),
+    )
     data = b"".join(r.read_bytes() for r in log.read(0, 1 << 30).regions)
     size = seg.size
     del log  # crash
     with open(seg.path, "ab") as f:
         f.write(data[:500])  # and a torn batch at the end
-    monkeypatch.setattr(segment, "RECOVERY_CHUNK", 4096)  # most batches span chunks, some exceed one
+    monkeypatch.setattr(
+        segment, "RECOVERY_CHUNK", 4096
+    )  # most batches span chunks, some exceed one
     reopened = Log(tmp_path / "t-0", cfg, clean_shutdown=False)
     rebuilt = reopened.active
     assert rebuilt.size == size
-    assert (rebuilt.offset_index.keys, rebuilt.offset_index.values,
-            rebuilt.time_index.keys, rebuilt.time_index.values) == written
+    assert (
+        rebuilt.offset_index.keys,
+        rebuilt.offset_index.values,
+        rebuilt.time_index.keys,
+        rebuilt.time_index.values,
+    ) == written
     served = b"".join(r.read_bytes() for r in reopened.read(0, 1 << 30).regions)
     assert served == data
     assert [b.base_offset for b in parse_batches(served)][-1] == reopened.log_end_offset - sizes[-1]

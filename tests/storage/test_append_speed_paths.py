@@ -35,7 +35,11 @@ def test_update_config_changes_timestamp_type_on_the_next_append(log):
     log.update_config(LogConfig())
     info = log.append(build_batch([(b"k", b"v", 5)]), leader_epoch=0, now_ms=1000)
     assert info.log_append_time_ms == -1
-    assert [(b.max_timestamp, bool(b.attributes & 0x08)) for b in read_all(log)] == [(5, False), (1000, True), (5, False)]
+    assert [(b.max_timestamp, bool(b.attributes & 0x08)) for b in read_all(log)] == [
+        (5, False),
+        (1000, True),
+        (5, False),
+    ]
 
 
 def test_update_config_changes_compression_on_the_next_append(log):
@@ -58,7 +62,9 @@ def test_update_config_changes_cleanup_policy_on_the_next_append(log):
 @pytest.mark.parametrize("entries", [3, 4, 7])
 def test_segment_is_full_exactly_when_its_offset_index_is(tmp_path: Path, entries: int):
     # One timestamp throughout: the time index (room for 8 * entries // 12 >= 2) keeps one entry.
-    log = Log(tmp_path / "topic-0", LogConfig(segment_index_bytes=8 * entries, index_interval_bytes=0))
+    log = Log(
+        tmp_path / "topic-0", LogConfig(segment_index_bytes=8 * entries, index_interval_bytes=0)
+    )
     for i in range(entries):
         assert not log.active.index_full
         log.append(build_batch([(b"k", b"v", 5)]), leader_epoch=0, now_ms=0)
@@ -75,11 +81,17 @@ def test_segment_is_full_when_its_time_index_is(tmp_path: Path):
     log.append(build_batch([(b"k", b"v", 1)]), leader_epoch=0, now_ms=0)
     assert not log.active.index_full
     log.append(build_batch([(b"k", b"v", 2)]), leader_epoch=0, now_ms=0)
-    assert log.active.index_full and len(log.active.time_index) == 2 and len(log.active.offset_index) == 2
+    assert (
+        log.active.index_full
+        and len(log.active.time_index) == 2
+        and len(log.active.offset_index) == 2
+    )
 
 
 def test_truncation_clears_index_full(tmp_path: Path):
-    log = Log(tmp_path / "topic-0", LogConfig(segment_index_bytes=24, index_interval_bytes=0))  # 3 offsets
+    log = Log(
+        tmp_path / "topic-0", LogConfig(segment_index_bytes=24, index_interval_bytes=0)
+    )  # 3 offsets
     for _ in range(3):
         log.append(build_batch([(b"k", b"v", 5)]), leader_epoch=0, now_ms=0)
     assert log.active.index_full
@@ -105,7 +117,9 @@ def test_locate_agrees_with_a_header_scan_for_every_offset(tmp_path: Path, inter
     assert seg.locate(log.log_end_offset) is None
 
 
-def test_read_from_an_indexed_offset_returns_a_first_batch_larger_than_max_bytes_whole(tmp_path: Path):
+def test_read_from_an_indexed_offset_returns_a_first_batch_larger_than_max_bytes_whole(
+    tmp_path: Path,
+):
     log = Log(tmp_path / "topic-0", LogConfig(index_interval_bytes=0))
     for n in (1, 3, 2):
         log.append(build_batch([(b"k", b"v" * 100, 5)] * n), leader_epoch=0, now_ms=0)

@@ -20,8 +20,13 @@ from odradek.storage.checkpoint import read_offsets, write_checkpoint_lines
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT
 
-CFG = LogConfig(cleanup_policy=("compact",), segment_bytes=400, min_cleanable_dirty_ratio=0.01,
-                delete_retention_ms=1000, index_interval_bytes=50)
+CFG = LogConfig(
+    cleanup_policy=("compact",),
+    segment_bytes=400,
+    min_cleanable_dirty_ratio=0.01,
+    delete_retention_ms=1000,
+    index_interval_bytes=50,
+)
 NOW = 1_000_000
 
 
@@ -47,23 +52,49 @@ def roll(log: Log) -> None:
 def test_keys_inside_compressed_batches_are_cleaned(tmp_path, codec):
     log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
     for round_ in range(3):
-        log.append(build([(b"a", b"a%d" % round_, NOW), (b"b", b"b%d" % round_, NOW), (b"c%d" % round_, b"c", NOW)],
-                         codec=CODECS[codec]), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build(
+                [
+                    (b"a", b"a%d" % round_, NOW),
+                    (b"b", b"b%d" % round_, NOW),
+                    (b"c%d" % round_, b"c", NOW),
+                ],
+                codec=CODECS[codec],
+            ),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
     roll(log)
     assert clean(log, NOW)
     batches = served(log)
     assert [(r.offset, r.key, r.value) for b in batches for r in b.records] == [
-        (2, b"c0", b"c"), (5, b"c1", b"c"), (6, b"a", b"a2"), (7, b"b", b"b2"), (8, b"c2", b"c")]
+        (2, b"c0", b"c"),
+        (5, b"c1", b"c"),
+        (6, b"a", b"a2"),
+        (7, b"b", b"b2"),
+        (8, b"c2", b"c"),
+    ]
     # every batch keeps its codec and its offsets (the first lost a and b, so it is rebuilt)
     assert [(b.base_offset, b.last_offset, b.codec) for b in batches] == [
-        (0, 2, CODECS[codec]), (3, 5, CODECS[codec]), (6, 8, CODECS[codec])]
+        (0, 2, CODECS[codec]),
+        (3, 5, CODECS[codec]),
+        (6, 8, CODECS[codec]),
+    ]
     log.close()
 
 
 def test_tombstone_gets_a_delete_horizon_then_goes(tmp_path):
     log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
-    log.append(build([(b"k", b"v", NOW), (b"x", b"1", NOW)], codec=CODECS["zstd"]), leader_epoch=0, now_ms=NOW)
-    log.append(build([(b"k", None, NOW), (b"x", b"2", NOW)], codec=CODECS["zstd"]), leader_epoch=0, now_ms=NOW)
+    log.append(
+        build([(b"k", b"v", NOW), (b"x", b"1", NOW)], codec=CODECS["zstd"]),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
+    log.append(
+        build([(b"k", None, NOW), (b"x", b"2", NOW)], codec=CODECS["zstd"]),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     roll(log)
     assert clean(log, NOW + 5)
     (second,) = served(log)  # the first batch lost k and x: gone
@@ -89,14 +120,28 @@ def control_batch(marker_type: int, producer_id: int) -> bytes:
     """A COMMIT (1) or ABORT (0) marker as the transaction coordinator writes it."""
     key = struct.pack(">hh", 0, marker_type)
     value = struct.pack(">hi", 0, 0)
-    return build([(key, value, NOW)], producer_id=producer_id, producer_epoch=0, base_sequence=-1,
-                 extra_attributes=0x20 | 0x10)
+    return build(
+        [(key, value, NOW)],
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=-1,
+        extra_attributes=0x20 | 0x10,
+    )
 
 
 def test_control_batches_are_kept(tmp_path):
     log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
-    log.append(build([(b"k", b"1", NOW)], producer_id=5, producer_epoch=0, base_sequence=0, extra_attributes=0x10),
-               leader_epoch=0, now_ms=NOW)
+    log.append(
+        build(
+            [(b"k", b"1", NOW)],
+            producer_id=5,
+            producer_epoch=0,
+            base_sequence=0,
+            extra_attributes=0x10,
+        ),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     log.append(control_batch(1, 5), leader_epoch=0, now_ms=NOW, from_client=False)
     log.append(build([(b"k", b"2", NOW)]), leader_epoch=0, now_ms=NOW)
     roll(log)
@@ -110,8 +155,17 @@ def test_control_batches_are_kept(tmp_path):
 
 def test_last_batch_of_an_idempotent_producer_stays_empty(tmp_path):
     log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
-    log.append(build([(b"k", b"1", NOW), (b"j", b"1", NOW)], codec=CODECS["lz4"], producer_id=9, producer_epoch=4,
-                     base_sequence=0), leader_epoch=0, now_ms=NOW)
+    log.append(
+        build(
+            [(b"k", b"1", NOW), (b"j", b"1", NOW)],
+            codec=CODECS["lz4"],
+            producer_id=9,
+            producer_epoch=4,
+            base_sequence=0,
+        ),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     log.append(build([(b"k", b"2", NOW), (b"j", b"2", NOW)]), leader_epoch=0, now_ms=NOW)
     roll(log)
     assert clean(log, NOW)
@@ -138,18 +192,31 @@ def test_a_small_offset_map_cleans_in_part_then_catches_up(tmp_path):
         offsets.append(log.cleaner_offset)
     assert offsets[0] < first_uncleanable and offsets[-1] == first_uncleanable
     assert offsets == sorted(offsets)
-    assert {k: v for _, k, v in records_of(log)} == {b"k%d" % k: b"v%d" % (24 + k) for k in range(6)}
+    assert {k: v for _, k, v in records_of(log)} == {
+        b"k%d" % k: b"v%d" % (24 + k) for k in range(6)
+    }
     assert [o for o, _, _ in records_of(log)] == list(range(24, 30))
     log.close()
 
 
 def test_cleaning_streams_a_segment_in_bounded_memory(tmp_path):
-    cfg = LogConfig(cleanup_policy=("compact",), segment_bytes=64 << 20, min_cleanable_dirty_ratio=0.01)
+    cfg = LogConfig(
+        cleanup_policy=("compact",), segment_bytes=64 << 20, min_cleanable_dirty_ratio=0.01
+    )
     log = Log(tmp_path / "t-0", cfg, now_ms=NOW)
     rng = random.Random(1)
     for i in range(40):  # 40 batches of 100 records: ~4 MB in one segment
-        log.append(build([(b"k%d" % (j % 250), rng.randbytes(1000), NOW) for j in range(i * 100, i * 100 + 100)],
-                         codec=CODECS["zstd"] if i % 2 else 0), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build(
+                [
+                    (b"k%d" % (j % 250), rng.randbytes(1000), NOW)
+                    for j in range(i * 100, i * 100 + 100)
+                ],
+                codec=CODECS["zstd"] if i % 2 else 0,
+            ),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
     roll(log)
     size = log.segments[0].size
     assert size > 2 << 20
@@ -193,7 +260,10 @@ def test_cleaner_checkpoint_is_one_file_per_log_dir(tmp_path):
             log.append(build([(b"k", b"v%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW)
         roll(log)
         assert clean(log, NOW)
-    assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {("a", 0): a.cleaner_offset, ("b", 3): b.cleaner_offset}
+    assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {
+        ("a", 0): a.cleaner_offset,
+        ("b", 3): b.cleaner_offset,
+    }
     assert not (a.dir / CLEANER_OFFSET_CHECKPOINT).exists()
     a.close()
     b.close()
@@ -205,7 +275,9 @@ def test_old_per_partition_checkpoint_is_carried_over_once(tmp_path):
     for i in range(10):
         log.append(build([(b"k%d" % i, b"v", NOW)]), leader_epoch=0, now_ms=NOW)
     log.close()
-    write_checkpoint_lines(tmp_path / "t-0" / CLEANER_OFFSET_CHECKPOINT, ["4"])  # what earlier versions wrote
+    write_checkpoint_lines(
+        tmp_path / "t-0" / CLEANER_OFFSET_CHECKPOINT, ["4"]
+    )  # what earlier versions wrote
     reopened = Log(tmp_path / "t-0", CFG, now_ms=NOW)
     assert reopened.cleaner_offset == 4
     assert not (tmp_path / "t-0" / CLEANER_OFFSET_CHECKPOINT).exists()
@@ -218,13 +290,21 @@ def test_log_manager_cleans_in_background(tmp_path):
     lm.startup()
     log = lm.get_or_create_log(TopicPartition("__consumer_offsets", 0), CFG)
     for i in range(40):
-        log.append(build_batch([(b"key%d" % (i % 3), b"value-%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build_batch([(b"key%d" % (i % 3), b"value-%d" % i + b"x" * 40, NOW)]),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
     before = log.size_in_bytes
     asyncio.run(asyncio.wait_for(lm.clean_logs(NOW), timeout=30))
     assert log.size_in_bytes < before
     values = {r.key: r.value for b in served(log) for r in b.records}
-    assert values == {b"key%d" % k: b"value-%d" % i + b"x" * 40 for i, k in ((39, 0), (37, 1), (38, 2))}
-    assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {("__consumer_offsets", 0): log.cleaner_offset}
+    assert values == {
+        b"key%d" % k: b"value-%d" % i + b"x" * 40 for i, k in ((39, 0), (37, 1), (38, 2))
+    }
+    assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {
+        ("__consumer_offsets", 0): log.cleaner_offset
+    }
     lm.delete_log(TopicPartition("__consumer_offsets", 0))
     assert read_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {}
     lm.shutdown()
@@ -233,7 +313,11 @@ def test_log_manager_cleans_in_background(tmp_path):
 def test_a_corrupt_batch_makes_the_log_uncleanable_not_the_broker_fail(tmp_path):
     log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
     for i in range(10):
-        log.append(build([(b"k", b"v%d" % i + b"x" * 40, NOW)], codec=CODECS["gzip"]), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build([(b"k", b"v%d" % i + b"x" * 40, NOW)], codec=CODECS["gzip"]),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
     roll(log)
     path: Path = log.segments[0].path
     data = bytearray(path.read_bytes())
@@ -251,7 +335,11 @@ def test_group_coordinator_reads_compacted_batches(tmp_path):
     from odradek.coordinator.batches import decode_records
 
     log = Log(tmp_path / "__consumer_offsets-0", CFG, now_ms=NOW)
-    log.append(build([(b"g1", b"a", NOW), (b"g2", b"b", NOW), (b"g3", b"c", NOW)]), leader_epoch=0, now_ms=NOW)
+    log.append(
+        build([(b"g1", b"a", NOW), (b"g2", b"b", NOW), (b"g3", b"c", NOW)]),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     log.append(build([(b"g2", b"d", NOW)]), leader_epoch=0, now_ms=NOW)
     roll(log)
     assert clean(log, NOW)
@@ -262,11 +350,18 @@ def test_group_coordinator_reads_compacted_batches(tmp_path):
 
 def test_segments_deleted_while_cleaning_abandon_it_quietly(tmp_path):
     """Retention renaming a segment to .deleted under the cleaner is not a disk failure."""
-    cfg = LogConfig(cleanup_policy=("compact", "delete"), segment_bytes=400, min_cleanable_dirty_ratio=0.01,
-                    retention_ms=1000, index_interval_bytes=50)
+    cfg = LogConfig(
+        cleanup_policy=("compact", "delete"),
+        segment_bytes=400,
+        min_cleanable_dirty_ratio=0.01,
+        retention_ms=1000,
+        index_interval_bytes=50,
+    )
     log = Log(tmp_path / "t-0", cfg, now_ms=NOW)
     for i in range(12):
-        log.append(build([(b"k%d" % (i % 2), b"v%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build([(b"k%d" % (i % 2), b"v%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW
+        )
     roll(log)
     cleaner = LogCleaner()
     cleanable = cleaner.cleanable_range(log, NOW)
@@ -294,7 +389,11 @@ def filled(tmp_path, cfg: LogConfig, segments: int = 3) -> Log:
     """A log of ``segments`` inactive segments of the same 4 keys rewritten (about 0.6 dirty)."""
     log = Log(tmp_path / "t-0", cfg, now_ms=NOW)
     for i in range(4 * segments):
-        log.append(build([(b"k%d" % (i % 4), b"v%d" % i + b"x" * 300, NOW + i)]), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build([(b"k%d" % (i % 4), b"v%d" % i + b"x" * 300, NOW + i)]),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
         if i % 4 == 3:
             log.roll(NOW)
     return log
@@ -302,7 +401,9 @@ def filled(tmp_path, cfg: LogConfig, segments: int = 3) -> Log:
 
 def test_min_cleanable_dirty_ratio_decides(tmp_path):
     log = filled(tmp_path, LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.99))
-    assert LogCleaner().cleanable_range(log, NOW + 100) is not None  # never cleaned: all of it is dirty
+    assert (
+        LogCleaner().cleanable_range(log, NOW + 100) is not None
+    )  # never cleaned: all of it is dirty
     assert clean(log, NOW + 100)
     for i in range(4):  # half of the log dirty now
         log.append(build([(b"k%d" % i, b"w" + b"x" * 300, NOW)]), leader_epoch=0, now_ms=NOW)
@@ -314,16 +415,22 @@ def test_min_cleanable_dirty_ratio_decides(tmp_path):
 
 
 def test_min_compaction_lag_keeps_recent_segments_dirty(tmp_path):
-    cfg = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, min_compaction_lag_ms=1000)
+    cfg = LogConfig(
+        cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.01, min_compaction_lag_ms=1000
+    )
     log = filled(tmp_path, cfg)
     assert LogCleaner().cleanable_range(log, NOW + 500) is None  # every record younger than the lag
     cleanable = LogCleaner().cleanable_range(log, NOW + 1007)
-    assert cleanable is not None and cleanable.first_uncleanable == 8  # the segment of NOW+8..NOW+11 waits
+    assert (
+        cleanable is not None and cleanable.first_uncleanable == 8
+    )  # the segment of NOW+8..NOW+11 waits
     log.close()
 
 
 def test_max_compaction_lag_forces_a_cleaning(tmp_path):
-    cfg = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=60000)
+    cfg = LogConfig(
+        cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=60000
+    )
     log = filled(tmp_path, cfg, segments=1)
     log.append(build([(b"k0", b"w", NOW)]), leader_epoch=0, now_ms=NOW)
     log.roll(NOW)
@@ -339,12 +446,18 @@ def test_records_without_a_key_are_removed(tmp_path):
     """As Kafka's Cleaner (an invalid message in a compacted log); such records can only arrive
     through replication, a leader refuses them."""
     log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
-    log.append(build([(None, b"orphan", NOW), (b"k", b"v", NOW)], codec=CODECS["snappy"]), leader_epoch=0, now_ms=NOW,
-               assign_offsets=False)
+    log.append(
+        build([(None, b"orphan", NOW), (b"k", b"v", NOW)], codec=CODECS["snappy"]),
+        leader_epoch=0,
+        now_ms=NOW,
+        assign_offsets=False,
+    )
     log.roll(NOW)
     assert clean(log, NOW)
     (batch,) = served(log)
-    assert [(r.offset, r.key) for r in batch.records] == [(1, b"k")] and batch.codec == CODECS["snappy"]
+    assert [(r.offset, r.key) for r in batch.records] == [(1, b"k")] and batch.codec == CODECS[
+        "snappy"
+    ]
     log.close()
 
 

@@ -19,11 +19,22 @@ def test_clients_read_a_compacted_compressed_topic(odradek_broker, codec):
 
     topic = f"compacted-{codec}-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": odradek_broker.bootstrap_servers})
-    configs = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01",
-               "delete.retention.ms": "600000"}
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": "2048",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "600000",
+    }
     admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(timeout=30)
-    producer = Producer({"bootstrap.servers": odradek_broker.bootstrap_servers, "compression.type": codec,
-                         "linger.ms": 5, "enable.idempotence": True, "batch.num.messages": 7})
+    producer = Producer(
+        {
+            "bootstrap.servers": odradek_broker.bootstrap_servers,
+            "compression.type": codec,
+            "linger.ms": 5,
+            "enable.idempotence": True,
+            "batch.num.messages": 7,
+        }
+    )
     latest: dict[bytes, bytes | None] = {}
     for i in range(300):
         key = b"key-%d" % (i % 12)
@@ -38,18 +49,31 @@ def test_clients_read_a_compacted_compressed_topic(odradek_broker, codec):
     partition_dir = next(odradek_broker.data_dir.rglob(f"{topic}-0"))
 
     def stored_records() -> int:
-        return sum(len(b.records) for seg in sorted(partition_dir.glob("*.log")) for b in parse(seg.read_bytes()))
+        return sum(
+            len(b.records)
+            for seg in sorted(partition_dir.glob("*.log"))
+            for b in parse(seg.read_bytes())
+        )
 
     deadline = time.monotonic() + 60
-    while stored_records() >= 100 and time.monotonic() < deadline:  # the background cleaner, once a second
+    while (
+        stored_records() >= 100 and time.monotonic() < deadline
+    ):  # the background cleaner, once a second
         time.sleep(0.2)
     assert stored_records() < 100
     batches = [b for seg in sorted(partition_dir.glob("*.log")) for b in parse(seg.read_bytes())]
-    assert {b.codec for b in batches if b.records} == {["none", "gzip", "snappy", "lz4", "zstd"].index(codec)}
+    assert {b.codec for b in batches if b.records} == {
+        ["none", "gzip", "snappy", "lz4", "zstd"].index(codec)
+    }
     assert any(b.delete_horizon is not None for b in batches)  # tombstones kept with a horizon
 
-    consumer = Consumer({"bootstrap.servers": odradek_broker.bootstrap_servers, "group.id": topic,
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": odradek_broker.bootstrap_servers,
+            "group.id": topic,
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     seen: list[tuple[int, bytes, bytes | None]] = []
     try:
@@ -65,8 +89,11 @@ def test_clients_read_a_compacted_compressed_topic(odradek_broker, codec):
 
     if codec == "snappy":
         return  # kafka-python needs python-snappy, which is not installed
-    kafka_python = KafkaConsumer(bootstrap_servers=odradek_broker.bootstrap_servers, enable_auto_commit=False,
-                                 consumer_timeout_ms=5000)
+    kafka_python = KafkaConsumer(
+        bootstrap_servers=odradek_broker.bootstrap_servers,
+        enable_auto_commit=False,
+        consumer_timeout_ms=5000,
+    )
     kafka_python.assign([KTopicPartition(topic, 0)])
     kafka_python.seek(KTopicPartition(topic, 0), 0)
     try:

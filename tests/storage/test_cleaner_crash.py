@@ -18,8 +18,13 @@ from codec_spec import parse
 from odradek.storage import Log, LogConfig
 
 NOW = 1_000_000
-CFG = LogConfig(cleanup_policy=("compact",), segment_bytes=64 * 1024, min_cleanable_dirty_ratio=0.0,
-                delete_retention_ms=10, index_interval_bytes=4096)
+CFG = LogConfig(
+    cleanup_policy=("compact",),
+    segment_bytes=64 * 1024,
+    min_cleanable_dirty_ratio=0.0,
+    delete_retention_ms=10,
+    index_interval_bytes=4096,
+)
 
 
 def record_at(offset: int) -> tuple[bytes, bytes | None]:
@@ -91,9 +96,19 @@ def test_sigkill_while_appending_and_cleaning_leaves_a_consistent_log(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     ends, leftovers = [], 0
     for round_ in range(10):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(CFG.segment_bytes),
-                                  str(NOW + 1000 * round_), str(Path(__file__).parent)], stdout=subprocess.PIPE,
-                                 env=env)
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                str(path),
+                str(CFG.segment_bytes),
+                str(NOW + 1000 * round_),
+                str(Path(__file__).parent),
+            ],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
         try:
             assert child.stdout.readline().strip() == b"ready"
             time.sleep(rng.uniform(0.05, 0.5))

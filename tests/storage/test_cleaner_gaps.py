@@ -18,8 +18,11 @@ FOLLOWER_CFG = LogConfig(segment_bytes=400, index_interval_bytes=50)
 def compacted_leader(tmp_path) -> Log:
     leader = Log(tmp_path / "leader-0", CFG, now_ms=NOW)
     for round_ in range(6):
-        leader.append(build([(b"a", b"a%d" % round_, NOW), (b"c%d" % round_, b"c", NOW)]),
-                      leader_epoch=0, now_ms=NOW)
+        leader.append(
+            build([(b"a", b"a%d" % round_, NOW), (b"c%d" % round_, b"c", NOW)]),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
     leader.roll(NOW)
     assert clean(leader, NOW)
     return leader
@@ -42,7 +45,9 @@ def test_follower_appends_and_recovers_compacted_batches(tmp_path):
     offsets = [offset for offset, _, _ in expected]
     assert offsets != list(range(offsets[0], offsets[-1] + 1))  # the leader's log has holes
     batches = leader_batches(leader)
-    assert any(len(b.records) < b.last_offset - b.base_offset + 1 for b in parse(b"".join(batches)))  # thinned
+    assert any(
+        len(b.records) < b.last_offset - b.base_offset + 1 for b in parse(b"".join(batches))
+    )  # thinned
     follower = Log(tmp_path / "follower-0", FOLLOWER_CFG, now_ms=NOW)
     for batch in batches:  # one batch per fetch, so the follower rolls segments between gaps
         follower.append(batch, leader_epoch=0, now_ms=NOW, assign_offsets=False)
@@ -60,14 +65,24 @@ def test_follower_appends_and_recovers_compacted_batches(tmp_path):
 
 def test_follower_refuses_offsets_going_backwards(tmp_path):
     follower = Log(tmp_path / "f-0", FOLLOWER_CFG, now_ms=NOW)
-    follower.append(build([(b"k", b"v", NOW)] * 3, base_offset=10), leader_epoch=0, now_ms=NOW,
-                    assign_offsets=False)
+    follower.append(
+        build([(b"k", b"v", NOW)] * 3, base_offset=10),
+        leader_epoch=0,
+        now_ms=NOW,
+        assign_offsets=False,
+    )
     assert follower.log_end_offset == 13
     for base in (5, 12):  # before the log end, and overlapping its last batch
         with pytest.raises(errors.InvalidRecord):
-            follower.append(build([(b"k", b"v", NOW)], base_offset=base), leader_epoch=0, now_ms=NOW,
-                            assign_offsets=False)
-    follower.append(build([(b"k", b"v", NOW)], base_offset=20), leader_epoch=0, now_ms=NOW, assign_offsets=False)
+            follower.append(
+                build([(b"k", b"v", NOW)], base_offset=base),
+                leader_epoch=0,
+                now_ms=NOW,
+                assign_offsets=False,
+            )
+    follower.append(
+        build([(b"k", b"v", NOW)], base_offset=20), leader_epoch=0, now_ms=NOW, assign_offsets=False
+    )
     assert follower.log_end_offset == 21
     follower.close()
 

@@ -29,8 +29,14 @@ RETENTION = 1000
 
 
 def config(segment_bytes: int = 4000, segment_index_bytes: int = 10 << 20) -> LogConfig:
-    return LogConfig(cleanup_policy=("compact",), segment_bytes=segment_bytes, segment_index_bytes=segment_index_bytes,
-                     min_cleanable_dirty_ratio=0.01, delete_retention_ms=RETENTION, index_interval_bytes=1)
+    return LogConfig(
+        cleanup_policy=("compact",),
+        segment_bytes=segment_bytes,
+        segment_index_bytes=segment_index_bytes,
+        min_cleanable_dirty_ratio=0.01,
+        delete_retention_ms=RETENTION,
+        index_interval_bytes=1,
+    )
 
 
 def served(log: Log):
@@ -53,13 +59,18 @@ def bases(log: Log) -> list[int]:
 
 # -- the grouping rule ------------------------------------------------------------------------
 
+
 def sizes(*specs: tuple[int, int], index: int = 0, time_index: int = 0) -> list[SegmentSizes]:
     return [SegmentSizes(base, log_bytes, index, time_index) for base, log_bytes in specs]
 
 
-def groups_of(segments: list[SegmentSizes], max_log: int, max_index: int, first_uncleanable: int) -> list[list[int]]:
-    return [[s.base_offset for s in group]
-            for group in group_segments_by_size(segments, max_log, max_index, first_uncleanable)]
+def groups_of(
+    segments: list[SegmentSizes], max_log: int, max_index: int, first_uncleanable: int
+) -> list[list[int]]:
+    return [
+        [s.base_offset for s in group]
+        for group in group_segments_by_size(segments, max_log, max_index, first_uncleanable)
+    ]
 
 
 def test_groups_fill_up_to_segment_bytes():
@@ -96,12 +107,19 @@ def test_a_group_spans_at_most_int32_offsets():
     assert groups_of(segments, 10_000, 1000, INT_MAX + 2) == [[0, 100]]
 
 
-segment_specs = st.lists(st.tuples(st.integers(1, 2**31), st.integers(0, 300), st.integers(0, 40), st.integers(0, 60)),
-                         min_size=1, max_size=12)
+segment_specs = st.lists(
+    st.tuples(st.integers(1, 2**31), st.integers(0, 300), st.integers(0, 40), st.integers(0, 60)),
+    min_size=1,
+    max_size=12,
+)
 
 
-@given(specs=segment_specs, max_log=st.integers(1, 900), max_index=st.integers(1, 120),
-       tail=st.integers(1, 2**31))
+@given(
+    specs=segment_specs,
+    max_log=st.integers(1, 900),
+    max_index=st.integers(1, 120),
+    tail=st.integers(1, 2**31),
+)
 def test_grouping_is_a_partition_into_maximal_groups(specs, max_log, max_index, tail):
     segments, base = [], 0
     for gap, log_bytes, index_bytes, time_bytes in specs:
@@ -114,18 +132,22 @@ def test_grouping_is_a_partition_into_maximal_groups(specs, max_log, max_index, 
 
     def fits(group: list[SegmentSizes]) -> bool:
         last_possible = ends.get(group[-1].base_offset, first_uncleanable) - 1
-        return (sum(s.log_bytes for s in group) <= max_log and sum(s.offset_index_bytes for s in group) <= max_index
-                and sum(s.time_index_bytes for s in group) <= max_index
-                and (group[-1].log_bytes == 0 or last_possible - group[0].base_offset <= INT_MAX))
+        return (
+            sum(s.log_bytes for s in group) <= max_log
+            and sum(s.offset_index_bytes for s in group) <= max_index
+            and sum(s.time_index_bytes for s in group) <= max_index
+            and (group[-1].log_bytes == 0 or last_possible - group[0].base_offset <= INT_MAX)
+        )
 
     for group, following in zip(groups, groups[1:] + [None]):
         # every added segment fitted (each test as Kafka applies it, on the segment added)
-        assert all(fits(group[:i + 1]) for i in range(1, len(group)))
+        assert all(fits(group[: i + 1]) for i in range(1, len(group)))
         if following is not None:
             assert not fits(group + following[:1])  # the next one did not
 
 
 # -- cleaning in groups ------------------------------------------------------------------------
+
 
 def record(offset: int) -> tuple[bytes, bytes | None]:
     """What the record at ``offset`` holds (about one in ten a tombstone)."""
@@ -134,14 +156,22 @@ def record(offset: int) -> tuple[bytes, bytes | None]:
     return key, None if h[1] < 26 else b"%d:" % offset + h
 
 
-def fill(path: Path, cfg: LogConfig, segments: int, batches_per_segment: int = 3, records_per_batch: int = 4) -> Log:
+def fill(
+    path: Path,
+    cfg: LogConfig,
+    segments: int,
+    batches_per_segment: int = 3,
+    records_per_batch: int = 4,
+) -> Log:
     """A log of many small segments (rolled by hand) of keyed records, some compressed."""
     log = Log(path, cfg, now_ms=NOW)
     n = 0
-    for s in range(segments):
-        for b in range(batches_per_segment):
+    for _s in range(segments):
+        for _b in range(batches_per_segment):
             start = log.log_end_offset
-            recs = [(*record(o), NOW - 100_000 + o) for o in range(start, start + records_per_batch)]
+            recs = [
+                (*record(o), NOW - 100_000 + o) for o in range(start, start + records_per_batch)
+            ]
             headers = [[(b"o", b"%d" % o)] for o in range(start, start + records_per_batch)]
             log.append(build(recs, codec=n % 5, headers=headers), leader_epoch=0, now_ms=NOW)
             n += 1
@@ -153,7 +183,9 @@ def written_by_fill(log: Log) -> dict[int, tuple[bytes, bytes | None]]:
     return {o: record(o) for o in range(log.log_end_offset)}
 
 
-def check_latest(log: Log, written: dict[int, tuple[bytes, bytes | None]], *, tombstones_gone: bool = False) -> None:
+def check_latest(
+    log: Log, written: dict[int, tuple[bytes, bytes | None]], *, tombstones_gone: bool = False
+) -> None:
     """Batches whole with valid CRCs (parse checks them), offsets increasing, each record as
     written at its offset, and exactly the latest record of every key: superseded ones gone,
     tombstones kept until their delete horizon has passed."""
@@ -163,7 +195,9 @@ def check_latest(log: Log, written: dict[int, tuple[bytes, bytes | None]], *, to
     latest: dict[bytes, int] = {}
     for offset in sorted(written):
         latest[written[offset][0]] = offset
-    assert {o for o, _, _ in kept} == {o for o in latest.values() if not (tombstones_gone and written[o][1] is None)}
+    assert {o for o, _, _ in kept} == {
+        o for o in latest.values() if not (tombstones_gone and written[o][1] is None)
+    }
 
 
 def test_many_small_segments_compact_into_few(tmp_path):
@@ -223,7 +257,12 @@ def test_a_group_stays_within_int32_relative_offsets(tmp_path):
     log = Log(tmp_path / "t-0", cfg, now_ms=NOW)
     log.append(build([(b"a", b"0", NOW)]), leader_epoch=0, now_ms=NOW)
     # a follower's copy of compacted batches: offsets jump
-    log.append(build([(b"b", b"1", NOW)], base_offset=INT_MAX - 10), leader_epoch=0, now_ms=NOW, assign_offsets=False)
+    log.append(
+        build([(b"b", b"1", NOW)], base_offset=INT_MAX - 10),
+        leader_epoch=0,
+        now_ms=NOW,
+        assign_offsets=False,
+    )
     log.roll(NOW)
     log.append(build([(b"a", b"2", NOW)] * 20), leader_epoch=0, now_ms=NOW)  # up to INT_MAX + 10
     log.roll(NOW)
@@ -233,11 +272,17 @@ def test_a_group_stays_within_int32_relative_offsets(tmp_path):
     assert clean(log, NOW)
     assert bases(log) == [old[0], old[1], old[3]]
     assert [(r.offset, r.key) for b in served(log) for r in b.records] == [
-        (INT_MAX - 10, b"b"), (INT_MAX + 10, b"a"), (INT_MAX + 11, b"c")]
+        (INT_MAX - 10, b"b"),
+        (INT_MAX + 10, b"a"),
+        (INT_MAX + 11, b"c"),
+    ]
     log.close()
     reopened = Log(tmp_path / "t-0", cfg, now_ms=NOW)
     assert [(r.offset, r.key) for b in served(reopened) for r in b.records] == [
-        (INT_MAX - 10, b"b"), (INT_MAX + 10, b"a"), (INT_MAX + 11, b"c")]
+        (INT_MAX - 10, b"b"),
+        (INT_MAX + 10, b"a"),
+        (INT_MAX + 11, b"c"),
+    ]
     reopened.close()
 
 
@@ -278,7 +323,11 @@ def test_a_segment_alone_is_written_only_when_it_changes(tmp_path):
     assert [group for group, _ in plan.cleaned] == [(second.base_offset,)]
     assert cleaner.install(log, plan, NOW)
     assert os.stat(log.segments[0].path).st_ino == inode and log.segments[0] is first
-    assert [(b.base_offset, [r.key for r in b.records]) for b in served(log)] == [(0, [b"a0"]), (1, [b"b"]), (3, [b"c"])]
+    assert [(b.base_offset, [r.key for r in b.records]) for b in served(log)] == [
+        (0, [b"a0"]),
+        (1, [b"b"]),
+        (3, [b"c"]),
+    ]
     log.close()
 
 
@@ -298,6 +347,7 @@ def test_empty_segments_join_a_group(tmp_path):
 
 # -- a crash while installing ------------------------------------------------------------------
 
+
 def install_steps(log: Log, plan) -> list:
     """Log.install_cleaned as steps on disk, in its order: each group's .cleaned renamed .swap;
     then per group its old segments' files renamed .deleted (or, every other segment, removed,
@@ -309,8 +359,14 @@ def install_steps(log: Log, plan) -> list:
         for i, base in enumerate(group):
             for suffix in (".log", ".index", ".timeindex"):
                 f = log.dir / f"{base:020d}{suffix}"
-                steps.append((lambda f=f: f.unlink()) if i % 2 else (lambda f=f: os.replace(f, f"{f}.deleted")))
-        steps.append(lambda c=cleaned: os.replace(swap_of(c), log.dir / c.name.removesuffix(".cleaned")))
+                steps.append(
+                    (lambda f=f: f.unlink())
+                    if i % 2
+                    else (lambda f=f: os.replace(f, f"{f}.deleted"))
+                )
+        steps.append(
+            lambda c=cleaned: os.replace(swap_of(c), log.dir / c.name.removesuffix(".cleaned"))
+        )
     steps.append(lambda: save_cleaner_offset(log.dir, plan.cleaner_offset))
     return steps
 
@@ -360,12 +416,19 @@ def test_a_crash_at_any_step_of_an_install_reopens_as_installed_or_not(tmp_path)
         for step in steps[:crash_at]:
             step()
         files = {p.name for p in crashed.dir.iterdir()}
-        swapped = [group for group, c in plan.cleaned if c.name not in files]  # a .swap exists or was renamed
+        swapped = [
+            group for group, c in plan.cleaned if c.name not in files
+        ]  # a .swap exists or was renamed
         for group, c in plan.cleaned:
             if swap_of(c).name in files:
                 present = sum(f"{base:020d}.log" in files for base in group)
-                seen.add("swap, old segments all there" if present == len(group) else
-                         "swap, some old segments gone" if present else "swap, every old segment gone")
+                seen.add(
+                    "swap, old segments all there"
+                    if present == len(group)
+                    else "swap, some old segments gone"
+                    if present
+                    else "swap, every old segment gone"
+                )
             elif c.name in files:
                 seen.add("cleaned file")
         del crashed  # the process dies: files stay as they are
@@ -375,7 +438,9 @@ def test_a_crash_at_any_step_of_an_install_reopens_as_installed_or_not(tmp_path)
         twin_plan.cleaned = [(g, c) for g, c in twin_plan.cleaned if g in swapped]
         assert LogCleaner().install(twin, twin_plan, NOW + 5)
         reopened = Log(tmp_path / f"{crash_at}a" / "t-0", CRASH_CFG, now_ms=NOW + 5)
-        assert not [p.name for p in reopened.dir.iterdir() if p.suffix in (".cleaned", ".swap", ".deleted")]
+        assert not [
+            p.name for p in reopened.dir.iterdir() if p.suffix in (".cleaned", ".swap", ".deleted")
+        ]
         assert served_bytes(reopened) == served_bytes(twin), crash_at
         assert bases(reopened) == bases(twin), crash_at
         assert reopened.cleaner_offset == (plan.cleaner_offset if crash_at == len(steps) else 0)
@@ -387,5 +452,9 @@ def test_a_crash_at_any_step_of_an_install_reopens_as_installed_or_not(tmp_path)
         if crash_at == len(steps):
             break
         crash_at += 1
-    assert seen == {"cleaned file", "swap, old segments all there", "swap, some old segments gone",
-                    "swap, every old segment gone"}
+    assert seen == {
+        "cleaned file",
+        "swap, old segments all there",
+        "swap, some old segments gone",
+        "swap, every old segment gone",
+    }

@@ -36,8 +36,14 @@ PID = 7
 
 
 def config(segment_bytes: int, segment_index_bytes: int = 10 << 20) -> LogConfig:
-    return LogConfig(cleanup_policy=("compact",), segment_bytes=segment_bytes, min_cleanable_dirty_ratio=0.01,
-                     delete_retention_ms=RETENTION, index_interval_bytes=64, segment_index_bytes=segment_index_bytes)
+    return LogConfig(
+        cleanup_policy=("compact",),
+        segment_bytes=segment_bytes,
+        min_cleanable_dirty_ratio=0.01,
+        delete_retention_ms=RETENTION,
+        index_interval_bytes=64,
+        segment_index_bytes=segment_index_bytes,
+    )
 
 
 @dataclass
@@ -55,16 +61,23 @@ class ModelBatch:
 @dataclass
 class Model:
     batches: list[ModelBatch] = field(default_factory=list)
-    written: dict[int, tuple[bytes, bytes | None, int]] = field(default_factory=dict)  # offset -> record
+    written: dict[int, tuple[bytes, bytes | None, int]] = field(
+        default_factory=dict
+    )  # offset -> record
     last_of_producer: dict[int, int] = field(default_factory=dict)
     first_dirty: int = 0
 
-    def cleaned(self, end: int, limit: int, now: int, group_ends: set[int]) -> dict[int, ModelBatch | None]:
+    def cleaned(
+        self, end: int, limit: int, now: int, group_ends: set[int]
+    ) -> dict[int, ModelBatch | None]:
         """What each batch below ``limit`` becomes when the map covers [first_dirty, end); the last
         batch below each of ``group_ends`` (the end of a group of several segments) stays, empty
         when none of its records does."""
-        last_of_group = {max(b.base for b in self.batches if b.base < e) for e in group_ends
-                         if any(b.base < e for b in self.batches)}
+        last_of_group = {
+            max(b.base for b in self.batches if b.base < e)
+            for e in group_ends
+            if any(b.base < e for b in self.batches)
+        }
         offsets: dict[bytes, int] = {}
         for b in self.batches:
             for o, k, _, _ in b.records:
@@ -74,14 +87,25 @@ class Model:
         for b in self.batches:
             if b.base >= limit:
                 break
-            kept = [r for r in b.records if r[0] >= end or (
-                r[0] >= offsets.get(r[1], -1) and (r[2] is not None or b.horizon is None or now < b.horizon))]
+            kept = [
+                r
+                for r in b.records
+                if r[0] >= end
+                or (
+                    r[0] >= offsets.get(r[1], -1)
+                    and (r[2] is not None or b.horizon is None or now < b.horizon)
+                )
+            ]
             if kept:
                 horizon = b.horizon
                 if horizon is None and any(v is None for _, _, v, _ in kept):
                     horizon = now + RETENTION
-                out[b.base] = ModelBatch(b.base, b.last, b.codec, b.pid, b.epoch, b.seq, kept, horizon)
-            elif (b.pid >= 0 and self.last_of_producer.get(b.pid) == b.last) or b.base in last_of_group:
+                out[b.base] = ModelBatch(
+                    b.base, b.last, b.codec, b.pid, b.epoch, b.seq, kept, horizon
+                )
+            elif (
+                b.pid >= 0 and self.last_of_producer.get(b.pid) == b.last
+            ) or b.base in last_of_group:
                 out[b.base] = ModelBatch(b.base, b.last, 0, b.pid, b.epoch, b.seq, [], None)
             else:
                 out[b.base] = None
@@ -105,11 +129,23 @@ def served(log: Log) -> list[Batch]:
 
 def check(log: Log, model: Model) -> None:
     batches = served(log)
-    got = [(b.base_offset, b.last_offset, b.codec if b.records else 0, b.producer_id, b.producer_epoch,
-            b.base_sequence, [(r.offset, r.key, r.value, r.timestamp) for r in b.records], b.delete_horizon)
-           for b in batches]
-    want = [(b.base, b.last, b.codec if b.records else 0, b.pid, b.epoch, b.seq, b.records, b.horizon)
-            for b in model.batches]
+    got = [
+        (
+            b.base_offset,
+            b.last_offset,
+            b.codec if b.records else 0,
+            b.producer_id,
+            b.producer_epoch,
+            b.base_sequence,
+            [(r.offset, r.key, r.value, r.timestamp) for r in b.records],
+            b.delete_horizon,
+        )
+        for b in batches
+    ]
+    want = [
+        (b.base, b.last, b.codec if b.records else 0, b.pid, b.epoch, b.seq, b.records, b.horizon)
+        for b in model.batches
+    ]
     assert got == want
     # model-free: every record as written (headers too), the latest per key as last written
     latest_written: dict[bytes, int] = {}
@@ -125,38 +161,62 @@ def check(log: Log, model: Model) -> None:
         if key in latest_kept:
             assert latest_kept[key] == offset
         else:
-            assert model.written[offset][1] is None  # only a removed tombstone makes a key disappear
+            assert (
+                model.written[offset][1] is None
+            )  # only a removed tombstone makes a key disappear
     assert log.log_end_offset == max(model.written, default=-1) + 1
 
 
 batch_st = st.tuples(
     st.sampled_from([0, 0, 1, 2, 3, 4]),  # codec
     st.booleans(),  # idempotent producer
-    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4)), min_size=1, max_size=5),  # (key, value or 0=tombstone)
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 4)), min_size=1, max_size=5
+    ),  # (key, value or 0=tombstone)
 )
 step_st = st.one_of(
     st.tuples(st.just("append"), st.lists(batch_st, min_size=1, max_size=4)),
     st.tuples(st.just("roll")),  # small segments, which a cleaning groups
-    st.tuples(st.just("clean"), st.integers(0, 2 * RETENTION), st.integers(-1, 40)),  # clock step, crash point
+    st.tuples(
+        st.just("clean"), st.integers(0, 2 * RETENTION), st.integers(-1, 40)
+    ),  # clock step, crash point
 )
 
 
 def append(log: Log, model: Model, batches, seqs: dict[int, int]) -> None:
     for codec, idempotent, recs in batches:
         offset = log.log_end_offset
-        records = [(b"k%d" % k, None if v == 0 else b"v%d-%d" % (v, offset + i), NOW + i) for i, (k, v) in enumerate(recs)]
+        records = [
+            (b"k%d" % k, None if v == 0 else b"v%d-%d" % (v, offset + i), NOW + i)
+            for i, (k, v) in enumerate(recs)
+        ]
         pid = PID if idempotent else -1
         seq = seqs.get(pid, 0) if idempotent else -1
-        blob = build(records, codec=codec, producer_id=pid, producer_epoch=3 if idempotent else -1, base_sequence=seq,
-                     headers=[[(b"h", b"%d" % (offset + i))] for i in range(len(records))])
+        blob = build(
+            records,
+            codec=codec,
+            producer_id=pid,
+            producer_epoch=3 if idempotent else -1,
+            base_sequence=seq,
+            headers=[[(b"h", b"%d" % (offset + i))] for i in range(len(records))],
+        )
         info = log.append(blob, leader_epoch=0, now_ms=NOW)
         # (headers carry the offset they are stored at: check() compares them record by record)
         assert info.first_offset == offset
         if idempotent:
             seqs[pid] = seq + len(records)
             model.last_of_producer[pid] = info.last_offset
-        model.batches.append(ModelBatch(offset, info.last_offset, codec, pid, 3 if idempotent else -1, seq,
-                                        [(offset + i, k, v, ts) for i, (k, v, ts) in enumerate(records)]))
+        model.batches.append(
+            ModelBatch(
+                offset,
+                info.last_offset,
+                codec,
+                pid,
+                3 if idempotent else -1,
+                seq,
+                [(offset + i, k, v, ts) for i, (k, v, ts) in enumerate(records)],
+            )
+        )
         for i, (k, v, ts) in enumerate(records):
             model.written[offset + i] = (k, v, ts)
 
@@ -171,8 +231,12 @@ def install_until(log: Log, plan, crash_at: int) -> bool:
     for bases, cleaned in plan.cleaned:
         for base in bases:
             for suffix in (".log", ".index", ".timeindex"):
-                steps.append(lambda f=log.dir / f"{base:020d}{suffix}": os.replace(f, f"{f}.deleted"))
-        steps.append(lambda c=cleaned: os.replace(swap_of(c), log.dir / c.name.removesuffix(".cleaned")))
+                steps.append(
+                    lambda f=log.dir / f"{base:020d}{suffix}": os.replace(f, f"{f}.deleted")
+                )
+        steps.append(
+            lambda c=cleaned: os.replace(swap_of(c), log.dir / c.name.removesuffix(".cleaned"))
+        )
     steps.append(lambda: save_cleaner_offset(log.dir, plan.cleaner_offset))
     for step in steps[:crash_at]:
         step()
@@ -184,9 +248,13 @@ def swap_of(cleaned: Path) -> Path:
 
 
 @settings(max_examples=60, deadline=None)
-@given(steps=st.lists(step_st, min_size=2, max_size=14), segment_bytes=st.sampled_from([250, 500, 1200]),
-       map_slots=st.sampled_from([3, 5, 1000]), io_buffer=st.sampled_from([100, 300, 1 << 16]),
-       index_bytes=st.sampled_from([10 << 20, 48]))
+@given(
+    steps=st.lists(step_st, min_size=2, max_size=14),
+    segment_bytes=st.sampled_from([250, 500, 1200]),
+    map_slots=st.sampled_from([3, 5, 1000]),
+    io_buffer=st.sampled_from([100, 300, 1 << 16]),
+    index_bytes=st.sampled_from([10 << 20, 48]),
+)
 def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer, index_bytes):
     cfg = config(segment_bytes, index_bytes)
     cleaner = LogCleaner(dedupe_buffer_size=24 * map_slots, io_buffer_size=io_buffer)
@@ -213,17 +281,32 @@ def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer, in
             limit = next(s.base_offset for s in segments if s.base_offset > last_base)
             next_base = {s.base_offset: n.base_offset for s, n in itertools.pairwise(segments)}
             group_span = {bases: (bases[0], next_base[bases[-1]]) for bases, _ in plan.cleaned}
-            changes = model.cleaned(plan.cleaner_offset, limit, now,
-                                    {end for bases, (_, end) in group_span.items() if len(bases) > 1})
+            changes = model.cleaned(
+                plan.cleaner_offset,
+                limit,
+                now,
+                {end for bases, (_, end) in group_span.items() if len(bases) > 1},
+            )
             merged = [bases for bases, _ in plan.cleaned if len(bases) > 1]
             if merged:
                 event("segments cleaned in groups")
                 assert all(sum(plan.sizes[b] for b in bases) <= segment_bytes for bases in merged)
-            expected_bases = [s.base_offset for s in log.segments
-                              if not any(s.base_offset in bases[1:] for bases in merged)]
-            event("partial map" if plan.cleaner_offset < segments[-1].base_offset else "whole dirty section mapped")
-            removed = sum(1 for b in model.batches for r in b.records if r[2] is None and b.horizon is not None
-                          and now >= b.horizon)
+            expected_bases = [
+                s.base_offset
+                for s in log.segments
+                if not any(s.base_offset in bases[1:] for bases in merged)
+            ]
+            event(
+                "partial map"
+                if plan.cleaner_offset < segments[-1].base_offset
+                else "whole dirty section mapped"
+            )
+            removed = sum(
+                1
+                for b in model.batches
+                for r in b.records
+                if r[2] is None and b.horizon is not None and now >= b.horizon
+            )
             if removed:
                 event("tombstones past their horizon")
             if crash_at < 0:
@@ -236,8 +319,12 @@ def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer, in
             done = install_until(log, plan, crash_at)
             # a group whose .cleaned became .swap is installed on load, however far its swap went
             applied = {bases for bases, c in plan.cleaned if not c.exists()}
-            if any(len(bases) > 1 and swap_of(c).exists() and any(
-                    (log.dir / f"{b:020d}.log").exists() for b in bases[1:]) for bases, c in plan.cleaned):
+            if any(
+                len(bases) > 1
+                and swap_of(c).exists()
+                and any((log.dir / f"{b:020d}.log").exists() for b in bases[1:])
+                for bases, c in plan.cleaned
+            ):
                 event("crash with a .swap and old segments of its group on disk")
             checkpointed = done
             del log  # the process dies: files stay as they are (a .swap is completed on load)
@@ -246,8 +333,14 @@ def test_compaction_matches_model(steps, segment_bytes, map_slots, io_buffer, in
             assert not list(path.glob("*.cleaned")) and not list(path.glob("*.swap"))
             if checkpointed:
                 model.first_dirty = plan.cleaner_offset
-            model.apply(changes, {b.base for b in model.batches
-                                  if any(start <= b.base < end for start, end in map(group_span.get, applied))})
+            model.apply(
+                changes,
+                {
+                    b.base
+                    for b in model.batches
+                    if any(start <= b.base < end for start, end in map(group_span.get, applied))
+                },
+            )
             # groups not swapped keep their segments; the rest of the plan is never installed
             if done:
                 assert applied == set(group_span)

@@ -14,7 +14,11 @@ from odradek.storage.cleaner import LogCleaner
 
 def duplicates(log: Log, count: int = 40) -> None:
     for i in range(count):
-        log.append(build_batch([(b"key%d" % (i % 3), b"value-%d" % i + b"x" * 40, NOW)]), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build_batch([(b"key%d" % (i % 3), b"value-%d" % i + b"x" * 40, NOW)]),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
 
 
 @pytest.mark.parametrize("enable", [True, False])
@@ -38,5 +42,7 @@ def test_an_io_buffer_below_a_batch_header_still_cleans(tmp_path) -> None:
     roll(log)
     assert clean(log, NOW, LogCleaner(io_buffer_size=0))
     values = {r.key: r.value for b in served(log) for r in b.records}
-    assert values == {b"key%d" % k: b"value-%d" % i + b"x" * 40 for i, k in ((39, 0), (37, 1), (38, 2))}
+    assert values == {
+        b"key%d" % k: b"value-%d" % i + b"x" * 40 for i, k in ((39, 0), (37, 1), (38, 2))
+    }
     log.close()

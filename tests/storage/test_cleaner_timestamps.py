@@ -20,8 +20,11 @@ def test_a_record_below_the_window_through_a_negative_delta_is_rejected(tmp_path
         log.append(sneaky, leader_epoch=0, now_ms=NOW)
     assert [index for index, _ in info.value.record_errors] == [1]
     assert log.log_end_offset == 0
-    log.append(build([(b"k", b"v", NOW), (b"k", b"v", NOW - 500)], codec=CODECS[codec]),
-               leader_epoch=0, now_ms=NOW)
+    log.append(
+        build([(b"k", b"v", NOW), (b"k", b"v", NOW - 500)], codec=CODECS[codec]),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     assert log.log_end_offset == 2
     log.close()
 

@@ -14,7 +14,11 @@ from odradek.storage.cleaner import LogCleaner
 def corrupt_log(path) -> Log:
     log = Log(path, CFG, now_ms=NOW)
     for round_ in range(4):
-        log.append(build([(b"a", b"a%d" % round_, NOW), (b"b", b"b%d" % round_, NOW)]), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build([(b"a", b"a%d" % round_, NOW), (b"b", b"b%d" % round_, NOW)]),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
     log.roll(NOW)
     first = log.segments[0].path
     data = bytearray(first.read_bytes())

@@ -19,8 +19,13 @@ from odradek.storage import Log, LogConfig
 
 NOW = 1_700_000_000_000
 #: Tiny segments and indexes: a roll (index trim, new preallocated maps) every few appends.
-TINY = LogConfig(segment_bytes=1200, segment_index_bytes=48, index_interval_bytes=0, retention_bytes=4000,
-                 file_delete_delay_ms=0)
+TINY = LogConfig(
+    segment_bytes=1200,
+    segment_index_bytes=48,
+    index_interval_bytes=0,
+    retention_bytes=4000,
+    file_delete_delay_ms=0,
+)
 
 
 @pytest.fixture
@@ -45,7 +50,7 @@ def test_background_flush_survives_rolls_truncation_and_retention(tmp_path, fast
         while not stop.is_set():
             try:
                 lg.flush(NOW)
-            except BaseException as exc:  # noqa: BLE001 - any failure is the bug
+            except BaseException as exc:
                 failures.append(exc)
                 return
 
@@ -59,7 +64,9 @@ def test_background_flush_survives_rolls_truncation_and_retention(tmp_path, fast
             if i % 7 == 0:
                 lg.roll(NOW)
             if i % 50 == 49:
-                lg.truncate_to(lg.log_end_offset - 7)  # drops the active segment's tail or whole segments
+                lg.truncate_to(
+                    lg.log_end_offset - 7
+                )  # drops the active segment's tail or whole segments
             if i % 20 == 0:
                 lg.delete_old_segments(NOW)  # closes and renames the oldest segments
     finally:
@@ -81,7 +88,6 @@ def test_flush_of_a_closed_segment_is_a_no_op(tmp_path) -> None:
     seg.flush()  # the owner closed it under a flushing thread's feet: nothing to do, no error
 
 
-
 class _SteppedFlush:
     """lg.flush() in a thread that stops before its ``stop_at``-th line of storage code,
     until released, so the owner can act at exactly that point."""
@@ -93,7 +99,7 @@ class _SteppedFlush:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def _trace(self, frame, event, _arg):  # noqa: ANN001, ANN202 - sys.settrace's signature
+    def _trace(self, frame, event, _arg):
         if event == "line" and "odradek/storage" in frame.f_code.co_filename:
             self.lines += 1
             if self.lines == self.stop_at:
@@ -106,7 +112,7 @@ class _SteppedFlush:
         sys.settrace(self._trace)
         try:
             self.lg.flush(NOW)
-        except BaseException as exc:  # noqa: BLE001 - any failure is the bug
+        except BaseException as exc:
             self.failures.append(exc)
         finally:
             sys.settrace(None)

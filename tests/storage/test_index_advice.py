@@ -17,7 +17,10 @@ def _vm_flags(path: Path) -> list[str]:
 
 
 def test_index_maps_are_advised_random(tmp_path: Path) -> None:
-    for cls, name in ((OffsetIndex, "00000000000000000000.index"), (TimeIndex, "00000000000000000000.timeindex")):
+    for cls, name in (
+        (OffsetIndex, "00000000000000000000.index"),
+        (TimeIndex, "00000000000000000000.timeindex"),
+    ):
         index = cls(tmp_path / name, 0, 10 * 1024 * 1024)
         index.preallocate()
         try:

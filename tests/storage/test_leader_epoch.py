@@ -22,11 +22,17 @@ def test_new_epochs_are_written_by_flush_not_by_assign(tmp_path) -> None:
     lm.startup()
     logs = lm.get_or_create_logs([TopicPartition("many", p) for p in range(50)])
     for lg in logs:
-        lg.leader_epoch_cache.assign(4, lg.log_end_offset)  # a broker becoming leader of 50 partitions
+        lg.leader_epoch_cache.assign(
+            4, lg.log_end_offset
+        )  # a broker becoming leader of 50 partitions
         append(lg, 4)
-    assert not any((lg.dir / CHECKPOINT).exists() for lg in logs)  # no file write, no fsync, on the loop
+    assert not any(
+        (lg.dir / CHECKPOINT).exists() for lg in logs
+    )  # no file write, no fsync, on the loop
     logs[0].flush()
-    assert (logs[0].dir / CHECKPOINT).read_text() == "0\n1\n4 0\n"  # Kafka's format: version, count, entries
+    assert (
+        logs[0].dir / CHECKPOINT
+    ).read_text() == "0\n1\n4 0\n"  # Kafka's format: version, count, entries
     assert not logs[0].leader_epoch_cache.dirty
     lm.shutdown()  # clean shutdown writes the rest
     assert all((lg.dir / CHECKPOINT).read_text() == "0\n1\n4 0\n" for lg in logs)
@@ -58,7 +64,7 @@ def test_flushes_from_two_threads_leave_a_whole_checkpoint(tmp_path) -> None:
         while not stop.is_set():
             try:
                 log.leader_epoch_cache.flush()
-            except BaseException as exc:  # noqa: BLE001 - any failure is the bug
+            except BaseException as exc:
                 failures.append(exc)
                 return
 

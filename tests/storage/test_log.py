@@ -33,7 +33,12 @@ def log_dir(tmp_path: Path) -> Path:
 def test_append_assigns_dense_offsets_and_stamps_epoch(log_dir):
     log = Log(log_dir, LogConfig())
     info = log.append(build_batch([(b"a", b"1", 10), (b"b", b"2", 20)]), leader_epoch=7, now_ms=0)
-    assert (info.first_offset, info.last_offset, info.record_count, info.max_timestamp) == (0, 1, 2, 20)
+    assert (info.first_offset, info.last_offset, info.record_count, info.max_timestamp) == (
+        0,
+        1,
+        2,
+        20,
+    )
     info = log.append(build_batch([(b"c", b"3", 30)], base_offset=999), leader_epoch=7, now_ms=0)
     assert (info.first_offset, info.last_offset) == (2, 2)
     batches = read_all(log, 0)
@@ -48,7 +53,9 @@ def test_segment_files_are_kafka_layout(log_dir):
         log.append(build_batch([(b"k", b"v" * 100, i)]), leader_epoch=0, now_ms=0)
     names = sorted(os.listdir(log_dir))
     assert "00000000000000000000.log" in names and "00000000000000000001.index" in names
-    assert (log_dir / "00000000000000000004.index").stat().st_size == 800  # active index preallocated
+    assert (
+        log_dir / "00000000000000000004.index"
+    ).stat().st_size == 800  # active index preallocated
     assert (log_dir / "00000000000000000000.index").stat().st_size == 8  # trimmed on roll
     assert (log_dir / "00000000000000000000.timeindex").stat().st_size == 12
     log.close()
@@ -107,7 +114,11 @@ def test_read_limits(log_dir):
 
 
 def test_roll_on_time_and_index_full(log_dir):
-    log = Log(log_dir, LogConfig(segment_ms=1000, segment_index_bytes=24, index_interval_bytes=0), now_ms=0)
+    log = Log(
+        log_dir,
+        LogConfig(segment_ms=1000, segment_index_bytes=24, index_interval_bytes=0),
+        now_ms=0,
+    )
     log.append(build_batch([(b"k", b"v", 100)]), leader_epoch=0, now_ms=100)
     log.append(build_batch([(b"k", b"v", 200)]), leader_epoch=0, now_ms=500)
     assert len(log.segments) == 1  # two 12-byte entries fill a 24-byte time index
@@ -125,10 +136,14 @@ def test_offsets_by_time(log_dir):
     assert log.fetch_offset_by_timestamp(-2) == (0, -1)
     assert log.fetch_offset_by_timestamp(-1) == (16, -1)
     assert log.fetch_offset_by_timestamp(-3) == (15, 31)
-    for target in range(0, 34):
-        expected = next(((i * 2 + j, t + j) for i, t in enumerate(ts) for j in (0, 1) if t + j >= target), None)
+    for target in range(34):
+        expected = next(
+            ((i * 2 + j, t + j) for i, t in enumerate(ts) for j in (0, 1) if t + j >= target), None
+        )
         assert log.fetch_offset_by_timestamp(target) == expected, target
-    log.append(build_batch([(b"k", b"v", 31), (b"k", b"w", 50), (b"k", b"w", 7)]), leader_epoch=0, now_ms=0)
+    log.append(
+        build_batch([(b"k", b"v", 31), (b"k", b"w", 50), (b"k", b"w", 7)]), leader_epoch=0, now_ms=0
+    )
     assert log.fetch_offset_by_timestamp(-3) == (17, 50)  # the record, not the batch's last offset
 
 
@@ -142,12 +157,19 @@ def test_log_append_time(log_dir):
 
 def test_follower_append_keeps_offsets(log_dir):
     log = Log(log_dir, LogConfig())
-    blob = build_batch([(b"k", b"v", 1)], base_offset=0, leader_epoch=2) + build_batch([(b"k", b"v", 1)], base_offset=1, leader_epoch=3)
+    blob = build_batch([(b"k", b"v", 1)], base_offset=0, leader_epoch=2) + build_batch(
+        [(b"k", b"v", 1)], base_offset=1, leader_epoch=3
+    )
     info = log.append(blob, leader_epoch=0, now_ms=0, assign_offsets=False)
     assert (info.first_offset, info.last_offset) == (0, 1)
     assert log.leader_epoch_cache.entries == [(2, 0), (3, 1)]
     with pytest.raises(errors.InvalidRecord):
-        log.append(build_batch([(b"k", b"v", 1)], base_offset=1), leader_epoch=0, now_ms=0, assign_offsets=False)
+        log.append(
+            build_batch([(b"k", b"v", 1)], base_offset=1),
+            leader_epoch=0,
+            now_ms=0,
+            assign_offsets=False,
+        )
 
 
 def test_truncate_fully_and_start_at(log_dir):
@@ -167,33 +189,49 @@ def test_topic_partition_dir_name():
 
 # -- property test against a model --------------------------------------------------
 
-ops = st.lists(st.one_of(
-    st.tuples(st.just("append"), st.lists(st.integers(1, 4), min_size=1, max_size=3), st.integers(0, 150), st.integers(0, 1000)),
-    st.tuples(st.just("read"), st.integers(0, 60), st.integers(1, 800)),
-    st.tuples(st.just("truncate"), st.integers(0, 60)),
-    st.tuples(st.just("start"), st.integers(0, 60)),
-    st.tuples(st.just("reopen"), st.booleans()),
-    st.tuples(st.just("retention"), st.integers(0, 2000)),
-), max_size=30)
+ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("append"),
+            st.lists(st.integers(1, 4), min_size=1, max_size=3),
+            st.integers(0, 150),
+            st.integers(0, 1000),
+        ),
+        st.tuples(st.just("read"), st.integers(0, 60), st.integers(1, 800)),
+        st.tuples(st.just("truncate"), st.integers(0, 60)),
+        st.tuples(st.just("start"), st.integers(0, 60)),
+        st.tuples(st.just("reopen"), st.booleans()),
+        st.tuples(st.just("retention"), st.integers(0, 2000)),
+    ),
+    max_size=30,
+)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops)
 def test_log_matches_model(operations):
-    cfg = LogConfig(segment_bytes=400, index_interval_bytes=64, segment_index_bytes=64, retention_bytes=600,
-                    file_delete_delay_ms=0)
+    cfg = LogConfig(
+        segment_bytes=400,
+        index_interval_bytes=64,
+        segment_index_bytes=64,
+        retention_bytes=600,
+        file_delete_delay_ms=0,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t-0"
         log = Log(path, cfg)
         model: list[tuple[int, bytes]] = []  # (offset, value) of every record still in the log
         batch_starts: list[int] = []
-        start = 0
         for op in operations:
             kind = op[0]
             if kind == "append":
                 _, counts, size, ts = op
-                values = [[bytes([len(model) % 256]) * size + b"%d.%d" % (j, i) for i in range(n)]
-                          for j, n in enumerate(counts)]
+                values = [
+                    [bytes([len(model) % 256]) * size + b"%d.%d" % (j, i) for i in range(n)]
+                    for j, n in enumerate(counts)
+                ]
                 blob = b"".join(build_batch([(None, v, ts) for v in vs]) for vs in values)
                 leo = log.log_end_offset
                 info = log.append(blob, leader_epoch=1, now_ms=ts)
@@ -211,14 +249,18 @@ def test_log_matches_model(operations):
                     with pytest.raises(errors.OffsetOutOfRange):
                         log.read(at, max_bytes)
                     continue
-                got = [(r.offset, r.value) for r in records_of_batches(read_all(log, at, max_bytes))]
+                got = [
+                    (r.offset, r.value) for r in records_of_batches(read_all(log, at, max_bytes))
+                ]
                 expected = [m for m in model if m[0] >= at]
                 if got:
                     # whole batches from the one holding `at`, even when that batch starts below
                     # the log start offset (Kafka returns it whole; the client skips the rest)
                     first_batch = max(s for s in batch_starts if s <= at)
                     assert got[0][0] == first_batch
-                    assert [g for g in got if g[0] >= at] == expected[: len([g for g in got if g[0] >= at])]
+                    assert [g for g in got if g[0] >= at] == expected[
+                        : len([g for g in got if g[0] >= at])
+                    ]
                 else:
                     assert not expected
             elif kind == "truncate":
@@ -231,7 +273,9 @@ def test_log_matches_model(operations):
                 if target >= before:
                     assert leo == before
                 else:  # cut at the start of the batch holding `target`
-                    assert leo == max([s for s in batch_starts if s <= target] + [log.segments[0].base_offset])
+                    assert leo == max(
+                        [s for s in batch_starts if s <= target] + [log.segments[0].base_offset]
+                    )
                 model = [m for m in model if m[0] < leo]
                 batch_starts = [s for s in batch_starts if s < leo]
             elif kind == "start":
@@ -240,21 +284,33 @@ def test_log_matches_model(operations):
                 model = [m for m in model if m[0] >= log.log_start_offset]
             elif kind == "reopen":
                 log.close()
-                log = Log(path, cfg, log_start_offset=log.log_start_offset, recovery_point=log.recovery_point,
-                          clean_shutdown=op[1])
+                log = Log(
+                    path,
+                    cfg,
+                    log_start_offset=log.log_start_offset,
+                    recovery_point=log.recovery_point,
+                    clean_shutdown=op[1],
+                )
             elif kind == "retention":
                 log.delete_old_segments(op[1])
                 log.remove_deleted_files(op[1])
-                assert log.size_in_bytes - log.active.size <= 600 or len(log.segments) == 1 or \
-                    log.size_in_bytes - log.segments[0].size < 600
+                assert (
+                    log.size_in_bytes - log.active.size <= 600
+                    or len(log.segments) == 1
+                    or log.size_in_bytes - log.segments[0].size < 600
+                )
                 model = [m for m in model if m[0] >= log.log_start_offset]
             # invariants
             assert log.log_end_offset == (model[-1][0] + 1 if model else log.log_end_offset)
             if log.log_end_offset > log.log_start_offset:
                 everything = records_of_batches(read_all(log, log.log_start_offset))
                 offsets = [r.offset for r in everything]
-                assert offsets == sorted(set(offsets)) and offsets == list(range(offsets[0], offsets[-1] + 1))
-                assert [(r.offset, r.value) for r in everything if r.offset >= log.log_start_offset] == model
+                assert offsets == sorted(set(offsets)) and offsets == list(
+                    range(offsets[0], offsets[-1] + 1)
+                )
+                assert [
+                    (r.offset, r.value) for r in everything if r.offset >= log.log_start_offset
+                ] == model
         log.close()
 
 
@@ -263,25 +319,38 @@ def records_of_batches(batches):
 
 
 @pytest.mark.parametrize("leader_records", [1, 0])
-def test_a_follower_batch_beyond_int32_of_the_active_segment_starts_a_segment_at_its_offset(log_dir, leader_records):
+def test_a_follower_batch_beyond_int32_of_the_active_segment_starts_a_segment_at_its_offset(
+    log_dir, leader_records
+):
     """Kafka's maybeRoll: the new segment starts at the batch's first offset (not the log end
     offset), so the batch's offsets fit relative to its base; an empty active segment too."""
     log = Log(log_dir, LogConfig())
     if leader_records:
         log.append(build_batch([(b"k", b"v", 1)]), leader_epoch=0, now_ms=10, assign_offsets=False)
     far = 2**31 + 10
-    log.append(build_batch([(b"k", b"w", 2)], base_offset=far), leader_epoch=0, now_ms=10, assign_offsets=False)
+    log.append(
+        build_batch([(b"k", b"w", 2)], base_offset=far),
+        leader_epoch=0,
+        now_ms=10,
+        assign_offsets=False,
+    )
     assert [s.base_offset for s in log.segments][-1] == far and log.log_end_offset == far + 1
-    assert [b.base_offset for b in parse_batches(b"".join(r.read_bytes() for r in log.read(0, 1 << 20).regions))] == (
-        [0] * leader_records + [far])
+    assert [
+        b.base_offset
+        for b in parse_batches(b"".join(r.read_bytes() for r in log.read(0, 1 << 20).regions))
+    ] == ([0] * leader_records + [far])
     assert log.active.offset_index.lookup(far) == (far, 0)
     log.close()
     reopened = Log(log_dir, LogConfig())
     assert reopened.log_end_offset == far + 1
-    assert [b.base_offset for b in parse_batches(reopened.read(far, 1 << 20).regions[0].read_bytes())] == [far]
+    assert [
+        b.base_offset for b in parse_batches(reopened.read(far, 1 << 20).regions[0].read_bytes())
+    ] == [far]
 
 
-def test_a_region_read_before_its_segment_is_deleted_stays_readable_until_file_delete_delay(log_dir):
+def test_a_region_read_before_its_segment_is_deleted_stays_readable_until_file_delete_delay(
+    log_dir,
+):
     """A fetch sends its FileRegions across event loop turns; retention (or cleaning) may retire
     the segment in between. As in Kafka, the .deleted file stays open and readable until
     file.delete.delay.ms, so the fetch sends the bytes it was given and not those of whatever
@@ -292,13 +361,17 @@ def test_a_region_read_before_its_segment_is_deleted_stays_readable_until_file_d
     log.append(build_batch([(b"k", b"w" * 150, 2)]), leader_epoch=0, now_ms=10)
     (region,) = log.read(0, 1 << 20, max_offset=1).regions
     assert log.delete_old_segments(now_ms=20) == 1
-    others = [open(log_dir / f"other-{i}", "wb+") for i in range(4)]  # would take a freed descriptor
+    others = [
+        open(log_dir / f"other-{i}", "wb+") for i in range(4)
+    ]  # would take a freed descriptor
     try:
         (batch,) = parse_batches(region.read_bytes())
         assert batch.base_offset == 0 and batch.records[0].value == b"v" * 150
         assert sorted(p.name for p in log_dir.glob("*.deleted")) == [
-            "00000000000000000000.index.deleted", "00000000000000000000.log.deleted",
-            "00000000000000000000.timeindex.deleted"]
+            "00000000000000000000.index.deleted",
+            "00000000000000000000.log.deleted",
+            "00000000000000000000.timeindex.deleted",
+        ]
         log.remove_deleted_files(now_ms=20 + 1000)
         assert region.file.closed and not list(log_dir.glob("*.deleted"))
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from pathlib import Path
 
 import pytest
 from spec import build_batch, parse_batches
@@ -46,7 +45,9 @@ def test_meta_properties(tmp_path):
 def test_checkpoints_and_clean_shutdown(tmp_path):
     lm = started([tmp_path])
     log = lm.get_or_create_log(TP, LogConfig(segment_bytes=300), topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
-    assert (tmp_path / "orders-0" / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
+    assert (
+        tmp_path / "orders-0" / "partition.metadata"
+    ).read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
     assert lm.get_or_create_log(TP) is log
     for i in range(10):
         log.append(build_batch([(b"k", b"v" * 50, i)]), leader_epoch=0, now_ms=0)
@@ -128,14 +129,19 @@ def test_run_background_flushes_and_checkpoints(tmp_path):
 
     asyncio.run(asyncio.wait_for(run(), timeout=40))
     assert log.recovery_point >= log.active.base_offset  # rolled segments were fsynced
-    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint")[("orders", 0)] == log.recovery_point
+    assert (
+        read_offsets(tmp_path / "recovery-point-offset-checkpoint")[("orders", 0)]
+        == log.recovery_point
+    )
     lm.shutdown()
 
 
 def test_startup_loads_many_partitions_in_parallel(tmp_path):
     lm = started([tmp_path])
     for p in range(12):
-        lm.get_or_create_log(TopicPartition("many", p)).append(build_batch([(b"k", b"v", p)] * (p + 1)), leader_epoch=0, now_ms=0)
+        lm.get_or_create_log(TopicPartition("many", p)).append(
+            build_batch([(b"k", b"v", p)] * (p + 1)), leader_epoch=0, now_ms=0
+        )
     lm.checkpoint()
     lm._unlock_all()  # simulate a crash: no shutdown, files left as they are
     lm2 = started([tmp_path])

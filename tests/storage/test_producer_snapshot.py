@@ -28,14 +28,24 @@ def parse_snapshot(data: bytes) -> list[tuple[int, ...]]:
 def test_snapshot_is_kafkas_producer_snapshot_v1(tmp_path) -> None:
     path = tmp_path / "t-0"
     log = Log(path, LogConfig())
-    log.append(build_batch([(b"k", b"v", NOW)] * 3, producer_id=1, producer_epoch=0, base_sequence=0),
-               leader_epoch=0, now_ms=NOW)
-    log.append(build_batch([(b"k", b"v", NOW + 5)] * 2, producer_id=1, producer_epoch=0, base_sequence=3),
-               leader_epoch=0, now_ms=NOW)
+    log.append(
+        build_batch([(b"k", b"v", NOW)] * 3, producer_id=1, producer_epoch=0, base_sequence=0),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
+    log.append(
+        build_batch([(b"k", b"v", NOW + 5)] * 2, producer_id=1, producer_epoch=0, base_sequence=3),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     # a producer id without sequence numbers (a coordinator's write; clients may not send one):
     # an entry, but no batch to deduplicate against
-    log.append(build_batch([(b"k", b"v", NOW + 9)], producer_id=2, producer_epoch=3), leader_epoch=0, now_ms=NOW,
-               from_client=False)
+    log.append(
+        build_batch([(b"k", b"v", NOW + 9)], producer_id=2, producer_epoch=3),
+        leader_epoch=0,
+        now_ms=NOW,
+        from_client=False,
+    )
     log.close()
     entries = parse_snapshot((path / "00000000000000000006.snapshot").read_bytes())
     assert sorted(entries) == [
@@ -45,8 +55,11 @@ def test_snapshot_is_kafkas_producer_snapshot_v1(tmp_path) -> None:
     reopened = Log(path, LogConfig(), clean_shutdown=True, recovery_point=6)
     producers = reopened.producer_state.producers
     assert producers[2].epoch == 3 and not producers[2].batches
-    retry = reopened.append(build_batch([(b"k", b"v", NOW + 5)] * 2, producer_id=1, producer_epoch=0,
-                                        base_sequence=3), leader_epoch=0, now_ms=NOW)
+    retry = reopened.append(
+        build_batch([(b"k", b"v", NOW + 5)] * 2, producer_id=1, producer_epoch=0, base_sequence=3),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     assert retry.duplicate and (retry.first_offset, retry.last_offset) == (3, 4)
     reopened.close()
 
@@ -54,16 +67,22 @@ def test_snapshot_is_kafkas_producer_snapshot_v1(tmp_path) -> None:
 def test_a_snapshot_with_a_bad_crc_is_ignored_and_state_rebuilt_from_the_log(tmp_path) -> None:
     path = tmp_path / "t-0"
     log = Log(path, LogConfig())
-    log.append(build_batch([(b"k", b"v", NOW)] * 2, producer_id=1, producer_epoch=0, base_sequence=0),
-               leader_epoch=0, now_ms=NOW)
+    log.append(
+        build_batch([(b"k", b"v", NOW)] * 2, producer_id=1, producer_epoch=0, base_sequence=0),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     log.close()
     snapshot = path / "00000000000000000002.snapshot"
     data = bytearray(snapshot.read_bytes())
     data[-1] ^= 0xFF
     snapshot.write_bytes(bytes(data))
     reopened = Log(path, LogConfig(), clean_shutdown=True, recovery_point=2)
-    retry = reopened.append(build_batch([(b"k", b"v", NOW)] * 2, producer_id=1, producer_epoch=0, base_sequence=0),
-                            leader_epoch=0, now_ms=NOW)
+    retry = reopened.append(
+        build_batch([(b"k", b"v", NOW)] * 2, producer_id=1, producer_epoch=0, base_sequence=0),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     assert retry.duplicate and retry.first_offset == 0
     reopened.close()
 
@@ -75,8 +94,16 @@ def test_producer_state_is_rebuilt_from_recovered_and_from_trusted_segments(tmp_
     sequences = {1: 0, 2: 0}
     for i in range(12):  # two producers interleaved over several segments
         pid = 1 + i % 2
-        log.append(build_batch([(b"k", b"v%d" % i, NOW)] * 2, producer_id=pid, producer_epoch=0,
-                               base_sequence=sequences[pid]), leader_epoch=0, now_ms=NOW)
+        log.append(
+            build_batch(
+                [(b"k", b"v%d" % i, NOW)] * 2,
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=sequences[pid],
+            ),
+            leader_epoch=0,
+            now_ms=NOW,
+        )
         sequences[pid] += 2
     middle = log.segments[len(log.segments) // 2].base_offset
     del log  # crash
@@ -88,7 +115,15 @@ def test_producer_state_is_rebuilt_from_recovered_and_from_trusted_segments(tmp_
     for pid in (1, 2):
         entry = reopened.producer_state.producers[pid]
         assert entry.last_seq == sequences[pid] - 1
-    retry = reopened.append(build_batch([(b"k", b"v11", NOW)] * 2, producer_id=2, producer_epoch=0,
-                                        base_sequence=sequences[2] - 2), leader_epoch=0, now_ms=NOW)
+    retry = reopened.append(
+        build_batch(
+            [(b"k", b"v11", NOW)] * 2,
+            producer_id=2,
+            producer_epoch=0,
+            base_sequence=sequences[2] - 2,
+        ),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     assert retry.duplicate and retry.first_offset == 22
     reopened.close()

@@ -10,8 +10,13 @@ from odradek.storage.producer_state import BatchMetadata
 
 
 def send(log, pid, epoch, seq, n=1):
-    return log.append(build_batch([(b"k", b"v", 1000)] * n, producer_id=pid, producer_epoch=epoch, base_sequence=seq),
-                      leader_epoch=0, now_ms=1000)
+    return log.append(
+        build_batch(
+            [(b"k", b"v", 1000)] * n, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+        ),
+        leader_epoch=0,
+        now_ms=1000,
+    )
 
 
 def test_duplicates_of_last_five_batches(tmp_path):
@@ -110,8 +115,13 @@ def test_a_batch_with_a_producer_id_but_no_sequence_is_invalid(tmp_path):
 def test_clients_cannot_write_control_batches(tmp_path):
     """Kafka's LogValidator: "Clients are not allowed to write control records" (INVALID_RECORD)."""
     log = Log(tmp_path / "t-0", LogConfig())
-    control = build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", 1000)], producer_id=7,
-                          producer_epoch=0, base_sequence=0, attributes=0x20)
+    control = build_batch(
+        [(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", 1000)],
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        attributes=0x20,
+    )
     with pytest.raises(errors.InvalidRecord, match="control records"):
         log.append(control, leader_epoch=0, now_ms=1000)
     assert log.log_end_offset == 0

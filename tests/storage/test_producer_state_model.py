@@ -15,6 +15,7 @@ sequence, and an entry's last timestamp is the largest it has seen.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -42,6 +43,7 @@ CONFIG = LogConfig(segment_bytes=1 << 30)
 @dataclass(frozen=True)
 class Sent:
     """One batch of a request, as a client sends it (producer id -1: not idempotent)."""
+
     pid: int
     epoch: int
     seq: int
@@ -56,6 +58,7 @@ class Sent:
 @dataclass(frozen=True)
 class Appended:
     """What the partition remembers of a producer batch."""
+
     first_seq: int
     last_seq: int
     first_offset: int
@@ -79,9 +82,13 @@ class Producer:
 
 class Model:
     def __init__(self) -> None:
-        self.log: list[tuple[int, Sent, Appended]] = []  # (epoch, what was sent, where it went) in offset order
+        self.log: list[
+            tuple[int, Sent, Appended]
+        ] = []  # (epoch, what was sent, where it went) in offset order
         self.producers: dict[int, Producer] = {}
-        self.snapshots: dict[int, dict[int, Producer]] = {}  # offset -> the producers then (last batch only)
+        self.snapshots: dict[
+            int, dict[int, Producer]
+        ] = {}  # offset -> the producers then (last batch only)
 
     @property
     def log_end_offset(self) -> int:
@@ -102,7 +109,11 @@ class Model:
                     if sent.seq != 0:  # a bumped epoch starts over at 0
                         return "OUT_OF_ORDER_SEQUENCE_NUMBER"
                 else:
-                    same = [b for b in p.batches if (b.first_seq, b.last_seq) == (sent.seq, sent.last_seq)]
+                    same = [
+                        b
+                        for b in p.batches
+                        if (b.first_seq, b.last_seq) == (sent.seq, sent.last_seq)
+                    ]
                     if same:
                         duplicates.append(same[0])
                         continue
@@ -114,7 +125,9 @@ class Model:
             if sent.pid >= 0:
                 view[sent.pid] = (p or Producer(sent.epoch)).add(sent.epoch, batch)
         if duplicates:
-            contiguous = all(b.first_offset == a.last_offset + 1 for a, b in zip(duplicates, duplicates[1:]))
+            contiguous = all(
+                b.first_offset == a.last_offset + 1 for a, b in itertools.pairwise(duplicates)
+            )
             if added or not contiguous:
                 return "OUT_OF_ORDER_SEQUENCE_NUMBER"
             return duplicates[0].first_offset, duplicates[-1].last_offset, True
@@ -126,8 +139,11 @@ class Model:
         """What a close writes at the log end offset: each producer with its last batch only;
         the two newest snapshots are kept."""
         self.snapshots[self.log_end_offset] = {
-            pid: Producer(p.epoch, [replace(b, ts=p.last_ts) for b in p.batches[-1:]], p.last_ts)  # one timestamp
-            for pid, p in self.producers.items()}
+            pid: Producer(
+                p.epoch, [replace(b, ts=p.last_ts) for b in p.batches[-1:]], p.last_ts
+            )  # one timestamp
+            for pid, p in self.producers.items()
+        }
         for offset in sorted(self.snapshots)[:-2]:
             del self.snapshots[offset]
 
@@ -137,21 +153,30 @@ class Model:
         leo = self.log_end_offset
         self.snapshots = {o: s for o, s in self.snapshots.items() if o <= leo}
         start = max(self.snapshots, default=0)
-        self.producers = {pid: Producer(p.epoch, list(p.batches), p.last_ts)
-                          for pid, p in self.snapshots.get(start, {}).items()}
+        self.producers = {
+            pid: Producer(p.epoch, list(p.batches), p.last_ts)
+            for pid, p in self.snapshots.get(start, {}).items()
+        }
         for epoch, sent, batch in self.log:
             if sent.pid >= 0 and batch.first_offset >= start:
-                self.producers[sent.pid] = self.producers.get(sent.pid, Producer(epoch)).add(epoch, batch)
+                self.producers[sent.pid] = self.producers.get(sent.pid, Producer(epoch)).add(
+                    epoch, batch
+                )
 
     def truncate(self, offset: int) -> None:
         self.log = [entry for entry in self.log if entry[2].first_offset < offset]
         self.reload()
 
     def expire(self, now: int) -> None:
-        self.producers = {pid: p for pid, p in self.producers.items() if now - p.last_ts < EXPIRATION_MS}
+        self.producers = {
+            pid: p for pid, p in self.producers.items() if now - p.last_ts < EXPIRATION_MS
+        }
 
 
-ERRORS = {errors.InvalidProducerEpoch: "INVALID_PRODUCER_EPOCH", errors.OutOfOrderSequence: "OUT_OF_ORDER_SEQUENCE_NUMBER"}
+ERRORS = {
+    errors.InvalidProducerEpoch: "INVALID_PRODUCER_EPOCH",
+    errors.OutOfOrderSequence: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+}
 
 
 class ProducerStateMachine(RuleBasedStateMachine):
@@ -161,8 +186,12 @@ class ProducerStateMachine(RuleBasedStateMachine):
         self.path = self.tmp / "t-0"
         self.log = Log(self.path, CONFIG, producer_id_expiration_ms=EXPIRATION_MS)
         self.model = Model()
-        self.sent: dict[int, list[Sent]] = {pid: [] for pid in PRODUCERS}  # what each producer got appended
-        self.epochs = dict.fromkeys(PRODUCERS, 0)  # each client's epoch (kept when the partition forgets it)
+        self.sent: dict[int, list[Sent]] = {
+            pid: [] for pid in PRODUCERS
+        }  # what each producer got appended
+        self.epochs = dict.fromkeys(
+            PRODUCERS, 0
+        )  # each client's epoch (kept when the partition forgets it)
         self.requests: list[list[Sent]] = []  # the requests appended
 
     def teardown(self) -> None:
@@ -172,7 +201,9 @@ class ProducerStateMachine(RuleBasedStateMachine):
 
     def draw_batch(self, data: st.DataObject, client: dict[int, tuple[int, int]]) -> Sent:
         """One batch; ``client`` is each producer's (epoch, next sequence) as this request goes."""
-        kind = data.draw(st.sampled_from(["next", "next", "next", "duplicate", "gap", "stale", "bump", "plain"]))
+        kind = data.draw(
+            st.sampled_from(["next", "next", "next", "duplicate", "gap", "stale", "bump", "plain"])
+        )
         pid = data.draw(st.sampled_from(PRODUCERS))
         count = data.draw(st.integers(1, 3))
         ts = NOW + data.draw(st.integers(0, 3 * EXPIRATION_MS))
@@ -192,8 +223,13 @@ class ProducerStateMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), size=st.sampled_from([1, 1, 2, 3, 4]))
     def append(self, data: st.DataObject, size: int) -> None:
-        client = {pid: (self.epochs[pid], (sent[-1].last_seq + 1) % SEQ_LIMIT if sent else FIRST_SEQUENCE[pid])
-                  for pid, sent in self.sent.items()}
+        client = {
+            pid: (
+                self.epochs[pid],
+                (sent[-1].last_seq + 1) % SEQ_LIMIT if sent else FIRST_SEQUENCE[pid],
+            )
+            for pid, sent in self.sent.items()
+        }
         request = []
         for _ in range(size):
             sent = self.draw_batch(data, client)
@@ -206,14 +242,29 @@ class ProducerStateMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def retry(self, data: st.DataObject) -> None:
         """A whole earlier request sent again (its response was lost)."""
-        recent = data.draw(st.booleans())  # a recent one usually is still among its producers' last five
+        recent = data.draw(
+            st.booleans()
+        )  # a recent one usually is still among its producers' last five
         self.send(data.draw(st.sampled_from(self.requests[-2:] if recent else self.requests)))
 
     def send(self, request: list[Sent]) -> None:
-        blob = b"".join(build_batch([(b"k", b"v", s.ts)] * s.count, producer_id=s.pid, producer_epoch=s.epoch,
-                                    base_sequence=s.seq) for s in request)
-        if any(s.pid >= 0 and s.seq == 0 and s.pid in self.model.producers and self.model.producers[s.pid].batches
-               and self.model.producers[s.pid].batches[-1].last_seq == SEQ_LIMIT - 1 for s in request):
+        blob = b"".join(
+            build_batch(
+                [(b"k", b"v", s.ts)] * s.count,
+                producer_id=s.pid,
+                producer_epoch=s.epoch,
+                base_sequence=s.seq,
+            )
+            for s in request
+        )
+        if any(
+            s.pid >= 0
+            and s.seq == 0
+            and s.pid in self.model.producers
+            and self.model.producers[s.pid].batches
+            and self.model.producers[s.pid].batches[-1].last_seq == SEQ_LIMIT - 1
+            for s in request
+        ):
             event("a batch follows one that ended at 2**31 - 1")
         expected = self.model.append(request)
         try:
@@ -223,7 +274,16 @@ class ProducerStateMachine(RuleBasedStateMachine):
             got = ERRORS[type(exc)]
         assert got == expected, request
         multi = "multi-batch " if len(request) > 1 else ""
-        event(multi + (expected if isinstance(expected, str) else "duplicate" if expected[2] else "appended"))
+        event(
+            multi
+            + (
+                expected
+                if isinstance(expected, str)
+                else "duplicate"
+                if expected[2]
+                else "appended"
+            )
+        )
         if any(s.pid >= 0 and s.last_seq < s.seq for s in request):
             event("a batch's sequences wrapped")
         if isinstance(expected, tuple) and not expected[2]:
@@ -237,15 +297,22 @@ class ProducerStateMachine(RuleBasedStateMachine):
     def restart_clean(self) -> None:
         self.log.close()
         self.model.snapshot()
-        self.log = Log(self.path, CONFIG, clean_shutdown=True, recovery_point=self.model.log_end_offset,
-                       producer_id_expiration_ms=EXPIRATION_MS)
+        self.log = Log(
+            self.path,
+            CONFIG,
+            clean_shutdown=True,
+            recovery_point=self.model.log_end_offset,
+            producer_id_expiration_ms=EXPIRATION_MS,
+        )
         self.model.reload()
 
     @rule()
     def restart_unclean(self) -> None:
         for seg in self.log.segments:  # a crash: no snapshot, no clean-shutdown marker
             seg.close()
-        self.log = Log(self.path, CONFIG, clean_shutdown=False, producer_id_expiration_ms=EXPIRATION_MS)
+        self.log = Log(
+            self.path, CONFIG, clean_shutdown=False, producer_id_expiration_ms=EXPIRATION_MS
+        )
         self.model.reload()
 
     @precondition(lambda self: self.model.log)
@@ -265,14 +332,29 @@ class ProducerStateMachine(RuleBasedStateMachine):
         if not hasattr(self, "log"):
             return
         assert self.log.log_end_offset == self.model.log_end_offset
-        got = {pid: (e.epoch, [(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
-                               for b in e.batches], e.last_timestamp)
-               for pid, e in self.log.producer_state.producers.items()}
-        expected = {pid: (p.epoch, [(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.ts)
-                                    for b in p.batches], p.last_ts)
-                    for pid, p in self.model.producers.items()}
+        got = {
+            pid: (
+                e.epoch,
+                [
+                    (b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
+                    for b in e.batches
+                ],
+                e.last_timestamp,
+            )
+            for pid, e in self.log.producer_state.producers.items()
+        }
+        expected = {
+            pid: (
+                p.epoch,
+                [(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.ts) for b in p.batches],
+                p.last_ts,
+            )
+            for pid, p in self.model.producers.items()
+        }
         assert got == expected
 
 
-ProducerStateMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+ProducerStateMachine.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=40, deadline=None
+)
 TestProducerState = ProducerStateMachine.TestCase

@@ -20,12 +20,20 @@ NOW = 10_000_000_000
 def compressed(batch: bytes, codec: int) -> bytes:
     """The same batch with its records compressed by ``codec`` (attributes and CRC redone)."""
     body = batch[61:]
-    packed = {1: gzip.compress, 3: lambda b: bytes(cramjam.lz4.compress(b)),
-              4: lambda b: bytes(cramjam.zstd.compress(b)),
-              2: lambda b: bytes(cramjam.snappy.compress_raw(b))}[codec](body)
+    packed = {
+        1: gzip.compress,
+        3: lambda b: bytes(cramjam.lz4.compress(b)),
+        4: lambda b: bytes(cramjam.zstd.compress(b)),
+        2: lambda b: bytes(cramjam.snappy.compress_raw(b)),
+    }[codec](body)
     after_crc = struct.pack(">h", codec) + batch[23:61] + packed
-    return (batch[:8] + struct.pack(">i", 4 + 1 + 4 + len(after_crc)) + batch[12:17]
-            + struct.pack(">I", crc32c(after_crc)) + after_crc)
+    return (
+        batch[:8]
+        + struct.pack(">i", 4 + 1 + 4 + len(after_crc))
+        + batch[12:17]
+        + struct.pack(">I", crc32c(after_crc))
+        + after_crc
+    )
 
 
 @pytest.fixture
@@ -42,10 +50,14 @@ def test_compacted_topic_rejects_null_keys_with_their_indices(compacted, codec):
         compacted.append(blob, leader_epoch=0, now_ms=NOW)
     assert raised.value.error_code == ErrorCode.invalid_record
     assert [i for i, _ in raised.value.record_errors] == [1, 2]
-    assert "Compacted topic cannot accept message without key in topic partition t-0" in str(raised.value)
+    assert "Compacted topic cannot accept message without key in topic partition t-0" in str(
+        raised.value
+    )
     assert compacted.log_end_offset == 0 and compacted.size_in_bytes == 0
     keyed = build_batch([(b"a", b"1", NOW), (b"b", None, NOW)])
-    info = compacted.append(compressed(keyed, codec) if codec else keyed, leader_epoch=0, now_ms=NOW)
+    info = compacted.append(
+        compressed(keyed, codec) if codec else keyed, leader_epoch=0, now_ms=NOW
+    )
     assert (info.first_offset, compacted.log_end_offset) == (0, 2)
 
 
@@ -64,6 +76,9 @@ def test_timestamps_outside_the_window_are_rejected(tmp_path, codec):
 
 def test_timestamps_inside_the_window_and_null_keys_on_a_delete_topic_pass(tmp_path):
     log = Log(tmp_path / "t-0", LogConfig(message_timestamp_before_max_ms=1000))
-    info = log.append(build_batch([(None, b"v", NOW - 1000), (b"k", b"v", NOW + 3600000)]), leader_epoch=0, now_ms=NOW)
+    info = log.append(
+        build_batch([(None, b"v", NOW - 1000), (b"k", b"v", NOW + 3600000)]),
+        leader_epoch=0,
+        now_ms=NOW,
+    )
     assert info.record_count == 2
-

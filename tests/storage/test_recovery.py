@@ -42,11 +42,15 @@ def check_log(log: Log, dense: bool = True) -> list:
         assert offsets == list(range(log.log_start_offset, log.log_end_offset))
     else:
         assert offsets == sorted(set(offsets)) and all(o >= log.log_start_offset for o in offsets)
-        assert offsets[-1:] == [log.log_end_offset - 1] or log.log_end_offset == log.log_start_offset
+        assert (
+            offsets[-1:] == [log.log_end_offset - 1] or log.log_end_offset == log.log_start_offset
+        )
     return batches
 
 
-def damages_only_a_base_offset(written: list[tuple[int, int]], segment_base: int, start: int, end: int) -> bool:
+def damages_only_a_base_offset(
+    written: list[tuple[int, int]], segment_base: int, start: int, end: int
+) -> bool:
     """Whether bytes [start, end) of the segment starting at ``segment_base`` lie inside one
     batch's baseOffset field: the one field recovery cannot check, since the CRC does not
     cover it and compacted or follower logs may legally skip offsets (Kafka's recovery
@@ -62,7 +66,12 @@ def damages_only_a_base_offset(written: list[tuple[int, int]], segment_base: int
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 40), st.floats(0, 1), st.sampled_from(["truncate", "overwrite", "zeros"]), st.binary(min_size=1, max_size=64))
+@given(
+    st.integers(1, 40),
+    st.floats(0, 1),
+    st.sampled_from(["truncate", "overwrite", "zeros"]),
+    st.binary(min_size=1, max_size=64),
+)
 def test_damaged_tail_is_cut_and_nothing_before_is_lost(batches, where, how, garbage):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t-0"
@@ -81,7 +90,8 @@ def test_damaged_tail_is_cut_and_nothing_before_is_lost(batches, where, how, gar
                 f.write(b"\0" * len(garbage))
         reopened = Log(path, CFG, clean_shutdown=False)
         dense = how != "overwrite" or not damages_only_a_base_offset(
-            written, last.base_offset, damage_at, damage_at + len(garbage))
+            written, last.base_offset, damage_at, damage_at + len(garbage)
+        )
         check_log(reopened, dense)
         # every batch that ended before the damage survives
         intact_end = last.base_offset
@@ -127,7 +137,9 @@ def test_missing_or_corrupt_indexes_are_rebuilt(tmp_path, damage):
         if damage == "delete":
             index.unlink()
         else:
-            index.write_bytes(b"\x00\x00\x00\x09\x00\x00\x01\x00" + b"\x00\x00\x00\x01\x00\x00\x00\x10")
+            index.write_bytes(
+                b"\x00\x00\x00\x09\x00\x00\x01\x00" + b"\x00\x00\x00\x01\x00\x00\x00\x10"
+            )
     reopened = Log(path, CFG, clean_shutdown=True, recovery_point=log.log_end_offset)
     assert [b.base_offset for b in check_log(reopened)] == expected
     for t, found in by_time.items():
@@ -141,16 +153,22 @@ def test_recovery_rebuilds_producer_state(tmp_path):
     path = tmp_path / "t-0"
     log = Log(path, CFG)
     for seq in range(0, 10, 2):
-        log.append(build_batch([(b"k", b"v", 1)] * 2, producer_id=7, producer_epoch=1, base_sequence=seq),
-                   leader_epoch=0, now_ms=0)
+        log.append(
+            build_batch([(b"k", b"v", 1)] * 2, producer_id=7, producer_epoch=1, base_sequence=seq),
+            leader_epoch=0,
+            now_ms=0,
+        )
     del log  # crash
     reopened = Log(path, CFG, clean_shutdown=False)
-    dup = reopened.append(build_batch([(b"k", b"v", 1)] * 2, producer_id=7, producer_epoch=1, base_sequence=8),
-                          leader_epoch=0, now_ms=0)
+    dup = reopened.append(
+        build_batch([(b"k", b"v", 1)] * 2, producer_id=7, producer_epoch=1, base_sequence=8),
+        leader_epoch=0,
+        now_ms=0,
+    )
     assert dup.duplicate and (dup.first_offset, dup.last_offset) == (8, 9)
 
 
-WRITER = r'''
+WRITER = r"""
 import sys
 sys.path.insert(0, sys.argv[2])
 from spec import build_batch
@@ -166,7 +184,7 @@ while True:
     i += 1
     if i % 50 == 0:
         lm.checkpoint()
-'''
+"""
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -174,8 +192,11 @@ def test_sigkill_writer_loses_nothing_acknowledged(tmp_path, seed):
     rng = random.Random(seed)
     data_dir = tmp_path / "data"
     for _round in range(2):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(data_dir), str(Path(__file__).parent)],
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(data_dir), str(Path(__file__).parent)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         acked = -1
         deadline = time.monotonic() + rng.uniform(0.3, 1.2)
         while time.monotonic() < deadline:

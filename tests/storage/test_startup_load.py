@@ -32,7 +32,9 @@ def test_a_clean_load_leaves_the_epoch_checkpoint_of_an_empty_partition_alone(tm
     del reopened  # a crash before any flush: the file still says epoch 0 from offset 0
 
     recovered = Log(path, LogConfig(), clean_shutdown=False)
-    assert recovered.leader_epoch_cache.entries == [(3, 0)]  # restored from the batch, the stale entry gone
+    assert recovered.leader_epoch_cache.entries == [
+        (3, 0)
+    ]  # restored from the batch, the stale entry gone
     assert (path / CHECKPOINT).read_text() == "0\n1\n3 0\n"
     recovered.close()
 
@@ -64,7 +66,9 @@ def test_a_clean_load_still_removes_what_a_crash_left_behind(tmp_path) -> None:
     again = LogManager([str(tmp_path)], LogConfig())
     again.startup()
     reloaded = again.get_log(TopicPartition("t", 0))
-    assert not {"00000000000000000000.log.deleted", "00000000000000000007.index", "x.tmp"} & set(os.listdir(reloaded.dir))
+    assert not {"00000000000000000000.log.deleted", "00000000000000000007.index", "x.tmp"} & set(
+        os.listdir(reloaded.dir)
+    )
     assert reloaded.log_end_offset == 1
     again.shutdown()
 

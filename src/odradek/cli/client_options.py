@@ -41,17 +41,25 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         help=f"host:port of one or more brokers, comma-separated (default {DEFAULT_BOOTSTRAP})",
     )
     parser.add_argument(
-        "--command-config", type=Path, help="file of client properties (security settings, timeouts)"
+        "--command-config",
+        type=Path,
+        help="file of client properties (security settings, timeouts)",
     )
-    add_key_value_arg(parser, "-X", dest="client_properties", help="a librdkafka client property; repeatable")
+    add_key_value_arg(
+        parser, "-X", dest="client_properties", help="a librdkafka client property; repeatable"
+    )
 
 
 def add_key_value_arg(parser: argparse.ArgumentParser, *flags: str, **kwargs: str) -> None:
     """A repeatable ``KEY=VALUE`` option collected as a list of pairs, as Kafka's tools take them."""
-    parser.add_argument(*flags, action="append", type=parse_key_value, default=[], metavar="KEY=VALUE", **kwargs)
+    parser.add_argument(
+        *flags, action="append", type=parse_key_value, default=[], metavar="KEY=VALUE", **kwargs
+    )
 
 
-def client_config(args: argparse.Namespace, extra: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
+def client_config(
+    args: argparse.Namespace, extra: Iterable[tuple[str, str]] = ()
+) -> dict[str, str]:
     """The confluent-kafka configuration the options describe; later sources win."""
     config: dict[str, str] = {"bootstrap.servers": args.bootstrap_server}
     if args.command_config is not None:

@@ -30,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--all", action="store_true", help="every config, with its source")
     describe.set_defaults(func=_describe)
 
-    alter = actions.add_parser("alter", help="set or remove dynamic configs (IncrementalAlterConfigs)")
+    alter = actions.add_parser(
+        "alter", help="set or remove dynamic configs (IncrementalAlterConfigs)"
+    )
     _add_entity_args(alter)
     alter.add_argument("--add-config", default="", metavar="K1=V1,K2=V2", help="configs to set")
     alter.add_argument("--delete-config", default="", metavar="K1,K2", help="configs to remove")
@@ -100,7 +102,9 @@ def _alter(args: argparse.Namespace) -> int:
     entries = [
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()
     ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
-    resource = ConfigResource(ENTITY_TYPES[args.entity_type], args.entity_name, incremental_configs=entries)
+    resource = ConfigResource(
+        ENTITY_TYPES[args.entity_type], args.entity_name, incremental_configs=entries
+    )
     admin = AdminClient(client_config(args))
     (future,) = admin.incremental_alter_configs([resource]).values()
     try:

@@ -14,7 +14,14 @@ import sys
 import time
 from typing import TextIO
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    Message,
+    TopicPartition,
+)
 
 from odradek.cli.client_options import add_connection_args, add_key_value_arg, client_config
 
@@ -33,7 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument(
         "--offset", help="earliest, latest or an offset number (a number needs --partition)"
     )
-    start.add_argument("--timestamp", type=int, help="start at the first record at or after this epoch ms")
+    start.add_argument(
+        "--timestamp", type=int, help="start at the first record at or after this epoch ms"
+    )
     parser.add_argument("--max-messages", type=int, help="exit after printing this many records")
     parser.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -42,7 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--property",
         help="text format: print.key, print.timestamp, print.partition, print.offset, key.separator",
     )
-    add_key_value_arg(parser, "--consumer-property", help="a consumer config, e.g. isolation.level=read_committed")
+    add_key_value_arg(
+        parser, "--consumer-property", help="a consumer config, e.g. isolation.level=read_committed"
+    )
     parser.set_defaults(func=run)
 
 
@@ -113,7 +124,10 @@ def _assignment(consumer: Consumer, args: argparse.Namespace) -> list[TopicParti
     if args.timestamp is not None:
         wanted = [TopicPartition(args.topic, p, args.timestamp) for p in partitions]
         found = consumer.offsets_for_times(wanted, timeout=METADATA_TIMEOUT_S)
-        return [TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
+        return [
+            TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END)
+            for tp in found
+        ]
     start = _start_offset(args)
     return [TopicPartition(args.topic, p, start) for p in partitions]
 
@@ -137,7 +151,10 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         return 2
     extra = dict(args.consumer_property)
     if args.group:
-        extra |= {"group.id": args.group, "auto.offset.reset": "earliest" if args.from_beginning else "latest"}
+        extra |= {
+            "group.id": args.group,
+            "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        }
     else:
         extra |= {"group.id": "odradek-console-consumer", "enable.auto.commit": "false"}
     consumer = Consumer(client_config(args, extra.items()))
@@ -152,7 +169,10 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         while args.max_messages is None or printed < args.max_messages:
             msg = consumer.poll(POLL_INTERVAL_S)
             if msg is None:
-                if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
+                if (
+                    args.timeout_ms is not None
+                    and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms
+                ):
                     break
                 continue
             if msg.error() is not None:

@@ -30,7 +30,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     modules imports confluent-kafka: `odradek serve` registers only itself, so the broker
     process never loads a client library.
     """
-    parser = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible event-streaming broker.")
+    parser = argparse.ArgumentParser(
+        prog="odradek", description="A Kafka-compatible event-streaming broker."
+    )
     parser.add_argument("--log-level", default="INFO", help="Python logging level (default INFO)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = [m for m in COMMAND_MODULES if m.rpartition(".")[2] == command] or COMMAND_MODULES
@@ -56,7 +58,9 @@ def command_name(argv: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser(command_name(sys.argv[1:] if argv is None else argv)).parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     return int(args.func(args) or 0)
 

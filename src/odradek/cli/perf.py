@@ -72,7 +72,9 @@ def percentile(ordered: list[float], q: float) -> float:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    perf = subparsers.add_parser("perf", help="producer, consumer and end-to-end latency benchmarks")
+    perf = subparsers.add_parser(
+        "perf", help="producer, consumer and end-to-end latency benchmarks"
+    )
     commands = perf.add_subparsers(dest="perf_command", required=True, metavar="TEST")
     for name, help_text, func in (
         ("produce", "producer throughput and latency", run_produce),
@@ -82,30 +84,69 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p = commands.add_parser(name, help=help_text)
         add_connection_args(p)
         p.add_argument("--topic", required=True)
-        p.add_argument("--records", type=int, default=1_000_000, help="number of records (default 1,000,000)")
-        p.add_argument("--json", action="store_true", help="print one JSON object instead of a line of text")
-        p.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
+        p.add_argument(
+            "--records", type=int, default=1_000_000, help="number of records (default 1,000,000)"
+        )
+        p.add_argument(
+            "--json", action="store_true", help="print one JSON object instead of a line of text"
+        )
+        p.add_argument(
+            "--timeout", type=float, default=300.0, help="give up after this many seconds"
+        )
         if name != "consume":
-            p.add_argument("--record-size", type=int, default=100, help="value bytes per record (default 100)")
+            p.add_argument(
+                "--record-size", type=int, default=100, help="value bytes per record (default 100)"
+            )
             p.add_argument("--acks", default="1", choices=("0", "1", "all", "-1"))
-            p.add_argument("--partitions", type=int, default=1,
-                           help="partitions of the topic if it must be created (default 1)")
-            p.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"))
-            p.add_argument("--batch-size", type=int, help="batch.size in bytes (librdkafka default otherwise)")
-            p.add_argument("--linger-ms", type=float, help="linger.ms (librdkafka default 5 for produce, 0 for e2e)")
+            p.add_argument(
+                "--partitions",
+                type=int,
+                default=1,
+                help="partitions of the topic if it must be created (default 1)",
+            )
+            p.add_argument(
+                "--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd")
+            )
+            p.add_argument(
+                "--batch-size", type=int, help="batch.size in bytes (librdkafka default otherwise)"
+            )
+            p.add_argument(
+                "--linger-ms",
+                type=float,
+                help="linger.ms (librdkafka default 5 for produce, 0 for e2e)",
+            )
         if name == "produce":
-            p.add_argument("--producers", type=int, default=1, help="producer processes (default 1)")
-            p.add_argument("--throughput", type=float, default=-1,
-                           help="cap on total records/s; -1 for none (default)")
-            p.add_argument("--round-robin", action="store_true",
-                           help="spread records over all partitions in turn instead of the sticky partitioner")
+            p.add_argument(
+                "--producers", type=int, default=1, help="producer processes (default 1)"
+            )
+            p.add_argument(
+                "--throughput",
+                type=float,
+                default=-1,
+                help="cap on total records/s; -1 for none (default)",
+            )
+            p.add_argument(
+                "--round-robin",
+                action="store_true",
+                help="spread records over all partitions in turn instead of the sticky partitioner",
+            )
         if name == "e2e":
-            p.add_argument("--throughput", type=float, default=10_000, help="records/s (default 10,000)")
-            p.add_argument("--warmup-records", type=int, default=-1,
-                           help="records left out of the latencies (default a tenth, at most 1,000)")
-            p.add_argument("--latency-log", type=Path, metavar="FILE",
-                           help="write every timed record as CSV: offset, send time (CLOCK_MONOTONIC ns) "
-                                "and latency (us), to line the tail up with what the broker did meanwhile")
+            p.add_argument(
+                "--throughput", type=float, default=10_000, help="records/s (default 10,000)"
+            )
+            p.add_argument(
+                "--warmup-records",
+                type=int,
+                default=-1,
+                help="records left out of the latencies (default a tenth, at most 1,000)",
+            )
+            p.add_argument(
+                "--latency-log",
+                type=Path,
+                metavar="FILE",
+                help="write every timed record as CSV: offset, send time (CLOCK_MONOTONIC ns) "
+                "and latency (us), to line the tail up with what the broker did meanwhile",
+            )
         p.set_defaults(func=func)
 
 
@@ -139,7 +180,9 @@ def ensure_topic(args: argparse.Namespace) -> int:
     existing = admin.list_topics(timeout=30).topics.get(args.topic)
     if existing is not None and not existing.error:
         return len(existing.partitions)
-    future = admin.create_topics([NewTopic(args.topic, args.partitions, 1)], operation_timeout=30)[args.topic]
+    future = admin.create_topics([NewTopic(args.topic, args.partitions, 1)], operation_timeout=30)[
+        args.topic
+    ]
     try:
         future.result(60)
     except KafkaException as e:
@@ -182,11 +225,15 @@ def emit(args: argparse.Namespace, kind: str, result: Result) -> int:
     if args.json:
         print(json.dumps(summary), flush=True)
     else:
-        line = (f"{kind}: {summary['records']} records in {summary['seconds']:.3f} s, "
-                f"{summary['records_per_s']:,.0f} records/s, {summary['mb_per_s']:.2f} MB/s")
+        line = (
+            f"{kind}: {summary['records']} records in {summary['seconds']:.3f} s, "
+            f"{summary['records_per_s']:,.0f} records/s, {summary['mb_per_s']:.2f} MB/s"
+        )
         if "p50_ms" in summary:
-            line += (f", latency ms p50 {summary['p50_ms']} p95 {summary['p95_ms']} p99 {summary['p99_ms']} "
-                     f"p99.9 {summary['p99.9_ms']} max {summary['max_ms']}")
+            line += (
+                f", latency ms p50 {summary['p50_ms']} p95 {summary['p95_ms']} p99 {summary['p99_ms']} "
+                f"p99.9 {summary['p99.9_ms']} max {summary['max_ms']}"
+            )
         if summary["errors"]:
             line += f", {summary['errors']} errors"
         print(line, flush=True)
@@ -196,8 +243,18 @@ def emit(args: argparse.Namespace, kind: str, result: Result) -> int:
 # ---------------------------------------------------------------- produce
 
 
-def _produce_worker(config: dict[str, str], topic: str, records: int, size: int, rate: float,
-                    partitions: int, round_robin: bool, go: object, results: object, seed: int) -> None:
+def _produce_worker(
+    config: dict[str, str],
+    topic: str,
+    records: int,
+    size: int,
+    rate: float,
+    partitions: int,
+    round_robin: bool,
+    go: object,
+    results: object,
+    seed: int,
+) -> None:
     """One producer process: waits for ``go``, sends, flushes, reports (start, end, errors, latencies)."""
     from confluent_kafka import Producer
 
@@ -213,6 +270,7 @@ def _produce_worker(config: dict[str, str], topic: str, records: int, size: int,
                 errors[0] += 1
             else:
                 latencies.append((time.perf_counter() - sent_at) * 1000)
+
         return on_delivery
 
     producer.list_topics(topic, timeout=30)  # metadata and connections before the clock starts
@@ -249,13 +307,39 @@ def run_produce(args: argparse.Namespace) -> int:
     if n == 1:
         # In-process: no spawn cost, and the figures are the same as Kafka's single-producer test.
         go.set()
-        _produce_worker(config, args.topic, share[0], args.record_size, rate, partitions, args.round_robin,
-                        go, results, 0)
+        _produce_worker(
+            config,
+            args.topic,
+            share[0],
+            args.record_size,
+            rate,
+            partitions,
+            args.round_robin,
+            go,
+            results,
+            0,
+        )
         reports = [results.get(timeout=args.timeout)]
     else:
-        workers = [ctx.Process(target=_produce_worker, daemon=True,
-                               args=(config, args.topic, share[i], args.record_size, rate, partitions,
-                                     args.round_robin, go, results, i)) for i in range(n)]
+        workers = [
+            ctx.Process(
+                target=_produce_worker,
+                daemon=True,
+                args=(
+                    config,
+                    args.topic,
+                    share[i],
+                    args.record_size,
+                    rate,
+                    partitions,
+                    args.round_robin,
+                    go,
+                    results,
+                    i,
+                ),
+            )
+            for i in range(n)
+        ]
         for w in workers:
             w.start()
         go.set()
@@ -264,8 +348,13 @@ def run_produce(args: argparse.Namespace) -> int:
             w.join(10)
     start = min(r[0] for r in reports)
     end = max(r[1] for r in reports)
-    result = Result(args.records, args.records * args.record_size, end - start, sum(r[2] for r in reports),
-                    [x for r in reports for x in r[3]])
+    result = Result(
+        args.records,
+        args.records * args.record_size,
+        end - start,
+        sum(r[2] for r in reports),
+        [x for r in reports for x in r[3]],
+    )
     return emit(args, "produce", result)
 
 
@@ -275,8 +364,12 @@ def run_produce(args: argparse.Namespace) -> int:
 def consumer_config(args: argparse.Namespace) -> dict[str, str]:
     # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1 s) whenever its
     # local queue holds queued.min.messages; that pause, not the broker, would set the pace.
-    config = {"group.id": f"odradek-perf-{time.time_ns()}", "enable.auto.commit": "false",
-              "enable.partition.eof": "false", "fetch.queue.backoff.ms": "1"}
+    config = {
+        "group.id": f"odradek-perf-{time.time_ns()}",
+        "enable.auto.commit": "false",
+        "enable.partition.eof": "false",
+        "fetch.queue.backoff.ms": "1",
+    }
     config.update(client_config(args))
     return config
 
@@ -304,15 +397,27 @@ def run_consume(args: argparse.Namespace) -> int:
     consumer.close()
     if got < args.records:
         errors += 1
-        print(f"odradek perf: only {got} of {args.records} records arrived in {args.timeout} s", file=sys.stderr)
+        print(
+            f"odradek perf: only {got} of {args.records} records arrived in {args.timeout} s",
+            file=sys.stderr,
+        )
     return emit(args, "consume", Result(got, size, seconds, errors))
 
 
 # ---------------------------------------------------------------- end to end
 
 
-def _e2e_consumer(config: dict[str, str], topic: str, partitions: int, records: int, warmup: int, timeout: float,
-                  keep_records: bool, ready: object, results: object) -> None:
+def _e2e_consumer(
+    config: dict[str, str],
+    topic: str,
+    partitions: int,
+    records: int,
+    warmup: int,
+    timeout: float,
+    keep_records: bool,
+    ready: object,
+    results: object,
+) -> None:
     """The receiving end in its own process: assigns the partitions at their ends, signals ``ready``,
     then reports (records, errors, latencies in ms, timed records) once ``records`` arrived or
     ``timeout`` passed; with ``keep_records`` the timed records are (offset, send ns, latency ns)."""
@@ -364,9 +469,21 @@ def run_e2e(args: argparse.Namespace) -> int:
     warmup = args.warmup_records if args.warmup_records >= 0 else min(1000, args.records // 10)
     ctx = multiprocessing.get_context("spawn")
     ready, results = ctx.Event(), ctx.Queue()
-    reader = ctx.Process(target=_e2e_consumer, daemon=True,
-                         args=(config, args.topic, partitions, args.records, warmup, args.timeout,
-                               args.latency_log is not None, ready, results))
+    reader = ctx.Process(
+        target=_e2e_consumer,
+        daemon=True,
+        args=(
+            config,
+            args.topic,
+            partitions,
+            args.records,
+            warmup,
+            args.timeout,
+            args.latency_log is not None,
+            ready,
+            results,
+        ),
+    )
     reader.start()
     producer = Producer(producer_config(args, default_linger_ms=0))
     producer.list_topics(args.topic, timeout=30)

@@ -13,35 +13,58 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("pipeline", help="run a Spark pipeline (needs the spark extra)")
     kinds = parser.add_subparsers(dest="pipeline", required=True, metavar="PIPELINE")
 
-    parquet = kinds.add_parser("parquet", help="materialise topics into a Parquet table partitioned by date")
+    parquet = kinds.add_parser(
+        "parquet", help="materialise topics into a Parquet table partitioned by date"
+    )
     _common(parquet)
     chosen = parquet.add_mutually_exclusive_group(required=True)
     chosen.add_argument("--topic", action="append", help="topic to read (repeatable)")
-    chosen.add_argument("--pattern", help="regex of topics to read; new matching topics are picked up")
+    chosen.add_argument(
+        "--pattern", help="regex of topics to read; new matching topics are picked up"
+    )
     parquet.add_argument("--output", required=True, help="Parquet table directory")
-    parquet.add_argument("--schema", help='DDL schema of JSON values, e.g. "user string, amount double"')
+    parquet.add_argument(
+        "--schema", help='DDL schema of JSON values, e.g. "user string, amount double"'
+    )
     parquet.set_defaults(func=_run_parquet)
 
-    aggregate = kinds.add_parser("aggregate", help="windowed counts per key from one topic into another")
+    aggregate = kinds.add_parser(
+        "aggregate", help="windowed counts per key from one topic into another"
+    )
     _common(aggregate)
     aggregate.add_argument("--source-topic", required=True)
     aggregate.add_argument("--sink-topic", required=True)
-    aggregate.add_argument("--window", default="1 minute", help='window length (default "1 minute")')
-    aggregate.add_argument("--watermark", default="1 minute", help='allowed lateness (default "1 minute")')
+    aggregate.add_argument(
+        "--window", default="1 minute", help='window length (default "1 minute")'
+    )
+    aggregate.add_argument(
+        "--watermark", default="1 minute", help='allowed lateness (default "1 minute")'
+    )
     aggregate.set_defaults(func=_run_aggregate)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-servers", required=True)
-    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (offsets and state)")
+    parser.add_argument(
+        "--checkpoint", required=True, help="checkpoint directory (offsets and state)"
+    )
     parser.add_argument("--starting-offsets", default="earliest", help="earliest, latest or JSON")
     parser.add_argument("--max-offsets-per-trigger", type=int, help="rate limit per micro-batch")
-    parser.add_argument("--trigger", default="5 seconds", help='processing-time trigger (default "5 seconds")')
+    parser.add_argument(
+        "--trigger", default="5 seconds", help='processing-time trigger (default "5 seconds")'
+    )
     parser.add_argument("--available-now", action="store_true", help="drain the backlog, then stop")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    parser.add_argument("--progress-interval", type=float, default=5.0, help="seconds between progress lines")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra source option, e.g. kafka.isolation.level=read_uncommitted")
+    parser.add_argument(
+        "--progress-interval", type=float, default=5.0, help="seconds between progress lines"
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra source option, e.g. kafka.isolation.level=read_uncommitted",
+    )
 
 
 def _source_options(args: argparse.Namespace) -> dict[str, str]:
@@ -54,7 +77,7 @@ def _source_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-def _session(args: argparse.Namespace):  # noqa: ANN202 - pyspark is imported lazily
+def _session(args: argparse.Namespace):
     from odradek.spark import use_this_python
 
     use_this_python()
@@ -69,13 +92,15 @@ def _session(args: argparse.Namespace):  # noqa: ANN202 - pyspark is imported la
     )
 
 
-def _trigger(args: argparse.Namespace):  # noqa: ANN202
+def _trigger(args: argparse.Namespace):
     from odradek.spark.pipelines import Trigger
 
-    return Trigger(available_now=True) if args.available_now else Trigger(processing_time=args.trigger)
+    return (
+        Trigger(available_now=True) if args.available_now else Trigger(processing_time=args.trigger)
+    )
 
 
-def _watch(query, interval: float) -> int:  # noqa: ANN001
+def _watch(query, interval: float) -> int:
     """Print a progress line per new micro-batch until the query ends (Ctrl-C stops it)."""
     from odradek.spark.pipelines import progress_summary
 

@@ -23,9 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_connection_args(parser)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int, help="write every record to this partition")
-    parser.add_argument("--key-separator", help="split each line into key SEP value (implies parse.key)")
+    parser.add_argument(
+        "--key-separator", help="split each line into key SEP value (implies parse.key)"
+    )
     add_key_value_arg(
-        parser, "--property", help="line reader properties: parse.key=true, key.separator=SEP, null.marker=TEXT"
+        parser,
+        "--property",
+        help="line reader properties: parse.key=true, key.separator=SEP, null.marker=TEXT",
     )
     add_key_value_arg(
         parser,
@@ -86,5 +90,8 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
     for error in failures[:10]:
         print(f"Error: {error.name()}: {error.str()}", file=sys.stderr)
     if remaining:
-        print(f"Error: {remaining} record(s) not delivered within {FLUSH_TIMEOUT_S:.0f}s", file=sys.stderr)
+        print(
+            f"Error: {remaining} record(s) not delivered within {FLUSH_TIMEOUT_S:.0f}s",
+            file=sys.stderr,
+        )
     return 1 if failures or remaining else 0

@@ -22,12 +22,22 @@ READY = "odradek ready"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     serve = subparsers.add_parser("serve", help="run a broker", description=__doc__)
-    serve.add_argument("--config", metavar="server.properties", help="Kafka-style broker config file")
-    serve.add_argument("--data-dir", metavar="DIR", help="log.dirs (default /tmp/kafka-logs, as Kafka)")
+    serve.add_argument(
+        "--config", metavar="server.properties", help="Kafka-style broker config file"
+    )
+    serve.add_argument(
+        "--data-dir", metavar="DIR", help="log.dirs (default /tmp/kafka-logs, as Kafka)"
+    )
     serve.add_argument("--host", help="listener host (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listener port (default 9092; 0 picks a free one)")
-    serve.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
-                       help="a broker config, Kafka name (repeatable)")
+    serve.add_argument(
+        "-o",
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config, Kafka name (repeatable)",
+    )
     serve.set_defaults(func=run)
 
 
@@ -36,7 +46,9 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
     if args.data_dir:
         props["log.dirs"] = args.data_dir
     if args.host is not None or args.port is not None:
-        props["listeners"] = f"PLAINTEXT://{args.host or '127.0.0.1'}:{9092 if args.port is None else args.port}"
+        props["listeners"] = (
+            f"PLAINTEXT://{args.host or '127.0.0.1'}:{9092 if args.port is None else args.port}"
+        )
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -71,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    from odradek.server.broker import Broker
     from odradek.protocol.errors import KafkaError
+    from odradek.server.broker import Broker
     from odradek.storage.errors import LogDirLocked
 
     try:
@@ -80,7 +92,9 @@ async def _serve(config: BrokerConfig) -> int:
         await broker.start()
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
-            print(f"odradek: cannot listen on {e.filename}: address already in use", file=sys.stderr)
+            print(
+                f"odradek: cannot listen on {e.filename}: address already in use", file=sys.stderr
+            )
         elif isinstance(e, PermissionError):
             print(f"odradek: data directory not writable: {e}", file=sys.stderr)
         else:
@@ -100,7 +114,9 @@ async def _serve(config: BrokerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     host, port = broker.advertised
-    listeners = ",".join(f"{name}://{h}:{p}" for name, (h, p) in broker.advertised_listeners.items())
+    listeners = ",".join(
+        f"{name}://{h}:{p}" for name, (h, p) in broker.advertised_listeners.items()
+    )
     print(
         f"{READY} bootstrap_servers={host}:{port} node_id={broker.node_id} "
         f"cluster_id={broker.cluster_id} log_dirs={','.join(config.log_dirs)} listeners={listeners}",

@@ -28,13 +28,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     create = actions.add_parser("create", help="create a topic")
     add_connection_args(create)
     create.add_argument("--topic", required=True)
-    create.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
     create.add_argument(
-        "--replication-factor", type=int, default=-1, help="default: the broker's default.replication.factor"
+        "--partitions", type=int, default=-1, help="default: the broker's num.partitions"
     )
-    add_key_value_arg(create, "--config", help="a topic config, e.g. cleanup.policy=compact; repeatable")
+    create.add_argument(
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="default: the broker's default.replication.factor",
+    )
+    add_key_value_arg(
+        create, "--config", help="a topic config, e.g. cleanup.policy=compact; repeatable"
+    )
     create.add_argument("--if-not-exists", action="store_true")
-    create.add_argument("--validate-only", action="store_true", help="check the request, create nothing")
+    create.add_argument(
+        "--validate-only", action="store_true", help="check the request, create nothing"
+    )
     create.set_defaults(func=_create)
 
     listing = actions.add_parser("list", help="list topic names")
@@ -42,16 +51,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--exclude-internal", action="store_true")
     listing.set_defaults(func=_list)
 
-    describe = actions.add_parser("describe", help="partitions, leaders, replicas and overridden configs")
+    describe = actions.add_parser(
+        "describe", help="partitions, leaders, replicas and overridden configs"
+    )
     add_connection_args(describe)
-    describe.add_argument("--topic", action="append", default=[], help="repeatable; default: all topics")
+    describe.add_argument(
+        "--topic", action="append", default=[], help="repeatable; default: all topics"
+    )
     describe.add_argument("--exclude-internal", action="store_true")
     describe.set_defaults(func=_describe)
 
     alter = actions.add_parser("alter", help="increase a topic's partition count")
     add_connection_args(alter)
     alter.add_argument("--topic", required=True)
-    alter.add_argument("--partitions", type=int, required=True, help="the new total partition count")
+    alter.add_argument(
+        "--partitions", type=int, required=True, help="the new total partition count"
+    )
     alter.set_defaults(func=_alter)
 
     delete = actions.add_parser("delete", help="delete topics")
@@ -88,7 +103,9 @@ def _create(args: argparse.Namespace) -> int:
         config=dict(args.config),
     )
     admin = _admin(args)  # must outlive the futures: a destroyed handle fails them
-    futures = admin.create_topics([topic], validate_only=args.validate_only, operation_timeout=TIMEOUT_S)
+    futures = admin.create_topics(
+        [topic], validate_only=args.validate_only, operation_timeout=TIMEOUT_S
+    )
     ignore = frozenset({"TOPIC_ALREADY_EXISTS"}) if args.if_not_exists else frozenset()
     status = _wait(futures, ignore)
     if status == 0:
@@ -147,7 +164,9 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _alter(args: argparse.Namespace) -> int:
     admin = _admin(args)
-    futures = admin.create_partitions([NewPartitions(args.topic, args.partitions)], operation_timeout=TIMEOUT_S)
+    futures = admin.create_partitions(
+        [NewPartitions(args.topic, args.partitions)], operation_timeout=TIMEOUT_S
+    )
     status = _wait(futures)
     if status == 0:
         print(f"Topic {args.topic} now has {args.partitions} partitions.")

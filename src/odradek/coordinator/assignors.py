@@ -17,8 +17,11 @@ def _eligible(subscriptions: Mapping[str, set[uuid.UUID]], topic_id: uuid.UUID) 
     return sorted(m for m, topics in subscriptions.items() if topic_id in topics)
 
 
-def range_assign(subscriptions: Mapping[str, set[uuid.UUID]], partitions: Mapping[uuid.UUID, int],
-                 current: Mapping[str, Assignment]) -> dict[str, Assignment]:
+def range_assign(
+    subscriptions: Mapping[str, set[uuid.UUID]],
+    partitions: Mapping[uuid.UUID, int],
+    current: Mapping[str, Assignment],
+) -> dict[str, Assignment]:
     """Per topic, contiguous ranges to the subscribed members in member id order (as the classic range)."""
     out: dict[str, Assignment] = {m: {} for m in subscriptions}
     for topic_id, count in partitions.items():
@@ -35,8 +38,11 @@ def range_assign(subscriptions: Mapping[str, set[uuid.UUID]], partitions: Mappin
     return out
 
 
-def uniform_assign(subscriptions: Mapping[str, set[uuid.UUID]], partitions: Mapping[uuid.UUID, int],
-                   current: Mapping[str, Assignment]) -> dict[str, Assignment]:
+def uniform_assign(
+    subscriptions: Mapping[str, set[uuid.UUID]],
+    partitions: Mapping[uuid.UUID, int],
+    current: Mapping[str, Assignment],
+) -> dict[str, Assignment]:
     """Spread all partitions evenly, keeping each member's current partitions where balance allows."""
     out: dict[str, Assignment] = {m: {} for m in subscriptions}
     counts = dict.fromkeys(subscriptions, 0)
@@ -48,7 +54,11 @@ def uniform_assign(subscriptions: Mapping[str, set[uuid.UUID]], partitions: Mapp
             if topic_id not in partitions or topic_id not in subscriptions[member]:
                 continue
             for p in sorted(parts):
-                if p < partitions[topic_id] and counts[member] < quota and (topic_id, p) not in taken:
+                if (
+                    p < partitions[topic_id]
+                    and counts[member] < quota
+                    and (topic_id, p) not in taken
+                ):
                     out[member].setdefault(topic_id, set()).add(p)
                     counts[member] += 1
                     taken.add((topic_id, p))

@@ -19,15 +19,30 @@ def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -
     """One batch of (key, value) records; a None value is a tombstone."""
     body = bytearray()
     for delta, (key, value) in enumerate(records):
-        record = b"\x00" + write_varint(0) + write_varint(delta) + _field(key) + _field(value) + write_varint(0)
+        record = (
+            b"\x00"
+            + write_varint(0)
+            + write_varint(delta)
+            + _field(key)
+            + _field(value)
+            + write_varint(0)
+        )
         body += write_varint(len(record)) + record
-    return new_batch(bytes(body), attributes=0, last_offset_delta=len(records) - 1, base_timestamp=timestamp_ms,
-                     max_timestamp=timestamp_ms, records_count=len(records))
+    return new_batch(
+        bytes(body),
+        attributes=0,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=timestamp_ms,
+        max_timestamp=timestamp_ms,
+        records_count=len(records),
+    )
 
 
 def decode_records(data: bytes) -> Iterator[tuple[int, bytes, bytes | None]]:
     """(offset, key, value) of every record in uncompressed batches; control batches skipped."""
-    for batch in iter_batches(data, strict_count=False):  # compaction leaves fewer records than offsets
+    for batch in iter_batches(
+        data, strict_count=False
+    ):  # compaction leaves fewer records than offsets
         if batch.is_control:
             continue
         if batch.compression_type != 0:

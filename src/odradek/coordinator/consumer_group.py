@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections import Counter
 import re
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 from odradek.coordinator.assignors import DEFAULT_ASSIGNOR, Assignment
-from odradek.coordinator.records import ClassicMemberMetadata
 from odradek.coordinator.group import GroupState
+from odradek.coordinator.records import ClassicMemberMetadata
 
 
 @dataclass(slots=True)
@@ -121,8 +121,11 @@ class ConsumerGroup:
             return "Empty"
         if self.assignment_epoch != self.group_epoch:
             return "Assigning"
-        if any(m.member_epoch != self.assignment_epoch or m.assigned != self.target.get(m.member_id, {})
-               for m in self.members.values()):
+        if any(
+            m.member_epoch != self.assignment_epoch
+            or m.assigned != self.target.get(m.member_id, {})
+            for m in self.members.values()
+        ):
             return "Reconciling"
         return "Stable"
 
@@ -146,17 +149,26 @@ class ConsumerGroup:
         return None
 
     def owned_by_others(self, member_id: str) -> set[tuple[uuid.UUID, int]]:
-        return {(t, p) for m in self.members.values() if m.member_id != member_id
-                for t, ps in m.assigned.items() for p in ps}
+        return {
+            (t, p)
+            for m in self.members.values()
+            if m.member_id != member_id
+            for t, ps in m.assigned.items()
+            for p in ps
+        }
 
     def copy(self) -> ConsumerGroup:
         """An independent copy (for coordinator snapshots), much cheaper than copy.deepcopy."""
         c = copy.copy(self)
         c.members = {
             mid: dataclasses.replace(
-                m, subscribed_topic_names=list(m.subscribed_topic_names), assigned=copy_assignment(m.assigned),
-                to_send=copy_assignment(m.to_send), last_sent=copy_assignment(m.last_sent),
-                reported_owned=copy_assignment(m.reported_owned))
+                m,
+                subscribed_topic_names=list(m.subscribed_topic_names),
+                assigned=copy_assignment(m.assigned),
+                to_send=copy_assignment(m.to_send),
+                last_sent=copy_assignment(m.last_sent),
+                reported_owned=copy_assignment(m.reported_owned),
+            )
             for mid, m in self.members.items()
         }
         c.target = {mid: copy_assignment(a) for mid, a in self.target.items()}
@@ -165,4 +177,3 @@ class ConsumerGroup:
         c.pending_members = dict(self.pending_members)
         c.persisted = dict(self.persisted)
         return c
-

@@ -110,8 +110,13 @@ class GroupCoordinator:
                     current_state_timestamp=group.state_timestamp_ms,
                     members=[
                         rec.MemberMetadata(
-                            m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms,
-                            m.metadata(group.protocol_name) if group.protocol_name else b"", m.assignment,
+                            m.member_id,
+                            m.client_id,
+                            m.client_host,
+                            m.rebalance_timeout_ms,
+                            m.session_timeout_ms,
+                            m.metadata(group.protocol_name) if group.protocol_name else b"",
+                            m.assignment,
                             m.group_instance_id,
                         )
                         for m in group.members.values()
@@ -120,13 +125,20 @@ class GroupCoordinator:
             )
         self._records.append(OffsetRecord(self.partition_for(group.group_id), key, value))
 
-    def _store_offset(self, group_id: str, topic: str, partition: int, om: OffsetAndMetadata | None) -> None:
+    def _store_offset(
+        self, group_id: str, topic: str, partition: int, om: OffsetAndMetadata | None
+    ) -> None:
         key = rec.encode_offset_commit_key(rec.OffsetCommitKey(group_id, topic, partition))
         value = None
         if om is not None:
             value = rec.encode_offset_commit_value(
-                rec.OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp_ms, om.leader_epoch,
-                                      om.expire_timestamp_ms)
+                rec.OffsetCommitValue(
+                    om.offset,
+                    om.metadata,
+                    om.commit_timestamp_ms,
+                    om.leader_epoch,
+                    om.expire_timestamp_ms,
+                )
             )
         self._records.append(OffsetRecord(self.partition_for(group_id), key, value))
 
@@ -159,7 +171,9 @@ class GroupCoordinator:
             return
         v = rec.decode_group_metadata_value(value)
         old = self.groups.get(k.group)
-        group = ClassicGroup(k.group, v.current_state_timestamp if v.current_state_timestamp >= 0 else now_ms)
+        group = ClassicGroup(
+            k.group, v.current_state_timestamp if v.current_state_timestamp >= 0 else now_ms
+        )
         if old is not None:
             group.offsets = old.offsets
         group.generation_id = v.generation
@@ -167,17 +181,27 @@ class GroupCoordinator:
         group.protocol_name = v.protocol
         for m in v.members:
             group.add_member(
-                Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                       m.session_timeout, v.protocol_type, [(v.protocol or "", m.subscription)], m.assignment,
-                       session_deadline_ms=now_ms + m.session_timeout)
+                Member(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout,
+                    m.session_timeout,
+                    v.protocol_type,
+                    [(v.protocol or "", m.subscription)],
+                    m.assignment,
+                    session_deadline_ms=now_ms + m.session_timeout,
+                )
             )
         group.leader_id = v.leader if v.members else None
         group.protocol_type = v.protocol_type or None
         group.state = GroupState.STABLE if v.members else GroupState.EMPTY
         self.groups[k.group] = group
 
-    def _load_consumer_group_record(self, k: rec.ConsumerGroupKey, key: bytes, value: bytes | None,
-                                    now_ms: int) -> None:
+    def _load_consumer_group_record(
+        self, k: rec.ConsumerGroupKey, key: bytes, value: bytes | None, now_ms: int
+    ) -> None:
         group = self.groups.get(k.group)
         if k.record_type == rec.GROUP_EPOCH and value is None:
             # The group's last record: it was deleted, or became a classic group (offsets stay).
@@ -191,7 +215,9 @@ class GroupCoordinator:
             self.groups[k.group] = group = converted
         cgr.replay(group, k, key, value, self.config.group_consumer_session_timeout_ms, now_ms)
 
-    def _forget_group_keeping_offsets(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> None:
+    def _forget_group_keeping_offsets(
+        self, group: ClassicGroup | ConsumerGroup, now_ms: int
+    ) -> None:
         if group.offsets:
             empty = ClassicGroup(group.group_id, now_ms)
             empty.offsets = group.offsets
@@ -243,8 +269,11 @@ class GroupCoordinator:
         if not group_id:
             callback(JoinResult(ErrorCode.invalid_group_id, member_id=member_id))
             return
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
+        if not (
+            self.config.group_min_session_timeout_ms
+            <= session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
             callback(JoinResult(ErrorCode.invalid_session_timeout, member_id=member_id))
             return
         if rebalance_timeout_ms < 0:
@@ -257,9 +286,22 @@ class GroupCoordinator:
             group = self._get_or_create(group_id, now_ms)
         if isinstance(group, ConsumerGroup):
             if group.members:
-                callback(self._classic_join_consumer_group(
-                    group, member_id, group_instance_id, require_known_member_id, client_id, client_host,
-                    protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms, topics or {}, now_ms))
+                callback(
+                    self._classic_join_consumer_group(
+                        group,
+                        member_id,
+                        group_instance_id,
+                        require_known_member_id,
+                        client_id,
+                        client_host,
+                        protocol_type,
+                        protocols,
+                        session_timeout_ms,
+                        rebalance_timeout_ms,
+                        topics or {},
+                        now_ms,
+                    )
+                )
                 return
             # An empty consumer-protocol group becomes a classic one, keeping its offsets.
             classic = ClassicGroup(group_id, now_ms)
@@ -272,16 +314,31 @@ class GroupCoordinator:
         if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
             callback(JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id))
             return
-        args = (client_id, client_host, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms)
+        args = (
+            client_id,
+            client_host,
+            protocol_type,
+            protocols,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+        )
         if not member_id:
-            self._join_unknown_member(group, group_instance_id, require_known_member_id, args, callback, now_ms)
+            self._join_unknown_member(
+                group, group_instance_id, require_known_member_id, args, callback, now_ms
+            )
         else:
             self._join_known_member(group, member_id, group_instance_id, args, callback, now_ms)
-        if not group.members and not group.pending_members and group.state is GroupState.EMPTY \
-                and not group.offsets:
+        if (
+            not group.members
+            and not group.pending_members
+            and group.state is GroupState.EMPTY
+            and not group.offsets
+        ):
             del self.groups[group_id]
 
-    def _join_unknown_member(self, group, instance_id, require_known_member_id, args, callback, now_ms) -> None:
+    def _join_unknown_member(
+        self, group, instance_id, require_known_member_id, args, callback, now_ms
+    ) -> None:
         client_id = args[0]
         if len(group.members) + len(group.pending_members) >= self.config.group_max_size:
             callback(JoinResult(ErrorCode.group_max_size_reached))
@@ -323,9 +380,14 @@ class GroupCoordinator:
             self._store_group(group)
             callback(
                 JoinResult(
-                    ErrorCode.none, group.generation_id, group.protocol_type, group.protocol_name,
-                    group.leader_id or "", new_id,
-                    self._member_list(group) if is_leader else [], skip_assignment=is_leader,
+                    ErrorCode.none,
+                    group.generation_id,
+                    group.protocol_type,
+                    group.protocol_name,
+                    group.leader_id or "",
+                    new_id,
+                    self._member_list(group) if is_leader else [],
+                    skip_assignment=is_leader,
                 )
             )
             return
@@ -367,19 +429,34 @@ class GroupCoordinator:
         member.session_timeout_ms, member.rebalance_timeout_ms = args[4], args[5]
         if member.awaiting_join is not None and member.awaiting_join is not callback:
             # A second join from the same member replaces the first; the first gets nothing useful.
-            member.awaiting_join(JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id))
+            member.awaiting_join(
+                JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id)
+            )
         member.awaiting_join = callback
 
-    def _add_member_and_rebalance(self, group, member_id, instance_id, args, callback, now_ms) -> None:
+    def _add_member_and_rebalance(
+        self, group, member_id, instance_id, args, callback, now_ms
+    ) -> None:
         client_id, client_host, protocol_type, protocols, session_timeout, rebalance_timeout = args
-        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout,
-                        protocol_type, list(protocols), awaiting_join=callback)
+        member = Member(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout,
+            session_timeout,
+            protocol_type,
+            list(protocols),
+            awaiting_join=callback,
+        )
         self._heartbeat(member, now_ms)
         group.add_member(member)
         if group.state is GroupState.PREPARING_REBALANCE:
             if group.in_initial_delay:
                 # Each new member during the initial delay extends it, up to the rebalance timeout.
-                delay = min(self.config.group_initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
+                delay = min(
+                    self.config.group_initial_rebalance_delay_ms, group.initial_delay_remaining_ms
+                )
                 group.initial_delay_remaining_ms -= delay
                 if delay > 0:
                     group.rebalance_deadline_ms = now_ms + delay
@@ -410,8 +487,12 @@ class GroupCoordinator:
             self._maybe_complete_join(group, now_ms)
 
     def _maybe_complete_join(self, group: ClassicGroup, now_ms: int) -> None:
-        if group.state is GroupState.PREPARING_REBALANCE and not group.in_initial_delay \
-                and group.all_members_joined() and group.rebalance_deadline_ms is not None:
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and not group.in_initial_delay
+            and group.all_members_joined()
+            and group.rebalance_deadline_ms is not None
+        ):
             self._complete_join(group, now_ms)
 
     def _complete_join(self, group: ClassicGroup, now_ms: int) -> None:
@@ -437,17 +518,27 @@ class GroupCoordinator:
 
     def _member_list(self, group: ClassicGroup) -> list[tuple[str, str | None, bytes]]:
         assert group.protocol_name is not None
-        return [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name)) for m in group.members.values()]
+        return [
+            (m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+            for m in group.members.values()
+        ]
 
     def _join_result(self, group: ClassicGroup, member_id: str) -> JoinResult:
         return JoinResult(
-            ErrorCode.none, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id or "",
-            member_id, self._member_list(group) if member_id == group.leader_id else [],
+            ErrorCode.none,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            member_id,
+            self._member_list(group) if member_id == group.leader_id else [],
         )
 
     # ---- SyncGroup / Heartbeat / LeaveGroup ----------------------------------------------
 
-    def _check_member(self, group_id, member_id, instance_id, generation_id) -> tuple[int, ClassicGroup | None]:
+    def _check_member(
+        self, group_id, member_id, instance_id, generation_id
+    ) -> tuple[int, ClassicGroup | None]:
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
             return ErrorCode.unknown_member_id, None
@@ -459,22 +550,42 @@ class GroupCoordinator:
             return ErrorCode.illegal_generation, group
         return ErrorCode.none, group
 
-    def sync_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                   protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
-                   callback: SyncCallback, now_ms: int,
-                   topics: Mapping[str, tuple[uuid.UUID, int]] | None = None) -> None:
+    def sync_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        callback: SyncCallback,
+        now_ms: int,
+        topics: Mapping[str, tuple[uuid.UUID, int]] | None = None,
+    ) -> None:
         consumer_group = self.groups.get(group_id)
         if isinstance(consumer_group, ConsumerGroup):
-            callback(self._classic_sync_consumer_group(consumer_group, member_id, group_instance_id, generation_id,
-                                                       protocol_type, protocol_name, topics or {}, now_ms))
+            callback(
+                self._classic_sync_consumer_group(
+                    consumer_group,
+                    member_id,
+                    group_instance_id,
+                    generation_id,
+                    protocol_type,
+                    protocol_name,
+                    topics or {},
+                    now_ms,
+                )
+            )
             return
         error, group = self._check_member(group_id, member_id, group_instance_id, generation_id)
         if error:
             callback(SyncResult(error))
             return
         assert group is not None
-        if (protocol_type is not None and protocol_type != group.protocol_type) or \
-                (protocol_name is not None and protocol_name != group.protocol_name):
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
             callback(SyncResult(ErrorCode.inconsistent_group_protocol))
             return
         member = group.members[member_id]
@@ -491,18 +602,36 @@ class GroupCoordinator:
                 for m in group.members.values():
                     if m.awaiting_sync is not None:
                         cb, m.awaiting_sync = m.awaiting_sync, None
-                        cb(SyncResult(ErrorCode.none, m.assignment, group.protocol_type, group.protocol_name))
+                        cb(
+                            SyncResult(
+                                ErrorCode.none,
+                                m.assignment,
+                                group.protocol_type,
+                                group.protocol_name,
+                            )
+                        )
         elif group.state is GroupState.STABLE:
-            callback(SyncResult(ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name))
+            callback(
+                SyncResult(
+                    ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name
+                )
+            )
         else:
             callback(SyncResult(ErrorCode.unknown_member_id))
 
-    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                  now_ms: int) -> int:
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        now_ms: int,
+    ) -> int:
         consumer_group = self.groups.get(group_id)
         if isinstance(consumer_group, ConsumerGroup):
-            return self._classic_heartbeat_consumer_group(consumer_group, member_id, group_instance_id,
-                                                          generation_id, now_ms)
+            return self._classic_heartbeat_consumer_group(
+                consumer_group, member_id, group_instance_id, generation_id, now_ms
+            )
         error, group = self._check_member(group_id, member_id, group_instance_id, generation_id)
         if error:
             return error
@@ -514,11 +643,15 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> tuple[int, list[int]]:
+    def leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
+    ) -> tuple[int, list[int]]:
         """Remove members given as (member id, group instance id); per-member error codes."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            return ErrorCode.none, [self._classic_leave_consumer_group(group, m, i, now_ms) for m, i in members]
+            return ErrorCode.none, [
+                self._classic_leave_consumer_group(group, m, i, now_ms) for m, i in members
+            ]
         if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
             return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members)
         errors = []
@@ -567,30 +700,44 @@ class GroupCoordinator:
     def _group_deadlines(self, group: ClassicGroup | ConsumerGroup) -> list[int]:
         if isinstance(group, ConsumerGroup):
             return [m.session_deadline_ms for m in group.members.values()] + [
-                m.revocation_deadline_ms for m in group.members.values() if m.revocation_deadline_ms is not None]
+                m.revocation_deadline_ms
+                for m in group.members.values()
+                if m.revocation_deadline_ms is not None
+            ]
         deadlines = list(group.pending_members.values())
         if group.rebalance_deadline_ms is not None:
             deadlines.append(group.rebalance_deadline_ms)
-        deadlines.extend(m.session_deadline_ms for m in group.members.values() if m.awaiting_join is None)
+        deadlines.extend(
+            m.session_deadline_ms for m in group.members.values() if m.awaiting_join is None
+        )
         return deadlines
 
     def next_deadline_ms(self) -> int | None:
         """The earliest moment ``poll`` has something to do, or None."""
         deadlines = [min(d) for g in self.groups.values() if (d := self._group_deadlines(g))]
         if self._last_retention_check_ms is not None:
-            deadlines.append(self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms)
+            deadlines.append(
+                self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms
+            )
         return min(deadlines, default=None)
 
     def due_groups(self, now_ms: int) -> list[str]:
         """Groups with a deadline at or before ``now_ms`` (each is then handled by ``poll_group``)."""
-        return [gid for gid, g in self.groups.items() if any(d <= now_ms for d in self._group_deadlines(g))]
+        return [
+            gid
+            for gid, g in self.groups.items()
+            if any(d <= now_ms for d in self._group_deadlines(g))
+        ]
 
     def retention_due(self, now_ms: int) -> bool:
         """True once per offsets.retention.check.interval.ms (the first call starts the interval)."""
         if self._last_retention_check_ms is None:
             self._last_retention_check_ms = now_ms
             return False
-        if now_ms >= self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms:
+        if (
+            now_ms
+            >= self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms
+        ):
             self._last_retention_check_ms = now_ms
             return True
         return False
@@ -615,14 +762,20 @@ class GroupCoordinator:
                 del group.pending_members[pending]
                 if group.state is GroupState.PREPARING_REBALANCE:
                     self._maybe_complete_join(group, now_ms)
-        expired = [m.member_id for m in group.members.values()
-                   if m.awaiting_join is None and m.session_deadline_ms <= now_ms]
+        expired = [
+            m.member_id
+            for m in group.members.values()
+            if m.awaiting_join is None and m.session_deadline_ms <= now_ms
+        ]
         for member_id in expired:
             self._remove_member(group, member_id)
         if expired:
             self._after_member_removed(group, now_ms)
-        if group.state is GroupState.PREPARING_REBALANCE and group.rebalance_deadline_ms is not None \
-                and group.rebalance_deadline_ms <= now_ms:
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and group.rebalance_deadline_ms is not None
+            and group.rebalance_deadline_ms <= now_ms
+        ):
             self._complete_join(group, now_ms)
 
     def _expire_consumer_members(self, group: ConsumerGroup, now_ms: int) -> None:
@@ -631,13 +784,22 @@ class GroupCoordinator:
             if self.groups.get(group.group_id) is not group:
                 return  # downgraded to a classic group by the previous fence
             if member.session_deadline_ms <= now_ms or (
-                    member.revocation_deadline_ms is not None and member.revocation_deadline_ms <= now_ms):
+                member.revocation_deadline_ms is not None
+                and member.revocation_deadline_ms <= now_ms
+            ):
                 self._fence_consumer_member(group, member, None, now_ms)
 
     # ---- offsets ---------------------------------------------------------------------------
 
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       offsets: list[OffsetCommit], now_ms: int) -> tuple[int, list[int]]:
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: list[OffsetCommit],
+        now_ms: int,
+    ) -> tuple[int, list[int]]:
         """OffsetCommit: (group-level error, per-partition errors in request order)."""
         if not group_id:
             return ErrorCode.invalid_group_id, [ErrorCode.invalid_group_id] * len(offsets)
@@ -672,13 +834,17 @@ class GroupCoordinator:
             if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
                 results.append(ErrorCode.offset_metadata_too_large)
                 continue
-            om = OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now_ms, c.expire_timestamp_ms)
+            om = OffsetAndMetadata(
+                c.offset, c.leader_epoch, metadata, now_ms, c.expire_timestamp_ms
+            )
             group.offsets[(c.topic, c.partition)] = om
             self._store_offset(group_id, c.topic, c.partition, om)
             results.append(ErrorCode.none)
         return ErrorCode.none, results
 
-    def _check_consumer_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int) -> int:
+    def _check_consumer_commit(
+        self, group: ConsumerGroup, member_id: str, member_epoch: int
+    ) -> int:
         """KIP-848: a commit names a member and its current epoch (or none at all in an empty group);
         a classic member's generation is its member epoch (ILLEGAL_GENERATION when it is not)."""
         if member_epoch < 0 and not member_id and not group.members:
@@ -687,7 +853,11 @@ class GroupCoordinator:
         if member is None:
             return ErrorCode.unknown_member_id
         if member_epoch != member.member_epoch:
-            return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
+            return (
+                ErrorCode.illegal_generation
+                if member.classic is not None
+                else ErrorCode.stale_member_epoch
+            )
         return ErrorCode.none
 
     def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
@@ -703,8 +873,9 @@ class GroupCoordinator:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
 
-    def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
-                      ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
         """OffsetFetch: the committed offsets asked for (None = every committed one)."""
         group = self.groups.get(group_id)
         stored = group.offsets if group is not None and group.state is not GroupState.DEAD else {}
@@ -712,15 +883,18 @@ class GroupCoordinator:
             return dict(sorted(stored.items()))
         return {tp: stored.get(tp) for tp in partitions}
 
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], now_ms: int
-                       ) -> tuple[int, list[int]]:
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]], now_ms: int
+    ) -> tuple[int, list[int]]:
         """OffsetDelete: refused per partition while members consume its topic."""
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.group_id_not_found, []
         if group.state is not GroupState.EMPTY and group.protocol_type != "consumer":
             return ErrorCode.non_empty_group, []
-        subscribed = set() if group.state is GroupState.EMPTY else group.subscribed_topics() or set()
+        subscribed = (
+            set() if group.state is GroupState.EMPTY else group.subscribed_topics() or set()
+        )
         errors = []
         for topic, partition in partitions:
             if topic in subscribed:
@@ -781,7 +955,9 @@ class GroupCoordinator:
 
     # ---- admin ---------------------------------------------------------------------------
 
-    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[tuple[str, str, str, str]]:
         """(group id, protocol type, state, group type) of live groups, as Kafka's ListGroups: the
         state and type filters (empty: all) are case-insensitive; types are "classic" and "consumer"."""
         wanted_states = {s.strip().lower() for s in states}
@@ -794,7 +970,8 @@ class GroupCoordinator:
             state = g.state_name if consumer else g.state.value
             group_type = "consumer" if consumer else "classic"
             if (not wanted_states or state.lower() in wanted_states) and (
-                    not wanted_types or group_type in wanted_types):
+                not wanted_types or group_type in wanted_types
+            ):
                 listed.append((g.group_id, g.protocol_type or "", state, group_type))
         return listed
 
@@ -830,18 +1007,32 @@ class GroupCoordinator:
 
     # ---- consumer protocol (KIP-848) ---------------------------------------------------------
 
-    def _store_consumer_group(self, group: ConsumerGroup, deleted: bool = False,
-                              only_members: Collection[str] | None = None) -> None:
+    def _store_consumer_group(
+        self,
+        group: ConsumerGroup,
+        deleted: bool = False,
+        only_members: Collection[str] | None = None,
+    ) -> None:
         partition = self.partition_for(group.group_id)
         for key, value in cgr.changes(group, deleted, only_members):
             self._records.append(OffsetRecord(partition, key, value))
 
-    def _validate_consumer_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
-                                     instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
-                                     subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
-                                     server_assignor: str | None, owned: Assignment | None,
-                                     member_id_required: bool) -> tuple[int, str | None]:
+    def _validate_consumer_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_topic_names: list[str] | None,
+        subscribed_topic_regex: str | None,
+        server_assignor: str | None,
+        owned: Assignment | None,
+        member_id_required: bool,
+    ) -> tuple[int, str | None]:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: (error, message)."""
+
         def invalid(message: str) -> tuple[int, str]:
             return ErrorCode.invalid_request, message
 
@@ -862,7 +1053,9 @@ class GroupCoordinator:
             if owned:
                 return invalid("TopicPartitions must be empty when (re-)joining.")
             if not subscribed_topic_names and subscribed_topic_regex is None:
-                return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                return invalid(
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                )
         elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not member_id:
                 return invalid("MemberId can't be empty.")
@@ -871,13 +1064,19 @@ class GroupCoordinator:
         else:
             return invalid("MemberEpoch is invalid.")
         if server_assignor is not None and server_assignor not in ASSIGNORS:
-            return (ErrorCode.unsupported_assignor, f"ServerAssignor {server_assignor} is not supported. "
-                    f"Supported assignors: {', '.join(ASSIGNORS)}.")
+            return (
+                ErrorCode.unsupported_assignor,
+                f"ServerAssignor {server_assignor} is not supported. "
+                f"Supported assignors: {', '.join(ASSIGNORS)}.",
+            )
         if subscribed_topic_regex is not None:
             try:
                 compile_regex(subscribed_topic_regex)
             except re.error as e:
-                return ErrorCode.invalid_regular_expression, f"SubscribedTopicRegex was invalid: {e}"
+                return (
+                    ErrorCode.invalid_regular_expression,
+                    f"SubscribedTopicRegex was invalid: {e}",
+                )
         return ErrorCode.none, None
 
     def consumer_group_heartbeat(
@@ -902,21 +1101,39 @@ class GroupCoordinator:
         back), or heartbeat and reconcile. ``member_id_required``: v1+ clients make their own id."""
         interval = self.config.group_consumer_heartbeat_interval_ms
         error, message = self._validate_consumer_heartbeat(
-            group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms, subscribed_topic_names,
-            subscribed_topic_regex, server_assignor, owned, member_id_required)
+            group_id,
+            member_id,
+            member_epoch,
+            instance_id,
+            rack_id,
+            rebalance_timeout_ms,
+            subscribed_topic_names,
+            subscribed_topic_regex,
+            server_assignor,
+            owned,
+            member_id_required,
+        )
 
         def fail(code: int, text: str | None = None) -> ConsumerHeartbeatResult:
-            return ConsumerHeartbeatResult(code, member_id, member_epoch, interval, error_message=text)
+            return ConsumerHeartbeatResult(
+                code, member_id, member_epoch, interval, error_message=text
+            )
 
         if error:
             return fail(error, message)
         group = self.groups.get(group_id)
-        if isinstance(group, ClassicGroup) and group.members and member_epoch == 0 \
-                and self._may_upgrade(group):
+        if (
+            isinstance(group, ClassicGroup)
+            and group.members
+            and member_epoch == 0
+            and self._may_upgrade(group)
+        ):
             group = self._upgrade(group, topics, now_ms)
         if isinstance(group, ClassicGroup):
             if group.members or group.pending_members or member_epoch != 0:
-                return fail(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+                return fail(
+                    ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
+                )
             # An empty classic group becomes a consumer group, keeping its offsets.
             converted = ConsumerGroup(group_id, now_ms)
             converted.offsets = group.offsets
@@ -929,17 +1146,26 @@ class GroupCoordinator:
             group = self.groups[group_id] = ConsumerGroup(group_id, now_ms)
         assert isinstance(group, ConsumerGroup)
         if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            return self._consumer_group_leave(group, member_id, member_epoch, instance_id, topics, now_ms, fail)
-        if member_epoch == 0 and len(group.members) >= self.config.group_consumer_max_size \
-                and member_id not in group.members \
-                and (instance_id is None or group.static_member(instance_id) is None):
-            return fail(ErrorCode.group_max_size_reached, "The consumer group has reached its maximum capacity of "
-                        f"{self.config.group_consumer_max_size} members.")
+            return self._consumer_group_leave(
+                group, member_id, member_epoch, instance_id, topics, now_ms, fail
+            )
+        if (
+            member_epoch == 0
+            and len(group.members) >= self.config.group_consumer_max_size
+            and member_id not in group.members
+            and (instance_id is None or group.static_member(instance_id) is None)
+        ):
+            return fail(
+                ErrorCode.group_max_size_reached,
+                "The consumer group has reached its maximum capacity of "
+                f"{self.config.group_consumer_max_size} members.",
+            )
         if not member_id:
             member_id = str(uuid.uuid4())
         before = set(group.members)
-        member, error, message = self._consumer_member(group, member_id, member_epoch, instance_id, owned,
-                                                       client_id, client_host, now_ms)
+        member, error, message = self._consumer_member(
+            group, member_id, member_epoch, instance_id, owned, client_id, client_host, now_ms
+        )
         if member is None:
             return fail(error, message)
         # A static member's new instance took the place of another member id.
@@ -956,10 +1182,14 @@ class GroupCoordinator:
         if rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = rebalance_timeout_ms
         if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(
-                member.subscribed_topic_names):
+            member.subscribed_topic_names
+        ):
             member.subscribed_topic_names = list(subscribed_topic_names)
             changed = True
-        if subscribed_topic_regex is not None and subscribed_topic_regex != member.subscribed_topic_regex:
+        if (
+            subscribed_topic_regex is not None
+            and subscribed_topic_regex != member.subscribed_topic_regex
+        ):
             member.subscribed_topic_regex = subscribed_topic_regex or None
             member.regex_topics = None
             changed = True
@@ -974,19 +1204,31 @@ class GroupCoordinator:
             self._compute_target(group, topics)
         self._reconcile(group, member, owned, now_ms)
         # A plain heartbeat changes this member only; a new target or member touches every record.
-        self._store_consumer_group(group, only_members=None if retargeted or changed or replaced
-                                   else (member.member_id,))
-        full_request = member_epoch == 0 or (rebalance_timeout_ms != -1 and subscribed_topic_names is not None
-                                             and owned is not None)
+        self._store_consumer_group(
+            group, only_members=None if retargeted or changed or replaced else (member.member_id,)
+        )
+        full_request = member_epoch == 0 or (
+            rebalance_timeout_ms != -1 and subscribed_topic_names is not None and owned is not None
+        )
         assignment = None
         if full_request or member.last_sent != member.to_send:
             assignment = {t: set(ps) for t, ps in member.to_send.items()}
             member.last_sent = assignment
-        return ConsumerHeartbeatResult(ErrorCode.none, member.member_id, member.member_epoch, interval, assignment)
+        return ConsumerHeartbeatResult(
+            ErrorCode.none, member.member_id, member.member_epoch, interval, assignment
+        )
 
-    def _consumer_member(self, group: ConsumerGroup, member_id: str, member_epoch: int, instance_id: str | None,
-                         owned: Assignment | None, client_id: str, client_host: str, now_ms: int
-                         ) -> tuple[ConsumerMember | None, int, str | None]:
+    def _consumer_member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        owned: Assignment | None,
+        client_id: str,
+        client_host: str,
+        now_ms: int,
+    ) -> tuple[ConsumerMember | None, int, str | None]:
         """The member this heartbeat is from (new or not yet in the group when it joins), else an error.
 
         As Kafka's getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember: a static member rejoining
@@ -998,24 +1240,59 @@ class GroupCoordinator:
             member = group.members.get(member_id)
             if member is None:
                 if member_epoch != 0:
-                    return None, ErrorCode.unknown_member_id, f"Member {member_id} is not a member of the group."
-                return (ConsumerMember(member_id, None, None, client_id, client_host, [], None, -1,
-                                       session_deadline), ErrorCode.none, None)
+                    return (
+                        None,
+                        ErrorCode.unknown_member_id,
+                        f"Member {member_id} is not a member of the group.",
+                    )
+                return (
+                    ConsumerMember(
+                        member_id,
+                        None,
+                        None,
+                        client_id,
+                        client_host,
+                        [],
+                        None,
+                        -1,
+                        session_deadline,
+                    ),
+                    ErrorCode.none,
+                    None,
+                )
         else:
             existing = group.static_member(instance_id)
             if member_epoch == 0:
                 if existing is None:
                     member = group.members.get(member_id)
                     if member is None:
-                        return (ConsumerMember(member_id, instance_id, None, client_id, client_host, [], None, -1,
-                                               session_deadline), ErrorCode.none, None)
+                        return (
+                            ConsumerMember(
+                                member_id,
+                                instance_id,
+                                None,
+                                client_id,
+                                client_host,
+                                [],
+                                None,
+                                -1,
+                                session_deadline,
+                            ),
+                            ErrorCode.none,
+                            None,
+                        )
                 elif existing.member_id == member_id:
                     member = existing
                 else:
                     if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        return None, ErrorCode.unreleased_instance_id, (
-                            f"Static member {member_id} with instance id {instance_id} cannot join the group "
-                            f"because the instance id is owned by {existing.member_id} member.")
+                        return (
+                            None,
+                            ErrorCode.unreleased_instance_id,
+                            (
+                                f"Static member {member_id} with instance id {instance_id} cannot join the group "
+                                f"because the instance id is owned by {existing.member_id} member."
+                            ),
+                        )
                     # The new member id takes the place (and assignment) of the one that left.
                     del group.members[existing.member_id]
                     if existing.member_id in group.target:
@@ -1027,11 +1304,20 @@ class GroupCoordinator:
                     return existing, ErrorCode.none, None
             else:
                 if existing is None:
-                    return None, ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown."
+                    return (
+                        None,
+                        ErrorCode.unknown_member_id,
+                        f"Instance id {instance_id} is unknown.",
+                    )
                 if existing.member_id != member_id:
-                    return None, ErrorCode.fenced_instance_id, (
-                        f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                        f"{existing.member_id}.")
+                    return (
+                        None,
+                        ErrorCode.fenced_instance_id,
+                        (
+                            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                            f"{existing.member_id}."
+                        ),
+                    )
                 member = existing
         if member_epoch == 0:
             # Rejoin with epoch 0 (after a fence): start over, owning nothing.
@@ -1039,41 +1325,69 @@ class GroupCoordinator:
             member.member_epoch, member.previous_member_epoch, member.last_sent = 0, 0, None
             member.revocation_deadline_ms = None
         elif member_epoch > member.member_epoch or (
-                member_epoch < member.member_epoch and (member_epoch != member.previous_member_epoch or not (
-                    owned is not None and not without(owned, member.assigned)))):
-            return None, ErrorCode.fenced_member_epoch, (
-                f"The consumer group member has a {'greater' if member_epoch > member.member_epoch else 'smaller'} "
-                f"member epoch ({member_epoch}) than the one known by the group coordinator "
-                f"({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+            member_epoch < member.member_epoch
+            and (
+                member_epoch != member.previous_member_epoch
+                or not (owned is not None and not without(owned, member.assigned))
+            )
+        ):
+            return (
+                None,
+                ErrorCode.fenced_member_epoch,
+                (
+                    f"The consumer group member has a {'greater' if member_epoch > member.member_epoch else 'smaller'} "
+                    f"member epoch ({member_epoch}) than the one known by the group coordinator "
+                    f"({member.member_epoch}). The member must abandon all its partitions and rejoin."
+                ),
+            )
         return member, ErrorCode.none, None
 
-    def _consumer_group_leave(self, group: ConsumerGroup, member_id: str, member_epoch: int,
-                              instance_id: str | None, topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int,
-                              fail: Callable[..., ConsumerHeartbeatResult]) -> ConsumerHeartbeatResult:
+    def _consumer_group_leave(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        topics: Mapping[str, tuple[uuid.UUID, int]],
+        now_ms: int,
+        fail: Callable[..., ConsumerHeartbeatResult],
+    ) -> ConsumerHeartbeatResult:
         interval = self.config.group_consumer_heartbeat_interval_ms
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
-                return fail(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of the group.")
+                return fail(
+                    ErrorCode.unknown_member_id, f"Member {member_id} is not a member of the group."
+                )
         else:
             member = group.static_member(instance_id)
             if member is None:
                 return fail(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
             if member.member_id != member_id:
-                return fail(ErrorCode.fenced_instance_id, f"Static member {member_id} with instance id "
-                            f"{instance_id} was fenced by member {member.member_id}.")
+                return fail(
+                    ErrorCode.fenced_instance_id,
+                    f"Static member {member_id} with instance id "
+                    f"{instance_id} was fenced by member {member.member_id}.",
+                )
             if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # Gone for now, back within its session: keep its assignment for the next instance.
                 member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
                 member.to_send = member.assigned
                 member.revocation_deadline_ms = None
                 self._store_consumer_group(group, only_members=(member.member_id,))
-                return ConsumerHeartbeatResult(ErrorCode.none, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, interval)
+                return ConsumerHeartbeatResult(
+                    ErrorCode.none, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, interval
+                )
         self._fence_consumer_member(group, member, topics, now_ms)
         return ConsumerHeartbeatResult(ErrorCode.none, member_id, member_epoch, interval)
 
-    def _fence_consumer_member(self, group: ConsumerGroup, member: ConsumerMember,
-                               topics: Mapping[str, tuple[uuid.UUID, int]] | None, now_ms: int) -> None:
+    def _fence_consumer_member(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        topics: Mapping[str, tuple[uuid.UUID, int]] | None,
+        now_ms: int,
+    ) -> None:
         """Remove a member (leave, session or rebalance timeout) and bump the group epoch.
 
         With topic metadata at hand the new target is computed at once; otherwise (timers) on the
@@ -1090,7 +1404,9 @@ class GroupCoordinator:
             self._compute_target(group, topics)
         self._store_consumer_group(group)
 
-    def _resolve_regexes(self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> bool:
+    def _resolve_regexes(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> bool:
         """Match every member's SubscribedTopicRegex against the topics; True if a resolution changed
         (not counting the first one after a load, whose topics the persisted metadata already holds)."""
         changed = False
@@ -1104,7 +1420,9 @@ class GroupCoordinator:
                 m.regex_topics = resolved
         return changed
 
-    def _compute_target(self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> None:
+    def _compute_target(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> None:
         group.subscribed_metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
         subscriptions = {
             m.member_id: {topics[t][0] for t in m.subscribed_topics() if t in topics}
@@ -1112,11 +1430,14 @@ class GroupCoordinator:
         }
         partitions = dict(group.subscribed_metadata.values())
         assignor = ASSIGNORS[group.preferred_assignor()]
-        group.target = assignor(subscriptions, partitions, {m.member_id: m.assigned for m in group.members.values()})
+        group.target = assignor(
+            subscriptions, partitions, {m.member_id: m.assigned for m in group.members.values()}
+        )
         group.assignment_epoch = group.group_epoch
 
-    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None,
-                   now_ms: int) -> None:
+    def _reconcile(
+        self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None, now_ms: int
+    ) -> None:
         """Revoke first; once the member confirms, hand it the target partitions nobody else holds.
 
         ``owned`` is what the member reports owning, None when unchanged since its last report.
@@ -1147,16 +1468,19 @@ class GroupCoordinator:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.assignment_epoch
 
-
     # ---- classic members of consumer groups, and migration (KIP-848) ------------------------------
 
     def _may_upgrade(self, group: ClassicGroup) -> bool:
         """Kafka's validateOnlineUpgrade: policy allows it, the members speak the consumer protocol, fit."""
-        return (self.config.upgrade_enabled and group.protocol_type == "consumer"
-                and len(group.members) <= self.config.group_consumer_max_size)
+        return (
+            self.config.upgrade_enabled
+            and group.protocol_type == "consumer"
+            and len(group.members) <= self.config.group_consumer_max_size
+        )
 
-    def _upgrade(self, classic: ClassicGroup, topics: Mapping[str, tuple[uuid.UUID, int]],
-                 now_ms: int) -> ConsumerGroup:
+    def _upgrade(
+        self, classic: ClassicGroup, topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int
+    ) -> ConsumerGroup:
         """A consumer-protocol member joins a live classic group: it becomes a consumer group whose
         classic members keep their assignment at member epoch = generation (ConsumerGroup.fromClassicGroup)."""
         for m in classic.members.values():
@@ -1174,12 +1498,22 @@ class GroupCoordinator:
             subscription = ep.decode_subscription(m.metadata(protocol))
             assigned = _to_ids(ep.decode_assignment(m.assignment), topics)
             member = ConsumerMember(
-                m.member_id, m.group_instance_id, subscription.rack_id, m.client_id, m.client_host,
-                list(subscription.topics), None, m.rebalance_timeout_ms, now_ms + m.session_timeout_ms,
-                member_epoch=classic.generation_id, previous_member_epoch=classic.generation_id,
-                assigned=assigned, to_send=copy_assignment(assigned) or {},
+                m.member_id,
+                m.group_instance_id,
+                subscription.rack_id,
+                m.client_id,
+                m.client_host,
+                list(subscription.topics),
+                None,
+                m.rebalance_timeout_ms,
+                now_ms + m.session_timeout_ms,
+                member_epoch=classic.generation_id,
+                previous_member_epoch=classic.generation_id,
+                assigned=assigned,
+                to_send=copy_assignment(assigned) or {},
                 reported_owned=copy_assignment(assigned) or {},
-                classic=rec.ClassicMemberMetadata(m.session_timeout_ms, list(m.protocols)))
+                classic=rec.ClassicMemberMetadata(m.session_timeout_ms, list(m.protocols)),
+            )
             member.last_sent = copy_assignment(assigned)
             group.members[m.member_id] = member
             group.target[m.member_id] = copy_assignment(assigned) or {}
@@ -1202,11 +1536,22 @@ class GroupCoordinator:
                 continue
             version = ep.version_of(m.classic.protocols[0][1]) if m.classic.protocols else 0
             assignment = ep.encode_assignment(
-                {names[t]: set(ps) for t, ps in m.to_send.items() if t in names}, version)
-            classic.add_member(Member(
-                m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                m.classic.session_timeout_ms, "consumer", list(m.classic.protocols), assignment,
-                session_deadline_ms=now_ms + m.classic.session_timeout_ms))
+                {names[t]: set(ps) for t, ps in m.to_send.items() if t in names}, version
+            )
+            classic.add_member(
+                Member(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.classic.session_timeout_ms,
+                    "consumer",
+                    list(m.classic.protocols),
+                    assignment,
+                    session_deadline_ms=now_ms + m.classic.session_timeout_ms,
+                )
+            )
         classic.protocol_name = classic.select_protocol()
         classic.state = GroupState.STABLE
         self._store_consumer_group(group, deleted=True)
@@ -1214,8 +1559,9 @@ class GroupCoordinator:
         self._store_group(classic)
         self._prepare_rebalance(classic, now_ms)
 
-    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None
-                        ) -> tuple[ConsumerMember | None, int]:
+    def _classic_member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None
+    ) -> tuple[ConsumerMember | None, int]:
         """The classic member a SyncGroup/Heartbeat/LeaveGroup names (validateConsumerGroupMember)."""
         if instance_id is None:
             member = group.members.get(member_id)
@@ -1227,17 +1573,30 @@ class GroupCoordinator:
             return None, ErrorCode.unknown_member_id
         return member, ErrorCode.none
 
-    def _classic_join_consumer_group(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
-                                     require_known_member_id: bool, client_id: str, client_host: str,
-                                     protocol_type: str, protocols: list[tuple[str, bytes]],
-                                     session_timeout_ms: int, rebalance_timeout_ms: int,
-                                     topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int) -> JoinResult:
+    def _classic_join_consumer_group(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        topics: Mapping[str, tuple[uuid.UUID, int]],
+        now_ms: int,
+    ) -> JoinResult:
         """A classic JoinGroup to a consumer-protocol group (classicGroupJoinToConsumerGroup): the broker
         assigns; the answer comes at once, generation = the member's epoch, no member list."""
         unknown = not member_id
         if unknown:
             member_id = str(uuid.uuid4())
-        if len(group.members) >= self.config.group_consumer_max_size and member_id not in group.members:
+        if (
+            len(group.members) >= self.config.group_consumer_max_size
+            and member_id not in group.members
+        ):
             return JoinResult(ErrorCode.group_max_size_reached, member_id=member_id)
         names = [n for n, _ in protocols]
         shared = set(names)
@@ -1263,9 +1622,21 @@ class GroupCoordinator:
         changed = member is None
         if member is None:
             member = group.members[member_id] = ConsumerMember(
-                member_id, instance_id, subscription.rack_id, client_id, client_host, [], None,
-                rebalance_timeout_ms, now_ms)
-        member.client_id, member.client_host, member.rebalance_timeout_ms = client_id, client_host, rebalance_timeout_ms
+                member_id,
+                instance_id,
+                subscription.rack_id,
+                client_id,
+                client_host,
+                [],
+                None,
+                rebalance_timeout_ms,
+                now_ms,
+            )
+        member.client_id, member.client_host, member.rebalance_timeout_ms = (
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+        )
         member.classic = rec.ClassicMemberMetadata(session_timeout_ms, list(protocols))
         member.session_deadline_ms = now_ms + session_timeout_ms
         if sorted(subscription.topics) != sorted(member.subscribed_topic_names):
@@ -1279,11 +1650,21 @@ class GroupCoordinator:
         # What it owns is what its subscription says (nothing for eager assignors: they revoked all).
         self._reconcile(group, member, _to_ids(subscription.owned, topics), now_ms)
         self._store_consumer_group(group)
-        return JoinResult(ErrorCode.none, member.member_epoch, "consumer", protocols[0][0], "", member_id, [])
+        return JoinResult(
+            ErrorCode.none, member.member_epoch, "consumer", protocols[0][0], "", member_id, []
+        )
 
-    def _classic_sync_consumer_group(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
-                                     generation_id: int, protocol_type: str | None, protocol_name: str | None,
-                                     topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int) -> SyncResult:
+    def _classic_sync_consumer_group(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        topics: Mapping[str, tuple[uuid.UUID, int]],
+        now_ms: int,
+    ) -> SyncResult:
         member, error = self._classic_member(group, member_id, instance_id)
         if member is None:
             return SyncResult(error)
@@ -1291,19 +1672,30 @@ class GroupCoordinator:
         if generation_id != member.member_epoch:
             return SyncResult(ErrorCode.illegal_generation)
         if (protocol_type is not None and protocol_type != "consumer") or (
-                protocol_name is not None and protocol_name not in {n for n, _ in member.classic.protocols}):
+            protocol_name is not None
+            and protocol_name not in {n for n, _ in member.classic.protocols}
+        ):
             return SyncResult(ErrorCode.inconsistent_group_protocol)
         if member.member_epoch < group.group_epoch:
             return SyncResult(ErrorCode.rebalance_in_progress)
         member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
         names = {topic_id: name for name, (topic_id, _) in topics.items()}
         version = ep.version_of(member.classic.protocols[0][1])
-        assignment = ep.encode_assignment({names[t]: set(ps) for t, ps in member.to_send.items() if t in names},
-                                          version)
-        return SyncResult(ErrorCode.none, assignment, "consumer", protocol_name or member.classic.protocols[0][0])
+        assignment = ep.encode_assignment(
+            {names[t]: set(ps) for t, ps in member.to_send.items() if t in names}, version
+        )
+        return SyncResult(
+            ErrorCode.none, assignment, "consumer", protocol_name or member.classic.protocols[0][0]
+        )
 
-    def _classic_heartbeat_consumer_group(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
-                                          generation_id: int, now_ms: int) -> int:
+    def _classic_heartbeat_consumer_group(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        now_ms: int,
+    ) -> int:
         """REBALANCE_IN_PROGRESS tells the classic member to rejoin: the group epoch moved, it must
         revoke, or partitions it waits for are free now."""
         member, error = self._classic_member(group, member_id, instance_id)
@@ -1322,8 +1714,9 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
-    def _classic_leave_consumer_group(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
-                                      now_ms: int) -> int:
+    def _classic_leave_consumer_group(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, now_ms: int
+    ) -> int:
         if instance_id is not None and not member_id:
             member = group.static_member(instance_id)
             member_id = member.member_id if member is not None else ""
@@ -1352,7 +1745,8 @@ def _copy_group(group: ClassicGroup | ConsumerGroup | None) -> ClassicGroup | Co
     return copied
 
 
-def _to_ids(partitions: Mapping[str, set[int]], topics: Mapping[str, tuple[uuid.UUID, int]]) -> Assignment:
+def _to_ids(
+    partitions: Mapping[str, set[int]], topics: Mapping[str, tuple[uuid.UUID, int]]
+) -> Assignment:
     """Topic names to ids (the embedded consumer protocol names topics); unknown topics dropped."""
     return {topics[t][0]: set(ps) for t, ps in partitions.items() if t in topics and ps}
-

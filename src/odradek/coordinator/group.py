@@ -119,7 +119,9 @@ class ClassicGroup:
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[state]:
-            raise AssertionError(f"group {self.group_id}: illegal transition {self.state} -> {state}")
+            raise AssertionError(
+                f"group {self.group_id}: illegal transition {self.state} -> {state}"
+            )
         self.state = state
         self.state_timestamp_ms = now_ms
 
@@ -137,13 +139,18 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
+        if (
+            member.group_instance_id is not None
+            and self.static_members.get(member.group_instance_id) == member_id
+        ):
             del self.static_members[member.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
 
-    def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str) -> Member:
+    def replace_static_member(
+        self, instance_id: str, old_member_id: str, new_member_id: str
+    ) -> Member:
         """Give a restarted static member a new id, keeping its place and assignment (KIP-345)."""
         member = self.members.pop(old_member_id)
         member.member_id = new_member_id
@@ -176,7 +183,9 @@ class ClassicGroup:
         return max(votes, key=lambda name: votes[name])
 
     def all_members_joined(self) -> bool:
-        return not self.pending_members and all(m.awaiting_join is not None for m in self.members.values())
+        return not self.pending_members and all(
+            m.awaiting_join is not None for m in self.members.values()
+        )
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to, or None when unknown (not the consumer protocol)."""

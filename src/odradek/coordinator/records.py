@@ -301,8 +301,14 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
         r.skip_tags()
         members.append(
             MemberMetadata(
-                member_id, client_id, client_host, rebalance_timeout if version >= 1 else session_timeout,
-                session_timeout, subscription, assignment, instance_id,
+                member_id,
+                client_id,
+                client_host,
+                rebalance_timeout if version >= 1 else session_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+                instance_id,
             )
         )
     r.skip_tags()
@@ -490,8 +496,17 @@ def decode_member_metadata_value(data: bytes) -> ConsumerGroupMemberMetadataValu
                 protocols.append((name, c.bytes_() or b""))
                 c.skip_tags()
             classic = ClassicMemberMetadata(session, protocols)
-    return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
-                                            rebalance_timeout, assignor, classic)
+    return ConsumerGroupMemberMetadataValue(
+        instance_id,
+        rack_id,
+        client_id,
+        client_host,
+        names,
+        regex,
+        rebalance_timeout,
+        assignor,
+        classic,
+    )
 
 
 def _write_topic_partitions(w: Writer, tps: TopicPartitions) -> None:
@@ -543,7 +558,9 @@ def encode_current_member_assignment_value(v: ConsumerGroupCurrentMemberAssignme
     return w.done()
 
 
-def decode_current_member_assignment_value(data: bytes) -> ConsumerGroupCurrentMemberAssignmentValue:
+def decode_current_member_assignment_value(
+    data: bytes,
+) -> ConsumerGroupCurrentMemberAssignmentValue:
     r = Reader(data, flexible=True)
     r.int16()
     epoch = r.int32()

@@ -74,13 +74,25 @@ class GroupCoordinatorService:
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
-        props = {name: broker.config.get(name) for name in (
-            "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
-            "group.max.size", "offsets.topic.num.partitions", "offsets.topic.replication.factor",
-            "offsets.topic.segment.bytes", "offset.metadata.max.bytes", "offsets.retention.minutes",
-            "offsets.retention.check.interval.ms", "group.consumer.session.timeout.ms",
-            "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.migration.policy",
-        )}
+        props = {
+            name: broker.config.get(name)
+            for name in (
+                "group.min.session.timeout.ms",
+                "group.max.session.timeout.ms",
+                "group.initial.rebalance.delay.ms",
+                "group.max.size",
+                "offsets.topic.num.partitions",
+                "offsets.topic.replication.factor",
+                "offsets.topic.segment.bytes",
+                "offset.metadata.max.bytes",
+                "offsets.retention.minutes",
+                "offsets.retention.check.interval.ms",
+                "group.consumer.session.timeout.ms",
+                "group.consumer.heartbeat.interval.ms",
+                "group.consumer.max.size",
+                "group.consumer.migration.policy",
+            )
+        }
         self.config = GroupCoordinatorConfig.from_properties(props)
         self.core = GroupCoordinator(self.config)
         self._timer: asyncio.TimerHandle | None = None
@@ -105,9 +117,16 @@ class GroupCoordinatorService:
         if metadata.topic(OFFSETS_TOPIC) is not None:
             return
         replication = min(self.config.offsets_topic_replication_factor, len(metadata.brokers()))
-        configs = dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(self.config.offsets_topic_segment_bytes)})
-        metadata.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, replication, configs,
-                              internal=True)
+        configs = dict(
+            OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(self.config.offsets_topic_segment_bytes)}
+        )
+        metadata.create_topic(
+            OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            replication,
+            configs,
+            internal=True,
+        )
 
     def _load(self) -> int:
         """Replay every partition of __consumer_offsets this broker leads into the core."""
@@ -119,7 +138,9 @@ class GroupCoordinatorService:
             log_ = partition.log
             offset = log_.log_start_offset
             while offset < log_.log_end_offset:
-                data = b"".join(r.read_bytes() for r in log_.read(offset, LOAD_BUFFER_BYTES).regions)
+                data = b"".join(
+                    r.read_bytes() for r in log_.read(offset, LOAD_BUFFER_BYTES).regions
+                )
                 if not data:
                     break
                 for record_offset, key, value in decode_records(data):
@@ -197,7 +218,9 @@ class GroupCoordinatorService:
                 log.exception("group coordinator timer failed for group %s", group_id)
         self._rearm()
 
-    async def wait(self, start: Callable[[Callable[[T], None]], None], group_ids: Iterable[str]) -> T:
+    async def wait(
+        self, start: Callable[[Callable[[T], None]], None], group_ids: Iterable[str]
+    ) -> T:
         """Run a core method that answers through a callback, and wait for the answer."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 

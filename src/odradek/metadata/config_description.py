@@ -79,8 +79,13 @@ def config_type(kind: Any) -> ConfigType:
         return kind
     if isinstance(kind, str):
         return ConfigType.__members__.get(kind.upper(), ConfigType.UNKNOWN)
-    return {bool: ConfigType.BOOLEAN, int: ConfigType.LONG, float: ConfigType.DOUBLE, str: ConfigType.STRING,
-            list: ConfigType.LIST}.get(kind, ConfigType.UNKNOWN)
+    return {
+        bool: ConfigType.BOOLEAN,
+        int: ConfigType.LONG,
+        float: ConfigType.DOUBLE,
+        str: ConfigType.STRING,
+        list: ConfigType.LIST,
+    }.get(kind, ConfigType.UNKNOWN)
 
 
 def config_string(value: Any) -> str | None:
@@ -117,7 +122,9 @@ def _broker_synonyms(topic_name: str, layers: BrokerConfigLayers) -> list[Config
         (ConfigSource.STATIC_BROKER_CONFIG, layers.static),
         (ConfigSource.DEFAULT_CONFIG, layers.defaults),
     ):
-        found.extend(ConfigValue(s.name, level[s.name], source) for s in synonyms if s.name in level)
+        found.extend(
+            ConfigValue(s.name, level[s.name], source) for s in synonyms if s.name in level
+        )
     return found
 
 
@@ -217,16 +224,25 @@ def describe_broker_configs(
     synonyms. Names unknown to ``definitions`` have type UNKNOWN and are read-only.
     """
     if per_broker:
-        names = set(definitions) | set(layers.static) | set(layers.dynamic_default) | set(layers.dynamic_broker)
+        names = (
+            set(definitions)
+            | set(layers.static)
+            | set(layers.dynamic_default)
+            | set(layers.dynamic_broker)
+        )
     else:
         names = set(layers.dynamic_default)
     described = []
     for name in sorted(names):
-        definition = definitions.get(name, BrokerConfigDefinition(ConfigType.UNKNOWN, None, dynamic=False))
+        definition = definitions.get(
+            name, BrokerConfigDefinition(ConfigType.UNKNOWN, None, dynamic=False)
+        )
         sensitive = definition.config_type is ConfigType.PASSWORD
         synonyms = _broker_config_synonyms(name, layers)
         if not per_broker:
-            synonyms = [s for s in synonyms if s.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+            synonyms = [
+                s for s in synonyms if s.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+            ]
             value = layers.dynamic_default[name]
         else:
             levels = (layers.dynamic_broker, layers.dynamic_default, layers.static, layers.defaults)

@@ -59,7 +59,9 @@ def apply_incremental(
             result[name] = value
             continue
         if name not in list_configs:
-            raise InvalidConfigOp(f"Config value {op.name.lower()} is not allowed for config key: {name}")
+            raise InvalidConfigOp(
+                f"Config value {op.name.lower()} is not allowed for config key: {name}"
+            )
         current = _items(result[name] if name in result else defaults.get(name))
         if op is OpType.APPEND:
             current += [item for item in _items(value) if item not in current]

@@ -15,7 +15,9 @@ class BrokerImage:
 
     def endpoint(self, listener_name: str) -> tuple[str, int] | None:
         """(host, port) a client connected on ``listener_name`` must use, None if not advertised there."""
-        return next(((host, port) for name, host, port in self.endpoints if name == listener_name), None)
+        return next(
+            ((host, port) for name, host, port in self.endpoints if name == listener_name), None
+        )
 
 
 @dataclass(frozen=True, slots=True)

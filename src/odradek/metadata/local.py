@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from odradek.durable import write_atomically
-
 from odradek.metadata.image import BrokerImage, PartitionImage, TopicImage
 from odradek.metadata.store import (
     InvalidPartitions,
@@ -30,7 +29,9 @@ FILE_NAME = "__cluster_metadata.json"
 class LocalMetadataStore(MetadataStore):
     """A cluster of one: this node is every partition's only replica, leader and controller."""
 
-    def __init__(self, data_dir: str | Path, node_id: int, cluster_id: str, broker: BrokerImage) -> None:
+    def __init__(
+        self, data_dir: str | Path, node_id: int, cluster_id: str, broker: BrokerImage
+    ) -> None:
         super().__init__()
         self._path = Path(data_dir) / FILE_NAME
         self._node_id = node_id
@@ -64,7 +65,9 @@ class LocalMetadataStore(MetadataStore):
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         return self._topic_ids.get(topic_id)
 
-    def new_topic(self, name, partitions, replication_factor, configs=None, internal=False) -> TopicImage:
+    def new_topic(
+        self, name, partitions, replication_factor, configs=None, internal=False
+    ) -> TopicImage:
         if name in self._topics or name in self._pending:
             raise TopicExists(f"Topic '{name}' already exists.")
         if partitions < 1:
@@ -117,13 +120,15 @@ class LocalMetadataStore(MetadataStore):
     def commit_partitions(self, grown: TopicImage) -> TopicImage:
         before = self._require(grown.name)
         if before.topic_id != grown.topic_id:
-            raise UnknownTopic(f"Topic '{grown.name}' was deleted while its partitions were being created.")
+            raise UnknownTopic(
+                f"Topic '{grown.name}' was deleted while its partitions were being created."
+            )
         if len(grown.partitions) <= len(before.partitions):
             raise InvalidPartitions(
                 f"Topic currently has {len(before.partitions)} partitions, which is higher than or "
                 f"equal to the requested {len(grown.partitions)}."
             )
-        added = grown.partitions[len(before.partitions):]
+        added = grown.partitions[len(before.partitions) :]
         return self._commit(before, replace(before, partitions=before.partitions + added))
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
@@ -142,7 +147,9 @@ class LocalMetadataStore(MetadataStore):
 
     def _new_partition(self, partition: int) -> PartitionImage:
         node = (self._node_id,)
-        return PartitionImage(partition=partition, leader=self._node_id, leader_epoch=0, replicas=node, isr=node)
+        return PartitionImage(
+            partition=partition, leader=self._node_id, leader_epoch=0, replicas=node, isr=node
+        )
 
     def _require(self, name: str) -> TopicImage:
         topic = self._topics.get(name)
@@ -173,7 +180,13 @@ class LocalMetadataStore(MetadataStore):
                 name=t["name"],
                 topic_id=uuid.UUID(t["topic_id"]),
                 partitions=tuple(
-                    PartitionImage(p["partition"], p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]))
+                    PartitionImage(
+                        p["partition"],
+                        p["leader"],
+                        p["leader_epoch"],
+                        tuple(p["replicas"]),
+                        tuple(p["isr"]),
+                    )
                     for p in t["partitions"]
                 ),
                 configs=t.get("configs", {}),
@@ -190,8 +203,13 @@ class LocalMetadataStore(MetadataStore):
                     "name": t.name,
                     "topic_id": str(t.topic_id),
                     "partitions": [
-                        {"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-                         "replicas": list(p.replicas), "isr": list(p.isr)}
+                        {
+                            "partition": p.partition,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replicas": list(p.replicas),
+                            "isr": list(p.isr),
+                        }
                         for p in t.partitions
                     ],
                     "configs": t.configs,

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.durable import write_atomically
-
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 BLOCK_SIZE = 1000

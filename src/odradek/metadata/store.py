@@ -116,7 +116,9 @@ class MetadataStore(ABC):
         internal: bool = False,
     ) -> TopicImage:
         """Create and publish a topic in one step (listeners create its logs synchronously)."""
-        return self.commit_new_topic(self.new_topic(name, partitions, replication_factor, configs, internal))
+        return self.commit_new_topic(
+            self.new_topic(name, partitions, replication_factor, configs, internal)
+        )
 
     @abstractmethod
     def delete_topic(self, name: str) -> TopicImage:

@@ -31,7 +31,7 @@ def validate_topic_name(name: str) -> None:
     if not name:
         raise InvalidTopicName("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise InvalidTopicName("Topic name cannot be \".\" or \"..\"")
+        raise InvalidTopicName('Topic name cannot be "." or ".."')
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidTopicName(
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
@@ -39,7 +39,7 @@ def validate_topic_name(name: str) -> None:
         )
     if not _LEGAL.fullmatch(name):
         raise InvalidTopicName(
-            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"
         )
 

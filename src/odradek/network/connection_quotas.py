@@ -25,9 +25,14 @@ INT_MAX = 2**31 - 1
 
 
 class ConnectionQuotas:
-    def __init__(self, *, max_connections: int = INT_MAX, max_connections_per_ip: int = INT_MAX,
-                 per_ip_overrides: Mapping[str, int] | None = None,
-                 listener_max_connections: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_connections: int = INT_MAX,
+        max_connections_per_ip: int = INT_MAX,
+        per_ip_overrides: Mapping[str, int] | None = None,
+        listener_max_connections: Mapping[str, int] | None = None,
+    ) -> None:
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         #: Address (as the peer name shows it) -> its limit; host names resolved here, as Kafka does at start-up.
@@ -40,7 +45,9 @@ class ConnectionQuotas:
 
     def slot_available(self, listener_name: str) -> bool:
         """Whether ``listener_name`` may take one more connection under the broker and listener limits."""
-        if self._per_listener[listener_name] >= self.listener_max_connections.get(listener_name, INT_MAX):
+        if self._per_listener[listener_name] >= self.listener_max_connections.get(
+            listener_name, INT_MAX
+        ):
             return False
         return self.total < self.max_connections
 
@@ -126,7 +133,9 @@ def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
         try:
             infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
         except OSError as e:
-            raise ValueError(f"max.connections.per.ip.overrides: cannot resolve host {host!r}: {e}") from None
+            raise ValueError(
+                f"max.connections.per.ip.overrides: cannot resolve host {host!r}: {e}"
+            ) from None
         for info in infos:
             resolved[info[4][0]] = limit
     return resolved

@@ -31,7 +31,16 @@ MIN_FREE = 4 * 1024
 class FrameReader:
     """Frames of one connection. ``InvalidFrame`` from ``received`` means the stream is unusable."""
 
-    __slots__ = ("frames", "queued_bytes", "_max_frame_bytes", "_buffer_size", "_view", "_start", "_end", "_size")
+    __slots__ = (
+        "_buffer_size",
+        "_end",
+        "_max_frame_bytes",
+        "_size",
+        "_start",
+        "_view",
+        "frames",
+        "queued_bytes",
+    )
 
     def __init__(self, max_frame_bytes: int, buffer_size: int = DEFAULT_BUFFER_SIZE) -> None:
         #: Complete frame bodies (without their size prefix), oldest first.

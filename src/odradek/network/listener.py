@@ -81,7 +81,9 @@ class ListenerConfig:
 class Listener:
     """One listening socket and its connections."""
 
-    def __init__(self, config: ListenerConfig, dispatch: Dispatch, quotas: ConnectionQuotas | None = None) -> None:
+    def __init__(
+        self, config: ListenerConfig, dispatch: Dispatch, quotas: ConnectionQuotas | None = None
+    ) -> None:
         self.config = config
         self._dispatch = dispatch
         #: Shared by every listener of a broker (max.connections counts them all); unlimited by default.
@@ -98,8 +100,12 @@ class Listener:
         Bound before the broker loads its logs, so a port in use stops start-up
         early, and so that port 0 resolves to the real port the broker advertises.
         """
-        infos = socket.getaddrinfo(self.config.host or None, self.config.port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(
+            self.config.host or None,
+            self.config.port,
+            type=socket.SOCK_STREAM,
+            flags=socket.AI_PASSIVE,
+        )
         family, kind, proto, _, address = infos[0]
         sock = socket.socket(family, kind, proto)
         try:
@@ -118,7 +124,9 @@ class Listener:
         assert self._socket is not None
         self._socket.listen(self.config.backlog)
         self._socket.setblocking(False)
-        self._acceptor = asyncio.create_task(self._accept_loop(), name=f"acceptor-{self.config.listener_name}")
+        self._acceptor = asyncio.create_task(
+            self._accept_loop(), name=f"acceptor-{self.config.listener_name}"
+        )
 
     async def _accept_loop(self) -> None:
         """Kafka's Acceptor: accept, wait for a connection slot, apply the per-address limit, serve."""
@@ -127,7 +135,9 @@ class Listener:
         while True:
             try:
                 sock, address = await loop.sock_accept(self._socket)
-            except OSError as e:  # e.g. EMFILE: the connection stays in the backlog; try again shortly
+            except (
+                OSError
+            ) as e:  # e.g. EMFILE: the connection stays in the backlog; try again shortly
                 log.error("listener %s cannot accept a connection: %s", name, e)
                 await asyncio.sleep(0.1)
                 continue
@@ -142,7 +152,7 @@ class Listener:
                 continue
             connection = _Connection(self, info)
             try:
-                await loop.connect_accepted_socket(lambda: connection, sock)
+                await loop.connect_accepted_socket(lambda: connection, sock)  # noqa: B023 - called now
             except OSError as e:
                 log.info("connection %s failed at once: %s", info.connection_id, e)
                 sock.close()
@@ -173,11 +183,16 @@ class Listener:
         if self._stopping:
             return None
         if not self.quotas.admit(self.config.listener_name, host):
-            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
-                     host, self.quotas.max_for(host))
+            log.info(
+                "Rejected connection from %s, address already has the configured maximum of %d connections.",
+                host,
+                self.quotas.max_for(host),
+            )
             return None
         self._next_id += 1
-        return ConnectionInfo(f"{host}:{port}-{self._next_id}", host, port, self.config.listener_name)
+        return ConnectionInfo(
+            f"{host}:{port}-{self._next_id}", host, port, self.config.listener_name
+        )
 
     def _release(self, info: ConnectionInfo) -> None:
         self.quotas.release(info.listener_name, info.peer_host)
@@ -274,7 +289,11 @@ class _Connection(asyncio.BufferedProtocol):
         self._closed = True
         if self._transport is not None:
             self._transport.close()
-        if self.task is not None and (force or not self._busy) and self.task is not asyncio.current_task():
+        if (
+            self.task is not None
+            and (force or not self._busy)
+            and self.task is not asyncio.current_task()
+        ):
             self.task.cancel()
         self._wake()
 
@@ -302,13 +321,20 @@ class _Connection(asyncio.BufferedProtocol):
             self._arm_idle_timer(max(idle - quiet, 0.001) if not self._busy else idle)
             return
         what = "truncated frame: no bytes" if self._reader.partial else "idle"
-        log.info("closing connection %s: %s for connections.max.idle.ms", self.info.connection_id, what)
+        log.info(
+            "closing connection %s: %s for connections.max.idle.ms", self.info.connection_id, what
+        )
         self.abort()
 
     # -- the request loop ------------------------------------------------------------------
 
     async def _serve(self) -> None:
-        info, reader, dispatch, listener = self.info, self._reader, self._listener._dispatch, self._listener
+        info, reader, dispatch, listener = (
+            self.info,
+            self._reader,
+            self._listener._dispatch,
+            self._listener,
+        )
         burst = 0
         try:
             while not self._closed:
@@ -354,7 +380,9 @@ class _Connection(asyncio.BufferedProtocol):
             if self._transport is not None:
                 self._transport.close()
 
-    async def _dispatch_eagerly(self, coro: Coroutine[Any, Any, EncodedResponse | None]) -> EncodedResponse | None:
+    async def _dispatch_eagerly(
+        self, coro: Coroutine[Any, Any, EncodedResponse | None]
+    ) -> EncodedResponse | None:
         """Run the handler within this step; only if it must wait, flush the queued responses first.
 
         Most requests complete without ever suspending, and their answers then wait
@@ -410,7 +438,9 @@ class _Connection(asyncio.BufferedProtocol):
                 self.abort()
                 return
         if remaining:
-            await self._loop.sendfile(self._transport, region.file, position, remaining, fallback=True)
+            await self._loop.sendfile(
+                self._transport, region.file, position, remaining, fallback=True
+            )
 
 
 @types.coroutine
@@ -423,7 +453,7 @@ def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, None
     while True:
         try:
             yield pending
-        except BaseException as e:  # noqa: BLE001 - every exception belongs to the coroutine
+        except BaseException as e:
             try:
                 pending = coro.throw(e)
             except StopIteration as done:

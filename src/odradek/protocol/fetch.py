@@ -70,7 +70,11 @@ def encode_fetch_response(
             head += wire.string(topic.topic, flexible)
         head += wire.array_length(len(topic.partitions), flexible)
         for p in topic.partitions:
-            head += wire.int32(p.partition_index) + wire.int16(p.error_code) + wire.int64(p.high_watermark)
+            head += (
+                wire.int32(p.partition_index)
+                + wire.int16(p.error_code)
+                + wire.int64(p.high_watermark)
+            )
             head += wire.int64(p.last_stable_offset)
             if api_version >= 5:
                 head += wire.int64(p.log_start_offset)

@@ -20,7 +20,9 @@ from odradek.protocol.wire import uvarint
 try:
     from odradek.protocol._fastpath import scan_for_append
     from odradek.protocol._fastpath import timestamp_delta_range as _native_delta_range
-except ImportError:  # installed without a C compiler: batches are checked and records walked in Python
+except (
+    ImportError
+):  # installed without a C compiler: batches are checked and records walked in Python
     scan_for_append = None
     _native_delta_range = None
 
@@ -89,10 +91,14 @@ class RecordBatch:
     writable buffer.
     """
 
-    __slots__ = ("buffer", "position", "fields")
+    __slots__ = ("buffer", "fields", "position")
 
-    def __init__(self, buffer: bytes | bytearray | memoryview, position: int = 0,
-                 fields: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        buffer: bytes | bytearray | memoryview,
+        position: int = 0,
+        fields: tuple[int, ...] | None = None,
+    ) -> None:
         self.buffer = buffer
         self.position = position
         #: The unpacked header (HEADER order) when check_batch read it; stale after a patch.
@@ -214,20 +220,37 @@ class RecordBatch:
     # -- patches covered by the CRC ----------------------------------------
     def set_log_append_time(self, timestamp: int) -> None:
         """Stamp LogAppendTime: timestamp-type bit and maxTimestamp, then a new CRC."""
-        _I16.pack_into(self.buffer, self.position + ATTRIBUTES, self.attributes | TIMESTAMP_TYPE_MASK)
+        _I16.pack_into(
+            self.buffer, self.position + ATTRIBUTES, self.attributes | TIMESTAMP_TYPE_MASK
+        )
         _I64.pack_into(self.buffer, self.position + MAX_TIMESTAMP, timestamp)
         _U32.pack_into(self.buffer, self.position + CRC, self.compute_crc())
 
 
-def check_batch(buffer: bytes | bytearray | memoryview, position: int, end: int, *, verify_crc: bool = True,
-                strict_count: bool = True) -> RecordBatch:
+def check_batch(
+    buffer: bytes | bytearray | memoryview,
+    position: int,
+    end: int,
+    *,
+    verify_crc: bool = True,
+    strict_count: bool = True,
+) -> RecordBatch:
     """check_header, returning a RecordBatch view (fields filled in)."""
-    return RecordBatch(buffer, position, check_header(buffer, position, end, verify_crc=verify_crc,
-                                                      strict_count=strict_count))
+    return RecordBatch(
+        buffer,
+        position,
+        check_header(buffer, position, end, verify_crc=verify_crc, strict_count=strict_count),
+    )
 
 
-def check_header(buffer: bytes | bytearray | memoryview, position: int, end: int, *, verify_crc: bool = True,
-                 strict_count: bool = True) -> tuple[int, ...]:
+def check_header(
+    buffer: bytes | bytearray | memoryview,
+    position: int,
+    end: int,
+    *,
+    verify_crc: bool = True,
+    strict_count: bool = True,
+) -> tuple[int, ...]:
     """The header fields (HEADER order) of the batch at ``position`` after checking sizes,
     magic and (optionally) CRC.
 
@@ -238,13 +261,17 @@ def check_header(buffer: bytes | bytearray | memoryview, position: int, end: int
     """
     remaining = end - position
     if remaining < HEADER_SIZE:
-        raise InvalidBatch("corrupt", f"{remaining} bytes left, fewer than a batch header ({HEADER_SIZE})")
+        raise InvalidBatch(
+            "corrupt", f"{remaining} bytes left, fewer than a batch header ({HEADER_SIZE})"
+        )
     fields = _unpack_header(buffer, position)
     _, length, _, magic, stored, _, delta, _, _, _, _, _, count = fields
     if length < HEADER_SIZE - LOG_OVERHEAD:
         raise InvalidBatch("corrupt", f"batchLength {length} is smaller than the header")
     if LOG_OVERHEAD + length > remaining:
-        raise InvalidBatch("corrupt", f"batchLength {length} runs past the end of the records ({remaining} bytes)")
+        raise InvalidBatch(
+            "corrupt", f"batchLength {length} runs past the end of the records ({remaining} bytes)"
+        )
     if magic != 2:
         raise InvalidBatch("magic", f"magic {magic} is not supported, only record batch v2")
     if verify_crc:
@@ -252,15 +279,26 @@ def check_header(buffer: bytes | bytearray | memoryview, position: int, end: int
         view = buffer if type(buffer) is memoryview else memoryview(buffer)
         computed = crc32c(view[position + ATTRIBUTES : position + LOG_OVERHEAD + length])
         if stored != computed:
-            raise InvalidBatch("corrupt", f"CRC32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
+            raise InvalidBatch(
+                "corrupt", f"CRC32C mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            )
     if delta < 0 or count > delta + 1 or (strict_count and count != delta + 1):
-        raise InvalidBatch("invalid", f"recordsCount {count} does not match lastOffsetDelta {delta}")
+        raise InvalidBatch(
+            "invalid", f"recordsCount {count} does not match lastOffsetDelta {delta}"
+        )
     return fields
 
 
-def stamped_header(buffer: bytes | bytearray | memoryview, position: int, size: int, *, base_offset: int,
-                   leader_epoch: int, log_append_time: int | None = None,
-                   max_timestamp: int | None = None) -> bytearray:
+def stamped_header(
+    buffer: bytes | bytearray | memoryview,
+    position: int,
+    size: int,
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    log_append_time: int | None = None,
+    max_timestamp: int | None = None,
+) -> bytearray:
     """A copy of a batch's header with baseOffset and partitionLeaderEpoch set, and, with
     ``log_append_time``, LogAppendTime stamped (or, with ``max_timestamp``, the batch made
     CreateTime with that maxTimestamp, as Kafka's setMaxTimestamp(CREATE_TIME, ...)) and the
@@ -278,7 +316,10 @@ def stamped_header(buffer: bytes | bytearray | memoryview, position: int, size: 
             attributes &= ~TIMESTAMP_TYPE_MASK
         _I16.pack_into(header, ATTRIBUTES, attributes)
         _I64.pack_into(header, MAX_TIMESTAMP, max_timestamp)
-        crc = crc32c(memoryview(buffer)[position + HEADER_SIZE : position + size], crc32c(header[ATTRIBUTES:]))
+        crc = crc32c(
+            memoryview(buffer)[position + HEADER_SIZE : position + size],
+            crc32c(header[ATTRIBUTES:]),
+        )
         _U32.pack_into(header, CRC, crc)
     return header
 
@@ -286,20 +327,43 @@ def stamped_header(buffer: bytes | bytearray | memoryview, position: int, size: 
 _HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 
 
-def new_batch(payload: bytes, *, attributes: int, last_offset_delta: int, base_timestamp: int, max_timestamp: int,
-              producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-              records_count: int) -> bytes:
+def new_batch(
+    payload: bytes,
+    *,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    records_count: int,
+) -> bytes:
     """A v2 batch (base offset 0, no leader epoch) around an encoded, possibly compressed,
     records ``payload``: the one place clients of the format (the coordinator, the Spark
     sink) build a header and its CRC."""
-    tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
-                      base_sequence, records_count)
+    tail = _TAIL.pack(
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )
     crc = crc32c(payload, crc32c(tail))
-    return _HEAD.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2) + _U32.pack(crc) + tail + payload
+    return (
+        _HEAD.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2)
+        + _U32.pack(crc)
+        + tail
+        + payload
+    )
 
 
-def iter_batches(buffer: bytes | bytearray | memoryview, *, verify_crc: bool = True,
-                 strict_count: bool = True) -> Iterator[RecordBatch]:
+def iter_batches(
+    buffer: bytes | bytearray | memoryview, *, verify_crc: bool = True, strict_count: bool = True
+) -> Iterator[RecordBatch]:
     """Every batch of a records blob, checked; raises InvalidBatch at the first bad one."""
     position, end = 0, len(buffer)
     while position < end:
@@ -368,10 +432,15 @@ def walk_timestamp_deltas(payload: bytes | memoryview, count: int) -> tuple[int,
                 high = delta
             position += length >> 1
     except IndexError:
-        raise InvalidBatch("invalid", "Incorrect declared batch size, premature EOF reached") from None
+        raise InvalidBatch(
+            "invalid", "Incorrect declared batch size, premature EOF reached"
+        ) from None
     if position != len(payload):
-        raise InvalidBatch("invalid", f"Incorrect declared batch size: {count} records end at {position} "
-                                      f"of {len(payload)} bytes")
+        raise InvalidBatch(
+            "invalid",
+            f"Incorrect declared batch size: {count} records end at {position} "
+            f"of {len(payload)} bytes",
+        )
     return low, high
 
 

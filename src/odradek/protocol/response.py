@@ -15,7 +15,7 @@ class Region(Protocol):
     """A byte range of an open file (storage's FileRegion satisfies this)."""
 
     @property
-    def file(self): ...  # noqa: ANN201 - any object with fileno()
+    def file(self): ...
 
     @property
     def position(self) -> int: ...

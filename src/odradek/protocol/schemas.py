@@ -13,8 +13,8 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from kio.schema.errors import ErrorCode
 from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 

@@ -13,9 +13,20 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, is_optional
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
 from kio.serial._parse import get_field_reader
-from kio.serial.readers import compact_array_reader, legacy_array_reader, read_int8, read_unsigned_varint
+from kio.serial.readers import (
+    compact_array_reader,
+    legacy_array_reader,
+    read_int8,
+    read_unsigned_varint,
+)
 
 
 @cache

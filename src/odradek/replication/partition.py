@@ -59,7 +59,9 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise UnknownLeaderEpoch(f"epoch {current_leader_epoch} > {self.leader_epoch}")
 
-    def append_records_to_leader(self, records: memoryview | bytes, required_acks: int, now_ms: int) -> LogAppendInfo:
+    def append_records_to_leader(
+        self, records: memoryview | bytes, required_acks: int, now_ms: int
+    ) -> LogAppendInfo:
         """Append as leader; acks=-1 needs min.insync.replicas in the ISR first."""
         if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
             raise NotEnoughReplicas(
@@ -74,7 +76,13 @@ class Partition:
         # Every ISR member (only us) has the whole log.
         self.high_watermark = self.log.log_end_offset
 
-    def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool) -> FetchDataInfo:
+    def read(
+        self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool
+    ) -> FetchDataInfo:
         """Records from ``fetch_offset`` up to the high watermark (last stable offset for read_committed)."""
-        max_offset = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
-        return self.log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
+        max_offset = (
+            self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+        )
+        return self.log.read(
+            fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+        )

@@ -27,8 +27,6 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.partition import Partition
 from odradek.storage import LogAppendInfo, LogConfig, LogManager, TopicPartition
 
-
-
 #: Logs created per worker-thread call: fewer calls fsync the log dirs fewer times; a cancelled
 #: creation (broker shutdown) stops after the chunk under way.
 CREATE_LOGS_CHUNK = 500
@@ -39,7 +37,13 @@ class UnknownTopicOrPartition(KafkaError):
 
 
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, metadata: MetadataStore, node_id: int, default_config: LogConfig) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        metadata: MetadataStore,
+        node_id: int,
+        default_config: LogConfig,
+    ) -> None:
         self.log_manager = log_manager
         self.metadata = metadata
         self.node_id = node_id
@@ -80,12 +84,16 @@ class ReplicaManager:
         for p, log_ in zip(new, self._open_logs(after.name, new, config)):
             self._partitions[log_.topic_partition] = Partition(log_, self.node_id, p.leader_epoch)
 
-    def _open_logs(self, topic: str, partitions: Sequence[PartitionImage], config: LogConfig) -> list:
+    def _open_logs(
+        self, topic: str, partitions: Sequence[PartitionImage], config: LogConfig
+    ) -> list:
         """Get or create the logs of leader partitions, with their leader epoch recorded.
 
         One call for all of them: the log dirs are fsynced once, not once per partition.
         """
-        logs = self.log_manager.get_or_create_logs([TopicPartition(topic, p.partition) for p in partitions], config)
+        logs = self.log_manager.get_or_create_logs(
+            [TopicPartition(topic, p.partition) for p in partitions], config
+        )
         for p, log_ in zip(partitions, logs):
             log_.leader_epoch_cache.assign(p.leader_epoch, log_.log_end_offset)
         return logs
@@ -102,7 +110,9 @@ class ReplicaManager:
         led = [p for p in partitions if p.leader == self.node_id]
         async with self._creating_logs:
             for start in range(0, len(led), CREATE_LOGS_CHUNK):
-                await asyncio.to_thread(self._open_logs, topic.name, led[start : start + CREATE_LOGS_CHUNK], config)
+                await asyncio.to_thread(
+                    self._open_logs, topic.name, led[start : start + CREATE_LOGS_CHUNK], config
+                )
 
     async def create_topic(
         self,
@@ -138,7 +148,9 @@ class ReplicaManager:
                 current = self.metadata.topic(name)
                 # Deleted meanwhile, or not committed: the new logs belong to nobody. (Re-created
                 # under a new id: the logs may be the new topic's, so they stay.)
-                if current is None or (current.topic_id == grown.topic_id and len(current.partitions) < total):
+                if current is None or (
+                    current.topic_id == grown.topic_id and len(current.partitions) < total
+                ):
                     self._delete_logs(name, added)
                 raise
 
@@ -157,13 +169,17 @@ class ReplicaManager:
     def partition(self, tp: TopicPartition) -> Partition:
         partition = self._partitions.get(tp)
         if partition is None:
-            raise UnknownTopicOrPartition(f"This server does not host this topic-partition: {tp.topic}-{tp.partition}")
+            raise UnknownTopicOrPartition(
+                f"This server does not host this topic-partition: {tp.topic}-{tp.partition}"
+            )
         return partition
 
     def partitions(self) -> dict[TopicPartition, Partition]:
         return dict(self._partitions)
 
-    def append_records(self, tp: TopicPartition, records: memoryview | bytes, required_acks: int, now_ms: int) -> LogAppendInfo:
+    def append_records(
+        self, tp: TopicPartition, records: memoryview | bytes, required_acks: int, now_ms: int
+    ) -> LogAppendInfo:
         """Append to a leader partition; KafkaError subclasses carry the error code for the client."""
         info = self.partition(tp).append_records_to_leader(records, required_acks, now_ms)
         for listener in self.append_listeners:

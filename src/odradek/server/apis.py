@@ -33,7 +33,13 @@ class ApiSpec:
 _H = "odradek.server.handlers."
 
 API_SPECS: list[ApiSpec] = [
-    ApiSpec(ApiKey.PRODUCE, 3, 13, _H + "produce:handle", "odradek.protocol.produce:decode_produce_request"),
+    ApiSpec(
+        ApiKey.PRODUCE,
+        3,
+        13,
+        _H + "produce:handle",
+        "odradek.protocol.produce:decode_produce_request",
+    ),
     ApiSpec(ApiKey.FETCH, 4, 18, _H + "fetch:handle"),
     ApiSpec(ApiKey.LIST_OFFSETS, 1, 11, _H + "list_offsets:handle"),
     ApiSpec(ApiKey.METADATA, 0, 13, _H + "metadata:handle"),
@@ -46,7 +52,9 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, _H + "log_admin:handle_describe_log_dirs"),
     ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, _H + "configs:handle_describe_configs"),
     ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, _H + "configs:handle_alter_configs"),
-    ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, _H + "configs:handle_incremental_alter_configs"),
+    ApiSpec(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, _H + "configs:handle_incremental_alter_configs"
+    ),
     ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, _H + "cluster:handle_describe_cluster"),
     ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 6, _H + "producer_ids:handle_init_producer_id"),
     ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, _H + "group:handle_find_coordinator"),

@@ -30,6 +30,7 @@ from odradek.storage.cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
 
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -77,7 +78,9 @@ class Broker:
     def advertised(self) -> tuple[str, int]:
         """(host, port) of the first listener, the one the ready line names."""
         first = self.listeners[0].config.listener_name
-        return self.advertised_listeners.get(first) or next(iter(self.advertised_listeners.values()))
+        return self.advertised_listeners.get(first) or next(
+            iter(self.advertised_listeners.values())
+        )
 
     def advertised_endpoint(self, listener_name: str) -> tuple[str, int] | None:
         """(host, port) to give a client connected on ``listener_name`` (None: not advertised there)."""
@@ -90,8 +93,11 @@ class Broker:
                 bound[listener.config.listener_name] = listener.bind()
             except OSError as e:
                 address = f"{listener.config.host}:{listener.config.port}"
-                raise OSError(e.errno, f"cannot listen on {address} ({listener.config.listener_name}): {e.strerror}",
-                              address) from e
+                raise OSError(
+                    e.errno,
+                    f"cannot listen on {address} ({listener.config.listener_name}): {e.strerror}",
+                    address,
+                ) from e
         self.advertised_listeners = self.config.advertised_listeners(bound)
 
     async def start(self) -> None:
@@ -107,9 +113,11 @@ class Broker:
                 producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
                 # As Kafka's cleaner threads, each cleaning at once gets its share of the buffers.
                 cleaner=LogCleaner(
-                    self.config["log.cleaner.dedupe.buffer.size"] // max(1, self.config["log.cleaner.threads"]),
+                    self.config["log.cleaner.dedupe.buffer.size"]
+                    // max(1, self.config["log.cleaner.threads"]),
                     self.config["log.cleaner.io.buffer.load.factor"],
-                    self.config["log.cleaner.io.buffer.size"] // max(1, self.config["log.cleaner.threads"]),
+                    self.config["log.cleaner.io.buffer.size"]
+                    // max(1, self.config["log.cleaner.threads"]),
                 ),
                 cleaner_enable=self.config["log.cleaner.enable"],
                 cleaner_threads=self.config["log.cleaner.threads"],
@@ -120,9 +128,14 @@ class Broker:
             self.node_id, self.cluster_id = self.log_manager.ensure_meta_properties(
                 self.config.node_id, self.config.get("cluster.id")
             )
-            endpoints = tuple((name, host, port) for name, (host, port) in self.advertised_listeners.items())
+            endpoints = tuple(
+                (name, host, port) for name, (host, port) in self.advertised_listeners.items()
+            )
             self.metadata = LocalMetadataStore(
-                self.config.log_dirs[0], self.node_id, self.cluster_id, BrokerImage(self.node_id, endpoints)
+                self.config.log_dirs[0],
+                self.node_id,
+                self.cluster_id,
+                BrokerImage(self.node_id, endpoints),
             )
             self.replica_manager = ReplicaManager(
                 self.log_manager, self.metadata, self.node_id, self.default_log_config

@@ -58,9 +58,20 @@ def _list(value: str) -> list[str]:
 
 
 #: Kafka's ConfigDef numeric types and the ranges their parsers accept.
-_NUMERIC_RANGES = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), INT_MAX), "long": (-(2**63), LONG_MAX)}
-_PARSERS: dict[str, Callable[[str], Any]] = {"boolean": _bool, "list": _list, "string": str,
-                                              "short": int, "int": int, "long": int, "double": float}
+_NUMERIC_RANGES = {
+    "short": (-(2**15), 2**15 - 1),
+    "int": (-(2**31), INT_MAX),
+    "long": (-(2**63), LONG_MAX),
+}
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "boolean": _bool,
+    "list": _list,
+    "string": str,
+    "short": int,
+    "int": int,
+    "long": int,
+    "double": float,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,93 +97,326 @@ class ConfigDef:
 
 
 _DEFS = [
-    ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Comma-separated listener URIs (NAME://host:port).", reader=_list),
-    ConfigDef("advertised.listeners", "string", None, "Listeners published to clients; defaults to listeners.", reader=_list),
-    ConfigDef("listener.security.protocol.map", "string",
-              "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-              "Listener name -> security protocol.", reader=_list),
-    ConfigDef("log.dirs", "string", None, "Directories holding the log data; log.dir when unset.", reader=_list),
-    ConfigDef("log.dir", "string", "/tmp/kafka-logs", "The directory holding log data when log.dirs is unset.", reader=_list),
-    ConfigDef("node.id", "int", "-1", "This broker's id; -1 takes it from meta.properties (or 1).", at_least=-1),
+    ConfigDef(
+        "listeners",
+        "string",
+        "PLAINTEXT://127.0.0.1:9092",
+        "Comma-separated listener URIs (NAME://host:port).",
+        reader=_list,
+    ),
+    ConfigDef(
+        "advertised.listeners",
+        "string",
+        None,
+        "Listeners published to clients; defaults to listeners.",
+        reader=_list,
+    ),
+    ConfigDef(
+        "listener.security.protocol.map",
+        "string",
+        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "Listener name -> security protocol.",
+        reader=_list,
+    ),
+    ConfigDef(
+        "log.dirs",
+        "string",
+        None,
+        "Directories holding the log data; log.dir when unset.",
+        reader=_list,
+    ),
+    ConfigDef(
+        "log.dir",
+        "string",
+        "/tmp/kafka-logs",
+        "The directory holding log data when log.dirs is unset.",
+        reader=_list,
+    ),
+    ConfigDef(
+        "node.id",
+        "int",
+        "-1",
+        "This broker's id; -1 takes it from meta.properties (or 1).",
+        at_least=-1,
+    ),
     ConfigDef("broker.id", "int", "-1", "Legacy name of node.id.", at_least=-1),
     ConfigDef("cluster.id", "string", None, "Cluster id for a new data dir; generated when unset."),
-    ConfigDef("num.partitions", "int", "1", "Default partition count of auto-created topics.", at_least=1),
-    ConfigDef("default.replication.factor", "int", "1", "Default replication factor of auto-created topics.", at_least=1),
-    ConfigDef("auto.create.topics.enable", "boolean", "true", "Create a topic when a client asks for its metadata."),
+    ConfigDef(
+        "num.partitions", "int", "1", "Default partition count of auto-created topics.", at_least=1
+    ),
+    ConfigDef(
+        "default.replication.factor",
+        "int",
+        "1",
+        "Default replication factor of auto-created topics.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "auto.create.topics.enable",
+        "boolean",
+        "true",
+        "Create a topic when a client asks for its metadata.",
+    ),
     ConfigDef("delete.topic.enable", "boolean", "true", "Allow DeleteTopics."),
-    ConfigDef("message.max.bytes", "int", "1048588", "Largest record batch the broker accepts.", at_least=0),
-    ConfigDef("compression.type", "string", "producer",
-              "compression.type default: the codec topics store batches in; producer keeps what was sent."),
-    ConfigDef("compression.gzip.level", "int", "-1", "compression.gzip.level default (-1 or 1-9).", at_least=-1),
-    ConfigDef("compression.lz4.level", "int", "9", "compression.lz4.level default (1-17).", at_least=1),
-    ConfigDef("compression.zstd.level", "int", "3", "compression.zstd.level default (up to 22).", at_least=-131072),
+    ConfigDef(
+        "message.max.bytes",
+        "int",
+        "1048588",
+        "Largest record batch the broker accepts.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "compression.type",
+        "string",
+        "producer",
+        "compression.type default: the codec topics store batches in; producer keeps what was sent.",
+    ),
+    ConfigDef(
+        "compression.gzip.level",
+        "int",
+        "-1",
+        "compression.gzip.level default (-1 or 1-9).",
+        at_least=-1,
+    ),
+    ConfigDef(
+        "compression.lz4.level", "int", "9", "compression.lz4.level default (1-17).", at_least=1
+    ),
+    ConfigDef(
+        "compression.zstd.level",
+        "int",
+        "3",
+        "compression.zstd.level default (up to 22).",
+        at_least=-131072,
+    ),
     ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request frame.", at_least=1),
-    ConfigDef("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this.", at_least=1),
-    ConfigDef("max.connections.per.ip", "int", str(INT_MAX),
-              "Connections allowed from one address (0 only with overrides); more are closed at once.", at_least=0),
-    ConfigDef("max.connections.per.ip.overrides", "string", "",
-              'Per-address or host name overrides of max.connections.per.ip, e.g. "hostName:100,127.0.0.1:200".',
-              reader=parse_overrides),
-    ConfigDef("max.connections", "int", str(INT_MAX),
-              "Connections allowed in the broker at once (listener.name.<name>.max.connections per listener); "
-              "at the limit the listener stops accepting until a connection closes.", at_least=0),
-    ConfigDef("num.network.threads", "int", "3", "Accepted for compatibility; one event loop does the network I/O.", at_least=1),
-    ConfigDef("num.io.threads", "int", "8", "Accepted for compatibility; blocking work uses a thread pool.", at_least=1),
+    ConfigDef(
+        "connections.max.idle.ms",
+        "long",
+        "600000",
+        "Idle connections are closed after this.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "max.connections.per.ip",
+        "int",
+        str(INT_MAX),
+        "Connections allowed from one address (0 only with overrides); more are closed at once.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "max.connections.per.ip.overrides",
+        "string",
+        "",
+        'Per-address or host name overrides of max.connections.per.ip, e.g. "hostName:100,127.0.0.1:200".',
+        reader=parse_overrides,
+    ),
+    ConfigDef(
+        "max.connections",
+        "int",
+        str(INT_MAX),
+        "Connections allowed in the broker at once (listener.name.<name>.max.connections per listener); "
+        "at the limit the listener stops accepting until a connection closes.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "num.network.threads",
+        "int",
+        "3",
+        "Accepted for compatibility; one event loop does the network I/O.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "num.io.threads",
+        "int",
+        "8",
+        "Accepted for compatibility; blocking work uses a thread pool.",
+        at_least=1,
+    ),
     ConfigDef("log.segment.bytes", "int", "1073741824", "segment.bytes default.", at_least=14),
-    ConfigDef("log.roll.ms", "long", None, "segment.ms default; log.roll.hours when unset.", at_least=1),
+    ConfigDef(
+        "log.roll.ms", "long", None, "segment.ms default; log.roll.hours when unset.", at_least=1
+    ),
     ConfigDef("log.roll.hours", "int", "168", "segment.ms default in hours.", at_least=1),
     ConfigDef("log.roll.jitter.ms", "long", None, "segment.jitter.ms default.", at_least=0),
-    ConfigDef("log.roll.jitter.hours", "int", "0", "segment.jitter.ms default in hours.", at_least=0),
-    ConfigDef("log.retention.ms", "long", None, "retention.ms default; -1 keeps forever.", at_least=-1),
-    ConfigDef("log.retention.minutes", "int", None, "retention.ms default in minutes.", at_least=-1),
+    ConfigDef(
+        "log.roll.jitter.hours", "int", "0", "segment.jitter.ms default in hours.", at_least=0
+    ),
+    ConfigDef(
+        "log.retention.ms", "long", None, "retention.ms default; -1 keeps forever.", at_least=-1
+    ),
+    ConfigDef(
+        "log.retention.minutes", "int", None, "retention.ms default in minutes.", at_least=-1
+    ),
     ConfigDef("log.retention.hours", "int", "168", "retention.ms default in hours.", at_least=-1),
     ConfigDef("log.retention.bytes", "long", "-1", "retention.bytes default.", at_least=-1),
-    ConfigDef("log.retention.check.interval.ms", "long", "300000", "How often retention runs.", at_least=1),
-    ConfigDef("log.flush.interval.messages", "long", str(LONG_MAX), "flush.messages default.", at_least=1),
+    ConfigDef(
+        "log.retention.check.interval.ms", "long", "300000", "How often retention runs.", at_least=1
+    ),
+    ConfigDef(
+        "log.flush.interval.messages", "long", str(LONG_MAX), "flush.messages default.", at_least=1
+    ),
     ConfigDef("log.flush.interval.ms", "long", None, "flush.ms default.", at_least=0),
-    ConfigDef("log.flush.scheduler.interval.ms", "long", str(LONG_MAX), "How often the flusher checks.", at_least=0),
-    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", "60000", "Recovery point checkpoint interval.", at_least=0),
-    ConfigDef("log.index.size.max.bytes", "int", "10485760", "segment.index.bytes default.", at_least=4),
-    ConfigDef("log.index.interval.bytes", "int", "4096", "index.interval.bytes default.", at_least=0),
-    ConfigDef("log.segment.delete.delay.ms", "long", "60000",
-              "file.delete.delay.ms default: how long deleted segments and deleted partitions' "
-              "directories stay on disk (readers may still hold them) before they are removed.", at_least=0),
+    ConfigDef(
+        "log.flush.scheduler.interval.ms",
+        "long",
+        str(LONG_MAX),
+        "How often the flusher checks.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "log.flush.offset.checkpoint.interval.ms",
+        "int",
+        "60000",
+        "Recovery point checkpoint interval.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "log.index.size.max.bytes", "int", "10485760", "segment.index.bytes default.", at_least=4
+    ),
+    ConfigDef(
+        "log.index.interval.bytes", "int", "4096", "index.interval.bytes default.", at_least=0
+    ),
+    ConfigDef(
+        "log.segment.delete.delay.ms",
+        "long",
+        "60000",
+        "file.delete.delay.ms default: how long deleted segments and deleted partitions' "
+        "directories stay on disk (readers may still hold them) before they are removed.",
+        at_least=0,
+    ),
     ConfigDef("log.cleanup.policy", "list", "delete", "cleanup.policy default."),
-    ConfigDef("log.message.timestamp.type", "string", "CreateTime", "message.timestamp.type default."),
-    ConfigDef("log.message.timestamp.before.max.ms", "long", str(LONG_MAX),
-              "message.timestamp.before.max.ms default: how far a CreateTime may lie behind the broker's clock.",
-              at_least=0),
-    ConfigDef("log.message.timestamp.after.max.ms", "long", "3600000",
-              "message.timestamp.after.max.ms default: how far a CreateTime may lie ahead of the broker's clock.",
-              at_least=0),
-    ConfigDef("log.cleaner.enable", "boolean", "true",
-              "Run the log cleaner; when false, compacted topics are never cleaned and grow without bound."),
-    ConfigDef("log.cleaner.threads", "int", "1", "How many logs the cleaner compacts at once (0: none).", at_least=0),
-    ConfigDef("log.cleaner.backoff.ms", "long", "15000",
-              "How long the cleaner sleeps when there are no logs to clean.", at_least=0),
-    ConfigDef("log.cleaner.dedupe.buffer.size", "long", str(128 * 1024 * 1024),
-              "Memory of the cleaner's offset map (16-byte key hash plus 8-byte offset per key).",
-              at_least=1024 * 1024),
-    ConfigDef("log.cleaner.io.buffer.size", "int", str(512 * 1024),
-              "The cleaner's read buffer; a larger batch is read whole on its own.", at_least=0),
-    ConfigDef("log.cleaner.io.buffer.load.factor", "double", "0.9",
-              "How full the offset map may get before a cleaning stops at the offsets it has mapped.",
-              at_most=1.0),
+    ConfigDef(
+        "log.message.timestamp.type", "string", "CreateTime", "message.timestamp.type default."
+    ),
+    ConfigDef(
+        "log.message.timestamp.before.max.ms",
+        "long",
+        str(LONG_MAX),
+        "message.timestamp.before.max.ms default: how far a CreateTime may lie behind the broker's clock.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "log.message.timestamp.after.max.ms",
+        "long",
+        "3600000",
+        "message.timestamp.after.max.ms default: how far a CreateTime may lie ahead of the broker's clock.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "log.cleaner.enable",
+        "boolean",
+        "true",
+        "Run the log cleaner; when false, compacted topics are never cleaned and grow without bound.",
+    ),
+    ConfigDef(
+        "log.cleaner.threads",
+        "int",
+        "1",
+        "How many logs the cleaner compacts at once (0: none).",
+        at_least=0,
+    ),
+    ConfigDef(
+        "log.cleaner.backoff.ms",
+        "long",
+        "15000",
+        "How long the cleaner sleeps when there are no logs to clean.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "log.cleaner.dedupe.buffer.size",
+        "long",
+        str(128 * 1024 * 1024),
+        "Memory of the cleaner's offset map (16-byte key hash plus 8-byte offset per key).",
+        at_least=1024 * 1024,
+    ),
+    ConfigDef(
+        "log.cleaner.io.buffer.size",
+        "int",
+        str(512 * 1024),
+        "The cleaner's read buffer; a larger batch is read whole on its own.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "log.cleaner.io.buffer.load.factor",
+        "double",
+        "0.9",
+        "How full the offset map may get before a cleaning stops at the offsets it has mapped.",
+        at_most=1.0,
+    ),
     ConfigDef("min.insync.replicas", "int", "1", "min.insync.replicas default.", at_least=1),
-    ConfigDef("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets.", at_least=1),
-    ConfigDef("offsets.topic.replication.factor", "short", "3", "Replication factor of __consumer_offsets (capped at live brokers).", at_least=1),
-    ConfigDef("offsets.topic.segment.bytes", "int", "104857600", "segment.bytes of __consumer_offsets.", at_least=1),
-    ConfigDef("offsets.retention.minutes", "int", "10080", "How long committed offsets of empty groups are kept.", at_least=1),
-    ConfigDef("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state.", at_least=1),
-    ConfigDef("transaction.state.log.replication.factor", "short", "3", "Replication factor of __transaction_state.", at_least=1),
-    ConfigDef("transactional.id.expiration.ms", "int", "604800000", "Transactional id expiry.", at_least=1),
-    ConfigDef("producer.id.expiration.ms", "int", "86400000", "Idle producer ids are forgotten after this.", at_least=1),
-    ConfigDef("group.initial.rebalance.delay.ms", "int", "3000", "Delay before the first rebalance of a new group.", at_least=0),
-    ConfigDef("group.min.session.timeout.ms", "int", "6000", "Smallest session timeout a member may ask for.", at_least=0),
-    ConfigDef("group.max.session.timeout.ms", "int", "1800000", "Largest session timeout a member may ask for.", at_least=0),
+    ConfigDef(
+        "offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets.", at_least=1
+    ),
+    ConfigDef(
+        "offsets.topic.replication.factor",
+        "short",
+        "3",
+        "Replication factor of __consumer_offsets (capped at live brokers).",
+        at_least=1,
+    ),
+    ConfigDef(
+        "offsets.topic.segment.bytes",
+        "int",
+        "104857600",
+        "segment.bytes of __consumer_offsets.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "offsets.retention.minutes",
+        "int",
+        "10080",
+        "How long committed offsets of empty groups are kept.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "transaction.state.log.num.partitions",
+        "int",
+        "50",
+        "Partitions of __transaction_state.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "transaction.state.log.replication.factor",
+        "short",
+        "3",
+        "Replication factor of __transaction_state.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "transactional.id.expiration.ms", "int", "604800000", "Transactional id expiry.", at_least=1
+    ),
+    ConfigDef(
+        "producer.id.expiration.ms",
+        "int",
+        "86400000",
+        "Idle producer ids are forgotten after this.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "group.initial.rebalance.delay.ms",
+        "int",
+        "3000",
+        "Delay before the first rebalance of a new group.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "group.min.session.timeout.ms",
+        "int",
+        "6000",
+        "Smallest session timeout a member may ask for.",
+        at_least=0,
+    ),
+    ConfigDef(
+        "group.max.session.timeout.ms",
+        "int",
+        "1800000",
+        "Largest session timeout a member may ask for.",
+        at_least=0,
+    ),
 ]
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
 
 def read_properties(path: str | Path) -> dict[str, str]:
     """A Java-style .properties file (key=value or key: value, # and ! comments)."""
@@ -201,19 +445,25 @@ class BrokerConfig:
         self._advertised = self._endpoints("advertised.listeners", distinct_ports=False)
         self._check_listeners()
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
-            raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
-                              "property is set.")
+            raise ConfigError(
+                "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                "property is set."
+            )
         self._listener_max_connections = self._per_listener_max_connections()
         for name in props:
             if name not in CONFIG_DEFS and not _LISTENER_MAX_CONNECTIONS.fullmatch(name):
-                log.info("config %s=%s is not a known broker config; kept as given", name, props[name])
+                log.info(
+                    "config %s=%s is not a known broker config; kept as given", name, props[name]
+                )
 
     @staticmethod
     def _parse(definition: ConfigDef, raw: str) -> Any:
         try:
             value = definition.parse(raw)
         except ValueError as e:
-            raise ConfigError(f"Invalid value {raw!r} for configuration {definition.name}: {e}") from None
+            raise ConfigError(
+                f"Invalid value {raw!r} for configuration {definition.name}: {e}"
+            ) from None
         if definition.at_least is not None and value < definition.at_least:
             raise ConfigError(
                 f"Invalid value {raw!r} for configuration {definition.name}: "
@@ -251,8 +501,10 @@ class BrokerConfig:
         for entry in self["listener.security.protocol.map"]:
             name, sep, protocol = entry.partition(":")
             if not sep or protocol.strip().upper() not in SECURITY_PROTOCOLS:
-                raise ConfigError(f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
-                                  f"expected NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+                raise ConfigError(
+                    f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
+                    f"expected NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}"
+                )
             protocols[name.strip().upper()] = protocol.strip().upper()
         return protocols
 
@@ -262,20 +514,28 @@ class BrokerConfig:
         for uri in self._values[key] or ():
             name, host, port = parse_listener(uri, key)
             if name not in protocols:
-                raise ConfigError(f"Invalid value {uri!r} for configuration {key}: "
-                                  f"no security protocol defined for listener {name} in listener.security.protocol.map")
+                raise ConfigError(
+                    f"Invalid value {uri!r} for configuration {key}: "
+                    f"no security protocol defined for listener {name} in listener.security.protocol.map"
+                )
             endpoints.append(Endpoint(name, host, port, protocols[name]))
         names = [e.listener_name for e in endpoints]
         if len(set(names)) != len(names):
-            raise ConfigError(f"Each listener must have a different name, {key}: {','.join(self._values[key])}")
+            raise ConfigError(
+                f"Each listener must have a different name, {key}: {','.join(self._values[key])}"
+            )
         ports = [e.port for e in endpoints if e.port != 0]
         if distinct_ports and len(set(ports)) != len(ports):
-            raise ConfigError(f"Each listener must have a different port, {key}: {','.join(self._values[key])}")
+            raise ConfigError(
+                f"Each listener must have a different port, {key}: {','.join(self._values[key])}"
+            )
         return endpoints
 
     def _check_listeners(self) -> None:
         if not self._listeners:
-            raise ConfigError("Invalid value '' for configuration listeners: at least one listener is needed")
+            raise ConfigError(
+                "Invalid value '' for configuration listeners: at least one listener is needed"
+            )
         for endpoint in self._listeners:
             if endpoint.security_protocol != "PLAINTEXT":
                 raise ConfigError(
@@ -291,8 +551,10 @@ class BrokerConfig:
                 f"listeners are {','.join(sorted(names))}"
             )
         if any(e.host == "0.0.0.0" for e in self._advertised):
-            raise ConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
-                              "Use a routable IP address.")
+            raise ConfigError(
+                "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                "Use a routable IP address."
+            )
 
     def _per_listener_max_connections(self) -> dict[str, int]:
         """``listener.name.<name>.max.connections`` (Kafka's listener prefix, name in any case), validated."""
@@ -304,7 +566,9 @@ class BrokerConfig:
             if match is None:
                 continue
             name = match["listener"].upper()
-            limit = self._parse(ConfigDef(key, definition.type, None, definition.doc, at_least=0), raw)
+            limit = self._parse(
+                ConfigDef(key, definition.type, None, definition.doc, at_least=0), raw
+            )
             if name in names:
                 limits[name] = limit
             else:  # as Kafka, a prefix naming no listener configures nothing
@@ -329,7 +593,10 @@ class BrokerConfig:
         advertised = {}
         for endpoint in self._advertised or self._listeners:
             host = "127.0.0.1" if endpoint.host in ("", "0.0.0.0", "::") else endpoint.host
-            advertised[endpoint.listener_name] = (host, endpoint.port or bound_ports[endpoint.listener_name])
+            advertised[endpoint.listener_name] = (
+                host,
+                endpoint.port or bound_ports[endpoint.listener_name],
+            )
         return advertised
 
     def log_config_properties(self) -> dict[str, str]:
@@ -338,19 +605,23 @@ class BrokerConfig:
         Every known broker config counts with its value or Kafka default, so
         retention.ms comes from log.retention.ms, else .minutes, else .hours.
         """
-        effective = {name: str(self.originals.get(name, definition.default))
-                     for name, definition in CONFIG_DEFS.items()
-                     if self.originals.get(name, definition.default) is not None}
+        effective = {
+            name: str(self.originals.get(name, definition.default))
+            for name, definition in CONFIG_DEFS.items()
+            if self.originals.get(name, definition.default) is not None
+        }
         props = topic_defaults_from_broker(effective)
         props["cleanup.policy"] = ",".join(self["log.cleanup.policy"])
         return props
 
 
 def parse_listener(uri: str, key: str = "listeners") -> tuple[str, str, int]:
-    """"PLAINTEXT://host:port" -> (NAME, host, port); listener names are case-insensitive (upper-cased)."""
+    """ "PLAINTEXT://host:port" -> (NAME, host, port); listener names are case-insensitive (upper-cased)."""
     name, sep, rest = uri.partition("://")
     if not sep or not name:
-        raise ConfigError(f"Invalid value {uri!r} for configuration {key}: expected NAME://host:port")
+        raise ConfigError(
+            f"Invalid value {uri!r} for configuration {key}: expected NAME://host:port"
+        )
     host, colon, port = rest.rpartition(":")
     if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"Invalid value {uri!r} for configuration {key}: bad port")

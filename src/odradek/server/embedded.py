@@ -40,7 +40,9 @@ class EmbeddedBroker:
     ) -> None:
         self.config = dict(config or {})
         self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="odradek-"))
+        self.data_dir = (
+            Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="odradek-"))
+        )
         self._port = port
         self._start_timeout = start_timeout
         self._process: subprocess.Popen[str] | None = None
@@ -59,12 +61,26 @@ class EmbeddedBroker:
         port = self._port
         if self.bootstrap_servers:
             port = int(self.bootstrap_servers.rsplit(":", 1)[1])
-        cmd = [sys.executable, "-m", "odradek", "serve", "--data-dir", str(self.data_dir),
-               "--host", "127.0.0.1", "--port", str(port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "odradek",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
         for key, value in self.config.items():
             cmd += ["-o", f"{key}={value}"]
         self._process = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         threading.Thread(target=self._drain_stderr, args=(self._process,), daemon=True).start()
         ready = threading.Event()
@@ -78,7 +94,8 @@ class EmbeddedBroker:
                     found.append(match.group(1))
                     listeners = _LISTENERS.search(line)
                     self.listeners = dict(
-                        uri.split("://", 1) for uri in (listeners.group(1).split(",") if listeners else ())
+                        uri.split("://", 1)
+                        for uri in (listeners.group(1).split(",") if listeners else ())
                     )
                     ready.set()
             ready.set()

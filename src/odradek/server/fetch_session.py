@@ -57,7 +57,9 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def new_session(self, partitions: OrderedDict[TopicPartition, CachedPartition], now_ms: int) -> FetchSession:
+    def new_session(
+        self, partitions: OrderedDict[TopicPartition, CachedPartition], now_ms: int
+    ) -> FetchSession:
         """A session for a full fetch; the least recently used one is evicted when full."""
         if len(self._sessions) >= self._max_sessions:
             self._sessions.popitem(last=False)

@@ -40,7 +40,7 @@ class FetchPurgatory:
             self._watchers.setdefault(tp, set()).add(future)
         try:
             await asyncio.wait_for(future, timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for tp in keys:

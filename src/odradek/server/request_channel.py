@@ -52,7 +52,9 @@ class RequestChannel:
         self._table = table
         # Resolved up front: a handler that fails to import stops start-up, not a request.
         self._handlers = {key: _resolve(spec.handler) for key, spec in table.items()}
-        self._decoders = {key: _resolve(spec.decoder) for key, spec in table.items() if spec.decoder}
+        self._decoders = {
+            key: _resolve(spec.decoder) for key, spec in table.items() if spec.decoder
+        }
 
     async def dispatch(self, connection: ConnectionInfo, frame: bytes) -> EncodedResponse | None:
         buf = memoryview(frame)
@@ -77,7 +79,9 @@ class RequestChannel:
             else:
                 request = schemas.decode_request(api_key, api_version, body)
         except Exception as e:  # any decoding failure means the bytes are not a valid request
-            raise CloseConnection(f"malformed {ApiKey(api_key).name} v{api_version} request: {e!r}") from None
+            raise CloseConnection(
+                f"malformed {ApiKey(api_key).name} v{api_version} request: {e!r}"
+            ) from None
         ctx = RequestContext(self._broker, connection, header, api_version, int(time.time() * 1000))
         response = await self._handlers[api_key](ctx, request)
         if response is None:
@@ -113,7 +117,9 @@ class RequestChannel:
         log.warning("%s: answered UNSUPPORTED_VERSION", message)
         out = EncodedResponse()
         out.add(response_header(spec.api_key, correlation_id, flexible))
-        out.add(schemas.encode(error_response(response_schema, request, ErrorCode.unsupported_version)))
+        out.add(
+            schemas.encode(error_response(response_schema, request, ErrorCode.unsupported_version))
+        )
         return out
 
     def _unsupported_api_versions(self, correlation_id: int) -> EncodedResponse:
@@ -121,5 +127,7 @@ class RequestChannel:
 
         out = EncodedResponse()
         out.add(response_header(ApiKey.API_VERSIONS, correlation_id, flexible=False))
-        out.add(schemas.encode(api_versions_response(0, self._table, ErrorCode.unsupported_version)))
+        out.add(
+            schemas.encode(api_versions_response(0, self._table, ErrorCode.unsupported_version))
+        )
         return out

@@ -54,11 +54,13 @@ def data_loss_message(detail: str) -> str:
         f"{detail} Some data may have been lost because they are not available in Kafka any more; "
         "either the data was aged out by Kafka or the topic may have been deleted before all the "
         "data in the topic was processed. If you don't want your streaming query to fail on such "
-        "cases, set the source option \"failOnDataLoss\" to \"false\"."
+        'cases, set the source option "failOnDataLoss" to "false".'
     )
 
 
-def consumer_config(options: SourceOptions, group_prefix: str = "spark-odradek-source") -> dict[str, object]:
+def consumer_config(
+    options: SourceOptions, group_prefix: str = "spark-odradek-source"
+) -> dict[str, object]:
     """librdkafka settings: the user's kafka.* options over Spark-like defaults.
 
     isolation.level stays librdkafka's default, read_committed, so aborted
@@ -130,7 +132,9 @@ class OffsetReader:
     def latest(self, tps: Iterable[tuple[str, int]]) -> PartitionOffsets:
         return {tp: high for tp, (_, high) in self.watermarks(tps).items()}
 
-    def offsets_for_timestamps(self, wanted: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    def offsets_for_timestamps(
+        self, wanted: Mapping[tuple[str, int], int]
+    ) -> dict[tuple[str, int], int]:
         """First offset with timestamp >= T per partition, -1 where there is none."""
         if not wanted:
             return {}
@@ -165,7 +169,7 @@ class OffsetReader:
                 resolved[tp] = low if offset == EARLIEST else high if offset == LATEST else offset
             return resolved
         if spec.kind == "timestamp":
-            wanted = {tp: spec.timestamp for tp in tps}
+            wanted = dict.fromkeys(tps, spec.timestamp)
         else:
             wanted = {(t, p): ts for t, p, ts in spec.per_partition}
             if set(wanted) != set(tps):
@@ -218,7 +222,9 @@ def read_range(
 _connections: dict[tuple, BrokerConnection] = {}
 
 
-def _leader(consumer: Consumer, topic: str, partition: int, settings: FetchSettings) -> BrokerConnection | None:
+def _leader(
+    consumer: Consumer, topic: str, partition: int, settings: FetchSettings
+) -> BrokerConnection | None:
     """A connection to the partition's leader, opened once per Python worker; None while it has none."""
     metadata = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
     found = metadata.topics.get(topic)
@@ -231,7 +237,11 @@ def _leader(consumer: Consumer, topic: str, partition: int, settings: FetchSetti
         connection = _connections.get(key)
         if connection is None:
             connection = _connections[key] = BrokerConnection(
-                broker.host, broker.port, settings.client_id, settings.timeout_s + settings.max_wait_ms / 1000)
+                broker.host,
+                broker.port,
+                settings.client_id,
+                settings.timeout_s + settings.max_wait_ms / 1000,
+            )
         return connection
 
 
@@ -268,7 +278,11 @@ def fetch_range(
         try:
             if connection is None:
                 connection = _leader(consumer, r.topic, r.partition, settings)
-            data = fetch(connection, settings, r.topic, r.partition, position) if connection is not None else None
+            data = (
+                fetch(connection, settings, r.topic, r.partition, position)
+                if connection is not None
+                else None
+            )
         except (OSError, ConnectionError, BrokerError):
             if connection is not None:
                 _forget(connection)
@@ -288,10 +302,20 @@ def fetch_range(
         if data.error_code != ErrorCode.none:
             raise BrokerError(data.error_code, f"Fetch of {r.topic}-{r.partition}")
         committed = settings.isolation_level == READ_COMMITTED
-        aborted = [(a.producer_id, a.first_offset) for a in data.aborted_transactions or ()] if committed else None
+        aborted = (
+            [(a.producer_id, a.first_offset) for a in data.aborted_transactions or ()]
+            if committed
+            else None
+        )
         decoded = decode_fetched(
-            data.records or b"", r.topic, r.partition, position, r.until_offset,
-            include_headers=options.include_headers, aborted=aborted, verify_crc=settings.verify_crc,
+            data.records or b"",
+            r.topic,
+            r.partition,
+            position,
+            r.until_offset,
+            include_headers=options.include_headers,
+            aborted=aborted,
+            verify_crc=settings.verify_crc,
         )
         if decoded.batch is not None:
             first = decoded.batch.column(4)[0].as_py()
@@ -306,7 +330,11 @@ def fetch_range(
             deadline = time.monotonic() + patience_s
             continue
         # No complete batch from here: the rest up to the partition's end is a hole.
-        end = data.last_stable_offset if committed and data.last_stable_offset >= 0 else data.high_watermark
+        end = (
+            data.last_stable_offset
+            if committed and data.last_stable_offset >= 0
+            else data.high_watermark
+        )
         if end >= r.until_offset:
             return
         position = max(position, end)
@@ -314,9 +342,11 @@ def fetch_range(
 
 def _lost_tail(r: OffsetRange, position: int, options: SourceOptions) -> None:
     if options.fail_on_data_loss:
-        raise DataLossError(data_loss_message(
-            f"Cannot fetch offset {position} of {r.topic}-{r.partition}: the partition ends before it."
-        ))
+        raise DataLossError(
+            data_loss_message(
+                f"Cannot fetch offset {position} of {r.topic}-{r.partition}: the partition ends before it."
+            )
+        )
 
 
 def consume_range(
@@ -384,7 +414,9 @@ def _consume_step(
     records, compaction) the count may never come, so it waits briefly and the caller loops.
     """
     topic, partition, until = offset_range.topic, offset_range.partition, offset_range.until_offset
-    messages = consumer.consume(num_messages=min(BATCH_RECORDS, until - position), timeout=CONSUME_WAIT_S)
+    messages = consumer.consume(
+        num_messages=min(BATCH_RECORDS, until - position), timeout=CONSUME_WAIT_S
+    )
     if not messages:
         return None
     errors = [m.error() for m in messages]
@@ -420,8 +452,12 @@ def _consume_step(
     return batch, position, done
 
 
-def _after_data_loss(consumer: Consumer, r: OffsetRange, position: int, options: SourceOptions) -> int:
-    low, _ = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False)
+def _after_data_loss(
+    consumer: Consumer, r: OffsetRange, position: int, options: SourceOptions
+) -> int:
+    low, _ = consumer.get_watermark_offsets(
+        TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False
+    )
     message = data_loss_message(
         f"Cannot fetch offset {position} of {r.topic}-{r.partition} (earliest available is {low})."
     )
@@ -430,13 +466,21 @@ def _after_data_loss(consumer: Consumer, r: OffsetRange, position: int, options:
     return max(low, position)
 
 
-def _check_gap(consumer: Consumer, r: OffsetRange, position: int, options: SourceOptions,
-               low: int | None = None) -> None:
+def _check_gap(
+    consumer: Consumer,
+    r: OffsetRange,
+    position: int,
+    options: SourceOptions,
+    low: int | None = None,
+) -> None:
     """A hole before the first record is loss only if the log start (asked for unless known) moved past where we were."""
     if low is None:
-        low, _ = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S,
-                                                cached=False)
+        low, _ = consumer.get_watermark_offsets(
+            TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False
+        )
     if low > position and options.fail_on_data_loss:
         raise DataLossError(
-            data_loss_message(f"Offsets [{position}, {low}) of {r.topic}-{r.partition} were deleted.")
+            data_loss_message(
+                f"Offsets [{position}, {low}) of {r.topic}-{r.partition} were deleted."
+            )
         )

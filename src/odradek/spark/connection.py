@@ -27,7 +27,9 @@ class BrokerError(RuntimeError):
     """A broker answered with an error code that retrying will not cure."""
 
     def __init__(self, code: ErrorCode, where: str, message: str | None = None) -> None:
-        super().__init__(f"{where} failed: {code.name} ({int(code)}){': ' + message if message else ''}")
+        super().__init__(
+            f"{where} failed: {code.name} ({int(code)}){': ' + message if message else ''}"
+        )
         self.code = code
 
 
@@ -44,15 +46,19 @@ class BrokerConnection:
         response = self.request(schemas.build(schemas.request_schema(API_VERSIONS, 0)))
         if response.error_code != ErrorCode.none:
             raise BrokerError(response.error_code, f"ApiVersions to {self.address}")
-        self.versions = {int(v.api_key): (int(v.min_version), int(v.max_version)) for v in response.api_keys}
+        self.versions = {
+            int(v.api_key): (int(v.min_version), int(v.max_version)) for v in response.api_keys
+        }
 
     def version(self, api_key: int, lowest: int, highest: int) -> int:
         """The newest version of an API both sides speak, between ``lowest`` and ``highest``."""
         low, high = self.versions.get(api_key, (0, -1))
         chosen = min(high, highest)
         if chosen < max(low, lowest):
-            raise RuntimeError(f"broker {self.address} serves API {api_key} v{low}-v{high}; "
-                               f"this client needs v{lowest}-v{highest}")
+            raise RuntimeError(
+                f"broker {self.address} serves API {api_key} v{low}-v{high}; "
+                f"this client needs v{lowest}-v{highest}"
+            )
         return chosen
 
     def close(self) -> None:

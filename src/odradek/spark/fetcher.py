@@ -29,11 +29,22 @@ FETCH = 1
 MIN_FETCH_VERSION, MAX_FETCH_VERSION = 4, 12
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 #: Options this reader honours itself (Kafka's names, as librdkafka takes them too).
-FETCH_OPTIONS = frozenset({
-    "bootstrap.servers", "client.id", "isolation.level", "check.crcs", "fetch.min.bytes",
-    "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.wait.max.ms", "fetch.max.wait.ms",
-    "request.timeout.ms", "socket.timeout.ms", "security.protocol",
-})
+FETCH_OPTIONS = frozenset(
+    {
+        "bootstrap.servers",
+        "client.id",
+        "isolation.level",
+        "check.crcs",
+        "fetch.min.bytes",
+        "fetch.max.bytes",
+        "max.partition.fetch.bytes",
+        "fetch.wait.max.ms",
+        "fetch.max.wait.ms",
+        "request.timeout.ms",
+        "socket.timeout.ms",
+        "security.protocol",
+    }
+)
 # Bytes per partition per Fetch when max.partition.fetch.bytes is not given: Kafka's 1 MiB
 # default makes 10,000-record Arrow batches of 100-byte records; 4 MiB halves the per-batch
 # costs and stays far below what an executor holds anyway.
@@ -68,27 +79,52 @@ class FetchSettings:
         return cls(
             client_id=config.get("client.id", "spark-odradek-source"),
             # As librdkafka (and so the source before this reader): read_committed unless told otherwise.
-            isolation_level=READ_UNCOMMITTED if config.get("isolation.level") == "read_uncommitted" else READ_COMMITTED,
+            isolation_level=READ_UNCOMMITTED
+            if config.get("isolation.level") == "read_uncommitted"
+            else READ_COMMITTED,
             verify_crc=config.get("check.crcs", "true").lower() != "false",
             min_bytes=int(config.get("fetch.min.bytes", 1)),
             max_bytes=max_bytes,
-            partition_max_bytes=int(config.get("max.partition.fetch.bytes",
-                                               min(max_bytes, DEFAULT_PARTITION_FETCH_BYTES))),
+            partition_max_bytes=int(
+                config.get(
+                    "max.partition.fetch.bytes", min(max_bytes, DEFAULT_PARTITION_FETCH_BYTES)
+                )
+            ),
             max_wait_ms=int(config.get("fetch.wait.max.ms", config.get("fetch.max.wait.ms", 500))),
-            timeout_s=int(config.get("request.timeout.ms", config.get("socket.timeout.ms", 30_000))) / 1000,
+            timeout_s=int(config.get("request.timeout.ms", config.get("socket.timeout.ms", 30_000)))
+            / 1000,
         )
 
 
-def fetch(connection: BrokerConnection, settings: FetchSettings, topic: str, partition: int, offset: int) -> Any:
+def fetch(
+    connection: BrokerConnection, settings: FetchSettings, topic: str, partition: int, offset: int
+) -> Any:
     """One Fetch of one partition from ``offset``, without a fetch session; its partition response."""
     version = connection.version(FETCH, MIN_FETCH_VERSION, MAX_FETCH_VERSION)
     module = load_payload_module(FETCH, version, EntityType.request)
     request = schemas.build(
-        module.FetchRequest, max_wait=settings.max_wait_ms, min_bytes=settings.min_bytes,
-        max_bytes=settings.max_bytes, isolation_level=settings.isolation_level, session_id=0, session_epoch=-1,
-        forgotten_topics_data=(), topics=(schemas.build(module.FetchTopic, topic=topic, partitions=(schemas.build(
-            module.FetchPartition, partition=partition, fetch_offset=offset,
-            partition_max_bytes=settings.partition_max_bytes),)),),
+        module.FetchRequest,
+        max_wait=settings.max_wait_ms,
+        min_bytes=settings.min_bytes,
+        max_bytes=settings.max_bytes,
+        isolation_level=settings.isolation_level,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=(),
+        topics=(
+            schemas.build(
+                module.FetchTopic,
+                topic=topic,
+                partitions=(
+                    schemas.build(
+                        module.FetchPartition,
+                        partition=partition,
+                        fetch_offset=offset,
+                        partition_max_bytes=settings.partition_max_bytes,
+                    ),
+                ),
+            ),
+        ),
     )
     response = connection.request(request)
     if response.error_code != ErrorCode.none:

@@ -7,6 +7,7 @@ writes them ({"topicA":{"0":23,"1":42}}).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,7 +64,9 @@ def plan_ranges(
         parts = max(1, math.ceil(r.size / ideal)) if r.size > ideal else 1
         bounds = [r.from_offset + (r.size * i) // parts for i in range(parts + 1)]
         split.extend(
-            OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo
+            OffsetRange(r.topic, r.partition, lo, hi)
+            for lo, hi in itertools.pairwise(bounds)
+            if hi > lo
         )
     return split
 
@@ -89,11 +92,14 @@ def rate_limit(
     return result
 
 
-def records_between(start: Mapping[tuple[str, int], int], end: Mapping[tuple[str, int], int]) -> int:
+def records_between(
+    start: Mapping[tuple[str, int], int], end: Mapping[tuple[str, int], int]
+) -> int:
     return sum(max(0, o - start.get(tp, o)) for tp, o in end.items())
 
 
-def cap(offsets: Mapping[tuple[str, int], int], ceiling: Mapping[tuple[str, int], int]) -> PartitionOffsets:
+def cap(
+    offsets: Mapping[tuple[str, int], int], ceiling: Mapping[tuple[str, int], int]
+) -> PartitionOffsets:
     """Offsets no higher than a ceiling (Trigger.AvailableNow's target); partitions it lacks are kept."""
     return {tp: min(o, ceiling[tp]) if tp in ceiling else o for tp, o in offsets.items()}
-

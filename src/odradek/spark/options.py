@@ -173,7 +173,9 @@ def _kafka_params(
 
 def _check_unknown(options: dict[str, str], known: set[str]) -> None:
     unknown = sorted(
-        k for k in options if not k.startswith("kafka.") and k not in known and k not in _SPARK_OPTIONS
+        k
+        for k in options
+        if not k.startswith("kafka.") and k not in known and k not in _SPARK_OPTIONS
     )
     if unknown:
         raise ValueError(
@@ -189,7 +191,9 @@ def _positive_int(options: dict[str, str], name: str) -> int | None:
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"Invalid value '{raw}' for option '{name}', must be a positive integer") from None
+        raise ValueError(
+            f"Invalid value '{raw}' for option '{name}', must be a positive integer"
+        ) from None
     if value <= 0:
         raise ValueError(f"Invalid value '{raw}' for option '{name}', must be a positive integer")
     return value
@@ -209,7 +213,15 @@ def parse_duration_ms(text: str) -> int:
     match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", text.lower())
     if not match:
         raise ValueError(f"Invalid duration '{text}' for option 'maxTriggerDelay'")
-    unit = {"ms": 1, None: 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+    unit = {
+        "ms": 1,
+        None: 1,
+        "s": 1000,
+        "m": 60_000,
+        "min": 60_000,
+        "h": 3_600_000,
+        "d": 86_400_000,
+    }
     return int(match.group(1)) * unit[match.group(2)]
 
 
@@ -247,12 +259,12 @@ def _strategy(options: dict[str, str]) -> Strategy:
     partitions = []
     for topic, parts in parsed.items():
         if not isinstance(parts, list) or not all(isinstance(p, int) for p in parts):
-            raise ValueError(
-                f"""Expected e.g. {{"topicA":[0,1],"topicB":[0,1]}}, got {value}"""
-            )
+            raise ValueError(f"""Expected e.g. {{"topicA":[0,1],"topicB":[0,1]}}, got {value}""")
         partitions.extend((topic, p) for p in parts)
     if not partitions:
-        raise ValueError(f"No topicpartitions to assign as specified value for option 'assign' is '{value}'")
+        raise ValueError(
+            f"No topicpartitions to assign as specified value for option 'assign' is '{value}'"
+        )
     return Assign(tuple(sorted(partitions)))
 
 
@@ -273,7 +285,9 @@ def _per_partition(value: str, option: str) -> tuple[tuple[str, int, int], ...]:
     entries = []
     for topic, parts in _json_object(value, option).items():
         if not isinstance(parts, dict):
-            raise ValueError(f"Invalid JSON for option '{option}': partitions of '{topic}' must be an object")
+            raise ValueError(
+                f"Invalid JSON for option '{option}': partitions of '{topic}' must be an object"
+            )
         for partition, number in parts.items():
             try:
                 entries.append((topic, int(partition), int(number)))
@@ -282,18 +296,24 @@ def _per_partition(value: str, option: str) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted(entries))
 
 
-def _offset_spec(options: dict[str, str], which: Literal["starting", "ending"], default: str) -> OffsetSpec:
+def _offset_spec(
+    options: dict[str, str], which: Literal["starting", "ending"], default: str
+) -> OffsetSpec:
     """Global timestamp first, then per-partition timestamps, then offsets: Spark's precedence."""
     if f"{which}timestamp" in options:
         raw = options[f"{which}timestamp"]
         try:
             return OffsetSpec("timestamp", timestamp=int(raw))
         except ValueError:
-            raise ValueError(f"Invalid value '{raw}' for option '{which}Timestamp', must be a long") from None
+            raise ValueError(
+                f"Invalid value '{raw}' for option '{which}Timestamp', must be a long"
+            ) from None
     if f"{which}offsetsbytimestamp" in options:
         return OffsetSpec(
             "timestamps",
-            per_partition=_per_partition(options[f"{which}offsetsbytimestamp"], f"{which}OffsetsByTimestamp"),
+            per_partition=_per_partition(
+                options[f"{which}offsetsbytimestamp"], f"{which}OffsetsByTimestamp"
+            ),
         )
     raw = options.get(f"{which}offsets", default).strip()
     if raw.lower() in ("earliest", "latest"):
@@ -308,10 +328,14 @@ def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:
         raise ValueError("ending offset can't be earliest for batch queries on Kafka")
     for topic, partition, offset in starting.per_partition if starting.kind == "offsets" else ():
         if offset == LATEST:
-            raise ValueError(f"startingOffsets for {topic}-{partition} can't be latest for batch queries on Kafka")
+            raise ValueError(
+                f"startingOffsets for {topic}-{partition} can't be latest for batch queries on Kafka"
+            )
     for topic, partition, offset in ending.per_partition if ending.kind == "offsets" else ():
         if offset == EARLIEST:
-            raise ValueError(f"ending offset for {topic}-{partition} can't be earliest for batch queries on Kafka")
+            raise ValueError(
+                f"ending offset for {topic}-{partition} can't be earliest for batch queries on Kafka"
+            )
 
 
 def parse_source_options(raw: Mapping[str, str], mode: Mode) -> SourceOptions:
@@ -321,7 +345,9 @@ def parse_source_options(raw: Mapping[str, str], mode: Mode) -> SourceOptions:
     consumer_config = _kafka_params(options, _CONSUMER_REJECTED, raw)
     strategy = _strategy(options)
     starting = _offset_spec(options, "starting", "earliest" if mode == "batch" else "latest")
-    ending_given = any(k in options for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"))
+    ending_given = any(
+        k in options for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+    )
     if mode == "stream" and ending_given:
         raise ValueError("Ending offset not valid in streaming queries")
     ending = _offset_spec(options, "ending", "latest")
@@ -344,7 +370,11 @@ def parse_source_options(raw: Mapping[str, str], mode: Mode) -> SourceOptions:
         for name in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"):
             if name in options:
                 raise ValueError(f"Option '{name}' only applies to streaming queries")
-    delay = parse_duration_ms(options["maxtriggerdelay"]) if "maxtriggerdelay" in options else 15 * 60 * 1000
+    delay = (
+        parse_duration_ms(options["maxtriggerdelay"])
+        if "maxtriggerdelay" in options
+        else 15 * 60 * 1000
+    )
     poll_timeout = _positive_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000
     return SourceOptions(
         strategy=strategy,

@@ -40,7 +40,9 @@ class Trigger:
 def read_topics(
     spark: SparkSession, bootstrap_servers: str, source_options: Mapping[str, str]
 ) -> DataFrame:
-    reader = spark.readStream.format(FORMAT_NAME).option("kafka.bootstrap.servers", bootstrap_servers)
+    reader = spark.readStream.format(FORMAT_NAME).option(
+        "kafka.bootstrap.servers", bootstrap_servers
+    )
     return reader.options(**source_options).load()
 
 
@@ -64,7 +66,9 @@ def materialise_to_parquet(
     meta = [F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp")]
     if value_schema:
         parsed = F.from_json(F.col("value").cast("string"), value_schema).alias("data")
-        table = records.select(parsed, *meta).select("data.*", "topic", "partition", "offset", "timestamp")
+        table = records.select(parsed, *meta).select(
+            "data.*", "topic", "partition", "offset", "timestamp"
+        )
     else:
         table = records.select(F.col("key"), F.col("value"), *meta)
     table = table.withColumn("date", F.to_date(F.col("timestamp")))
@@ -95,7 +99,9 @@ def windowed_counts(
     Output mode is update: each trigger sends the windows whose counts changed;
     windows older than the watermark are dropped from state.
     """
-    records = read_topics(spark, bootstrap_servers, {"subscribe": source_topic, **(source_options or {})})
+    records = read_topics(
+        spark, bootstrap_servers, {"subscribe": source_topic, **(source_options or {})}
+    )
     counts = (
         records.withWatermark("timestamp", watermark)
         .groupBy(F.window("timestamp", window), F.col("key"))
@@ -112,13 +118,23 @@ def windowed_counts(
             )
         ).alias("value"),
     )
+
     def send(batch: DataFrame, batch_id: int) -> None:
-        (batch.write.format(FORMAT_NAME).option("kafka.bootstrap.servers", bootstrap_servers)
-         .option("topic", sink_topic).mode("append").save())
+        (
+            batch.write.format(FORMAT_NAME)
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("topic", sink_topic)
+            .mode("append")
+            .save()
+        )
 
     # Python streaming sinks accept append mode only; update mode goes through
     # foreachBatch and the batch sink, with the same at-least-once guarantee.
-    writer = out.writeStream.foreachBatch(send).option("checkpointLocation", checkpoint).outputMode("update")
+    writer = (
+        out.writeStream.foreachBatch(send)
+        .option("checkpointLocation", checkpoint)
+        .outputMode("update")
+    )
     return trigger.apply(writer).start()
 
 

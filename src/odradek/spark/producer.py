@@ -52,11 +52,24 @@ MIN_PRODUCE_VERSION, MAX_PRODUCE_VERSION = 3, 12
 MAX_INIT_PRODUCER_ID_VERSION = 4
 ACKS_ALL = -1
 #: Options this producer honours itself (librdkafka's names, which the sink passes on).
-PRODUCE_OPTIONS = frozenset({
-    "bootstrap.servers", "client.id", "acks", "request.required.acks", "enable.idempotence",
-    "compression.type", "compression.codec", "batch.size", "linger.ms", "request.timeout.ms",
-    "message.timeout.ms", "delivery.timeout.ms", "security.protocol", "partitioner",
-})
+PRODUCE_OPTIONS = frozenset(
+    {
+        "bootstrap.servers",
+        "client.id",
+        "acks",
+        "request.required.acks",
+        "enable.idempotence",
+        "compression.type",
+        "compression.codec",
+        "batch.size",
+        "linger.ms",
+        "request.timeout.ms",
+        "message.timeout.ms",
+        "delivery.timeout.ms",
+        "security.protocol",
+        "partitioner",
+    }
+)
 METADATA_TIMEOUT_S = 30.0
 _SEQUENCE_MODULUS = 1 << 31  # sequences wrap at Integer.MAX_VALUE, as Kafka's producer
 
@@ -70,7 +83,8 @@ def can_produce(options: SinkOptions) -> bool:
         and config.get("acks", config.get("request.required.acks", "all")) in ("all", "-1")
         and config.get("enable.idempotence", "true") == "true"
         and config.get("partitioner", "murmur2_random") == "murmur2_random"
-        and config.get("compression.type", config.get("compression.codec", "none")) in (*CODECS, "none")
+        and config.get("compression.type", config.get("compression.codec", "none"))
+        in (*CODECS, "none")
     )
 
 
@@ -92,7 +106,10 @@ class ProduceSettings:
             # librdkafka's batch.size default; below the broker's default message.max.bytes.
             batch_bytes=int(config.get("batch.size", 1_000_000)),
             request_timeout_s=int(config.get("request.timeout.ms", 30_000)) / 1000,
-            delivery_timeout_s=int(config.get("delivery.timeout.ms", config.get("message.timeout.ms", 300_000))) / 1000,
+            delivery_timeout_s=int(
+                config.get("delivery.timeout.ms", config.get("message.timeout.ms", 300_000))
+            )
+            / 1000,
         )
 
 
@@ -136,12 +153,19 @@ class ProducerState:
         while True:
             metadata = self.metadata.list_topics(topic, timeout=METADATA_TIMEOUT_S)
             found = metadata.topics.get(topic)
-            if found is not None and found.error is None and found.partitions and all(
-                    p.leader >= 0 for p in found.partitions.values()):
+            if (
+                found is not None
+                and found.error is None
+                and found.partitions
+                and all(p.leader >= 0 for p in found.partitions.values())
+            ):
                 break
             if time.monotonic() > deadline:
-                raise BrokerError(ErrorCode.unknown_topic_or_partition, f"Metadata of {topic}",
-                                  str(found.error) if found is not None and found.error else None)
+                raise BrokerError(
+                    ErrorCode.unknown_topic_or_partition,
+                    f"Metadata of {topic}",
+                    str(found.error) if found is not None and found.error else None,
+                )
             time.sleep(0.1)
         self.partition_counts[topic] = len(found.partitions)
         for partition, info in found.partitions.items():
@@ -149,7 +173,11 @@ class ProducerState:
             broker = metadata.brokers[info.leader]
             if info.leader not in self.connections:
                 self.connections[info.leader] = BrokerConnection(
-                    broker.host, broker.port, self.settings.client_id, self.settings.request_timeout_s)
+                    broker.host,
+                    broker.port,
+                    self.settings.client_id,
+                    self.settings.request_timeout_s,
+                )
 
     def partitions(self, topic: str) -> int:
         if topic not in self.partition_counts:
@@ -161,27 +189,46 @@ class ProducerState:
             return
         connection = next(iter(self.connections.values()))
         version = connection.version(INIT_PRODUCER_ID, 0, MAX_INIT_PRODUCER_ID_VERSION)
-        request = schemas.build(schemas.request_schema(INIT_PRODUCER_ID, version), transactional_id=None,
-                                transaction_timeout=60_000, producer_id=-1, producer_epoch=-1)
+        request = schemas.build(
+            schemas.request_schema(INIT_PRODUCER_ID, version),
+            transactional_id=None,
+            transaction_timeout=60_000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
         response = connection.request(request)
         if response.error_code != ErrorCode.none:
             raise BrokerError(response.error_code, "InitProducerId")
-        self.producer_id, self.producer_epoch = int(response.producer_id), int(response.producer_epoch)
+        self.producer_id, self.producer_epoch = (
+            int(response.producer_id),
+            int(response.producer_epoch),
+        )
 
     # -- producing -------------------------------------------------------------
-    def produce(self, topic: str, partition: int, keys: pa.Array, values: pa.Array, headers: pa.Array | None) -> None:
+    def produce(
+        self, topic: str, partition: int, keys: pa.Array, values: pa.Array, headers: pa.Array | None
+    ) -> None:
         """Queue the rows of one partition as batches of at most batch.size bytes each."""
         self._ensure_producer_id()
-        sizes = pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        sizes += pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64) + 16
+        sizes = (
+            pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        )
+        sizes += (
+            pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64) + 16
+        )
         bounds = _chunk_bounds(sizes, self.settings.batch_bytes)
         for start, stop in itertools.pairwise(bounds):
             tp = (topic, partition)
             sequence = self.sequences.get(tp, 0)
-            batch = build_batch(keys[start:stop], values[start:stop],
-                                headers[start:stop] if headers is not None else None,
-                                producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-                                base_sequence=sequence, codec=self.settings.codec)
+            batch = build_batch(
+                keys[start:stop],
+                values[start:stop],
+                headers[start:stop] if headers is not None else None,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=sequence,
+                codec=self.settings.codec,
+            )
             self.sequences[tp] = (sequence + stop - start) % _SEQUENCE_MODULUS
             self._send(tp, batch)
 
@@ -199,12 +246,25 @@ class ProducerState:
                 version = connection.version(PRODUCE, MIN_PRODUCE_VERSION, MAX_PRODUCE_VERSION)
                 module = load_payload_module(PRODUCE, version, EntityType.request)
                 request = schemas.build(
-                    module.ProduceRequest, transactional_id=None, acks=ACKS_ALL,
+                    module.ProduceRequest,
+                    transactional_id=None,
+                    acks=ACKS_ALL,
                     timeout=int(self.settings.request_timeout_s * 1000),
-                    topic_data=(schemas.build(module.TopicProduceData, name=tp[0], partition_data=(
-                        schemas.build(module.PartitionProduceData, index=tp[1], records=batch),)),),
+                    topic_data=(
+                        schemas.build(
+                            module.TopicProduceData,
+                            name=tp[0],
+                            partition_data=(
+                                schemas.build(
+                                    module.PartitionProduceData, index=tp[1], records=batch
+                                ),
+                            ),
+                        ),
+                    ),
                 )
-                self.in_flight[leader] = _InFlight(leader, connection, request, connection.send(request), tp, batch)
+                self.in_flight[leader] = _InFlight(
+                    leader, connection, request, connection.send(request), tp, batch
+                )
                 return
             except (OSError, ConnectionError):  # a connection closed while idle, a broker gone
                 if time.monotonic() > deadline:
@@ -238,8 +298,11 @@ class ProducerState:
                 if p.error_code in (ErrorCode.none, ErrorCode.duplicate_sequence_number):
                     return
                 if not p.error_code.retriable or time.monotonic() > deadline:
-                    raise BrokerError(p.error_code, f"Produce to {pending.tp[0]}-{pending.tp[1]}",
-                                      getattr(p, "error_message", None))
+                    raise BrokerError(
+                        p.error_code,
+                        f"Produce to {pending.tp[0]}-{pending.tp[1]}",
+                        getattr(p, "error_message", None),
+                    )
             time.sleep(0.1)
             self.refresh(pending.tp[0])
             self._send(pending.tp, pending.batch, deadline)
@@ -272,10 +335,16 @@ def _state(options: SinkOptions) -> ProducerState:
         state = _states.get(key)
         if state is None:
             config = options.producer_config_dict()
-            metadata = Consumer({"bootstrap.servers": config["bootstrap.servers"],
-                                 "group.id": f"spark-odradek-sink-{uuid.uuid4()}",
-                                 "allow.auto.create.topics": True})
-            state = _states[key] = ProducerState(options, ProduceSettings.from_options(options), metadata)
+            metadata = Consumer(
+                {
+                    "bootstrap.servers": config["bootstrap.servers"],
+                    "group.id": f"spark-odradek-sink-{uuid.uuid4()}",
+                    "allow.auto.create.topics": True,
+                }
+            )
+            state = _states[key] = ProducerState(
+                options, ProduceSettings.from_options(options), metadata
+            )
         return state
 
 
@@ -294,7 +363,9 @@ def _binary(batch: pa.RecordBatch, name: str) -> pa.Array:
     return column if column.type == pa.binary() else column.cast(pa.binary())
 
 
-def _rows_by_partition(state: ProducerState, topic: str, batch: pa.RecordBatch) -> Iterator[tuple[int, np.ndarray | None]]:
+def _rows_by_partition(
+    state: ProducerState, topic: str, batch: pa.RecordBatch
+) -> Iterator[tuple[int, np.ndarray | None]]:
     """(partition, row indices or None for all rows) of one topic's rows."""
     count = state.partitions(topic)
     n = batch.num_rows
@@ -304,8 +375,11 @@ def _rows_by_partition(state: ProducerState, topic: str, batch: pa.RecordBatch) 
         chosen = given.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         if np.any(chosen >= count) or np.any(chosen < -1):
             bad = int(chosen[(chosen >= count) | (chosen < -1)][0])
-            raise BrokerError(ErrorCode.unknown_topic_or_partition, f"Produce to {topic}-{bad}",
-                              f"{topic} has {count} partitions")
+            raise BrokerError(
+                ErrorCode.unknown_topic_or_partition,
+                f"Produce to {topic}-{bad}",
+                f"{topic} has {count} partitions",
+            )
     unset = chosen < 0
     if unset.any():
         keys = _binary(batch, "key")
@@ -337,13 +411,19 @@ def produce_arrow(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> in
             if options.topic is None:
                 topic_column = batch.column("topic")
                 if topic_column.null_count:
-                    raise ValueError("Null topic present in the data. Use the topic option for setting a "
-                                     "default topic.")
+                    raise ValueError(
+                        "Null topic present in the data. Use the topic option for setting a "
+                        "default topic."
+                    )
                 topics = pc.unique(topic_column).to_pylist()
             else:
                 topics = [options.topic]
             for topic in topics:
-                rows = batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+                rows = (
+                    batch
+                    if len(topics) == 1
+                    else batch.filter(pc.equal(batch.column("topic"), topic))
+                )
                 _produce_topic(state, topic, rows)
             count += batch.num_rows
         state.flush()
@@ -361,5 +441,10 @@ def _produce_topic(state: ProducerState, topic: str, batch: pa.RecordBatch) -> N
             state.produce(topic, partition, keys, values, headers)
         else:
             index = pa.array(rows)
-            state.produce(topic, partition, keys.take(index), values.take(index),
-                          headers.take(index) if headers is not None else None)
+            state.produce(
+                topic,
+                partition,
+                keys.take(index),
+                values.take(index),
+                headers.take(index) if headers is not None else None,
+            )

@@ -79,13 +79,15 @@ def varints_column(n: int, fields: list[Zeros | np.ndarray]) -> pa.Array:
             byte |= ((size if rows is None else size[rows]) > k + 1).astype(np.uint8) << 7
             out[(cursor if rows is None else cursor[rows]) + k] = byte
         cursor += size
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])
+    return pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)]
+    )
 
 
 def _offsets(column: pa.Array) -> np.ndarray:
     """The n+1 value offsets of a binary column, into its data buffer."""
     offsets = np.frombuffer(column.buffers()[1], np.int32)
-    return offsets[column.offset:column.offset + len(column) + 1].astype(np.int64)
+    return offsets[column.offset : column.offset + len(column) + 1].astype(np.int64)
 
 
 def _lengths(column: pa.Array) -> np.ndarray:
@@ -134,24 +136,40 @@ def build_batch(
         header_bytes = [encode_headers(row) for row in headers.to_pylist()]
         header_size = np.array([len(h) for h in header_bytes], np.int64)
         fields.append(pa.array([b""] + header_bytes[:-1], pa.binary()))
-    body = (2 + _varint_sizes(_zigzag(offset_deltas)) + _varint_sizes(_zigzag(key_lengths))
-            + np.maximum(key_lengths, 0) + _varint_sizes(_zigzag(value_lengths)) + np.maximum(value_lengths, 0)
-            + header_size)
+    body = (
+        2
+        + _varint_sizes(_zigzag(offset_deltas))
+        + _varint_sizes(_zigzag(key_lengths))
+        + np.maximum(key_lengths, 0)
+        + _varint_sizes(_zigzag(value_lengths))
+        + np.maximum(value_lengths, 0)
+        + header_size
+    )
     # previous headers, length, attributes and timestamp delta (0, 0), offset delta, key length
     lead = [body, Zeros(2), offset_deltas, key_lengths]
     if headers is None:
         lead.insert(0, Zeros(previous_headers))
     fields += [varints_column(n, lead), keys, varints_column(n, [value_lengths]), values]
-    joined = pc.binary_join_element_wise(*fields, b"", null_handling="replace", null_replacement=b"")
+    joined = pc.binary_join_element_wise(
+        *fields, b"", null_handling="replace", null_replacement=b""
+    )
     bounds = _offsets(joined)
     start, stop = int(bounds[0]), int(bounds[-1])
     last_headers = _NO_HEADERS if headers is None else header_bytes[-1]
     records = joined.buffers()[2][start:stop].to_pybytes() + last_headers
     payload = compress(codec, records) if codec else records
     now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    return rb.new_batch(payload, attributes=codec, last_offset_delta=n - 1, base_timestamp=now, max_timestamp=now,
-                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-                        records_count=n)
+    return rb.new_batch(
+        payload,
+        attributes=codec,
+        last_offset_delta=n - 1,
+        base_timestamp=now,
+        max_timestamp=now,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=n,
+    )
 
 
 def murmur2(keys: pa.Array) -> np.ndarray:
@@ -166,8 +184,12 @@ def murmur2(keys: pa.Array) -> np.ndarray:
         for chunk in range(int(lengths.max(initial=0)) // 4):
             rows = np.flatnonzero(lengths >= 4 * (chunk + 1))
             at = offsets[rows] + 4 * chunk
-            k = (buf[at].astype(np.uint32) | buf[at + 1].astype(np.uint32) << 8
-                 | buf[at + 2].astype(np.uint32) << 16 | buf[at + 3].astype(np.uint32) << 24)
+            k = (
+                buf[at].astype(np.uint32)
+                | buf[at + 1].astype(np.uint32) << 8
+                | buf[at + 2].astype(np.uint32) << 16
+                | buf[at + 3].astype(np.uint32) << 24
+            )
             k *= _M
             k ^= k >> np.uint32(24)
             k *= _M

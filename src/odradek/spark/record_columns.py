@@ -77,22 +77,39 @@ def decode_fetched(
     next_aborted = 0
     aborted_producers: set[int] = set()
     sections: list[bytes | memoryview] = []
-    per_batch: list[tuple[int, int, int, int]] = []  # count, base offset, base timestamp, log-append time or -1
+    per_batch: list[
+        tuple[int, int, int, int]
+    ] = []  # count, base offset, base timestamp, log-append time or -1
     next_offset, reached_end = from_offset, False
     position = 0
     while position + rb.HEADER_SIZE <= end:
-        (base, length, _epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
-         producer_id, _producer_epoch, _sequence, count) = rb.HEADER.unpack_from(view, position)
+        (
+            base,
+            length,
+            _epoch,
+            magic,
+            crc,
+            attributes,
+            last_delta,
+            base_ts,
+            max_ts,
+            producer_id,
+            _producer_epoch,
+            _sequence,
+            count,
+        ) = rb.HEADER.unpack_from(view, position)
         size = rb.LOG_OVERHEAD + length
         if length < rb.HEADER_SIZE - rb.LOG_OVERHEAD:
             raise CorruptBatch(f"batch at offset {base} of {topic}-{partition} has length {length}")
         if position + size > end:
             break
         if magic != 2:
-            raise CorruptBatch(f"batch at offset {base} of {topic}-{partition} has magic {magic}; only v2 is read")
-        if verify_crc and crc32c(view[position + rb.ATTRIBUTES:position + size]) != crc:
+            raise CorruptBatch(
+                f"batch at offset {base} of {topic}-{partition} has magic {magic}; only v2 is read"
+            )
+        if verify_crc and crc32c(view[position + rb.ATTRIBUTES : position + size]) != crc:
             raise CorruptBatch(f"batch at offset {base} of {topic}-{partition} fails its CRC32C")
-        payload = view[position + rb.HEADER_SIZE:position + size]
+        payload = view[position + rb.HEADER_SIZE : position + size]
         position += size
         if base >= until_offset:
             reached_end = True
@@ -120,7 +137,9 @@ def decode_fetched(
     reached_end = reached_end or next_offset >= until_offset
     if not sections:
         return Decoded(None, next_offset, reached_end)
-    batch = _columns(b"".join(sections), per_batch, topic, partition, from_offset, until_offset, include_headers)
+    batch = _columns(
+        b"".join(sections), per_batch, topic, partition, from_offset, until_offset, include_headers
+    )
     return Decoded(batch, next_offset, reached_end)
 
 
@@ -200,7 +219,9 @@ def _binary(data: pa.Buffer, buf: np.ndarray, starts: np.ndarray, lengths: np.nd
     """A binary column of buf[start:start+length] (length -1: null), through Arrow's binary view."""
     n = len(starts)
     sizes = np.maximum(lengths, 0)
-    views = np.zeros((n, 4), np.int32)  # 16 bytes: size, then 12 inline bytes or prefix, buffer 0, offset
+    views = np.zeros(
+        (n, 4), np.int32
+    )  # 16 bytes: size, then 12 inline bytes or prefix, buffer 0, offset
     views[:, 0] = sizes
     raw = views.view(np.uint8)
     long = np.flatnonzero(sizes > _INLINE)
@@ -215,7 +236,9 @@ def _binary(data: pa.Buffer, buf: np.ndarray, starts: np.ndarray, lengths: np.nd
     valid = lengths >= 0
     nulls = n - int(np.count_nonzero(valid))
     validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-    column = pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), data], null_count=nulls)
+    column = pa.Array.from_buffers(
+        pa.binary_view(), n, [validity, pa.py_buffer(views), data], null_count=nulls
+    )
     return column.cast(pa.binary())
 
 
@@ -241,7 +264,9 @@ def _columns(
     record_end[:-1] = heads[1:]
     record_end[-1] = len(data)
     try:
-        position = _varints(buf, np.array(heads, np.int64))[1] + 1  # past the length and the attributes byte
+        position = (
+            _varints(buf, np.array(heads, np.int64))[1] + 1
+        )  # past the length and the attributes byte
         ts_delta, position = _varints(buf, position)
         offset_delta, position = _varints(buf, position)
         key_length, key_start = _varints(buf, position)
@@ -288,10 +313,10 @@ def _headers(data: bytes, starts: Sequence[int], ends: Sequence[int]) -> pa.Arra
         row = []
         for _ in range(count):
             key_length, position = rb.read_varint(data, position)
-            key = data[position:position + key_length].decode()
+            key = data[position : position + key_length].decode()
             position += key_length
             value_length, position = rb.read_varint(data, position)
-            value = None if value_length < 0 else data[position:position + value_length]
+            value = None if value_length < 0 else data[position : position + value_length]
             position += max(value_length, 0)
             row.append({"key": key, "value": value})
         if position > end:

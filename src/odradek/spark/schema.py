@@ -50,7 +50,11 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 
 def records_to_batch(
-    topic: str, partition: int, messages: Sequence[Any], offsets: Sequence[int], include_headers: bool
+    topic: str,
+    partition: int,
+    messages: Sequence[Any],
+    offsets: Sequence[int],
+    include_headers: bool,
 ) -> pa.RecordBatch:
     """Columns from confluent-kafka Message objects of one topic partition and their offsets.
 

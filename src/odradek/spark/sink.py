@@ -47,7 +47,9 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
                 "for setting a topic."
             )
         if not isinstance(fields["topic"], StringType):
-            raise ValueError(f"Topic type must be a StringType, got {fields['topic'].simpleString()}")
+            raise ValueError(
+                f"Topic type must be a StringType, got {fields['topic'].simpleString()}"
+            )
     if "value" not in fields:
         raise ValueError("Required attribute 'value' not found")
     for name in ("key", "value"):
@@ -88,7 +90,7 @@ class _CachedProducer:
         self.errors: list[str] = []
         self.producer = Producer({**config, "on_delivery": self._delivered})
 
-    def _delivered(self, error, message) -> None:  # noqa: ANN001 - librdkafka callback
+    def _delivered(self, error, message) -> None:
         if error is not None:
             self.errors.append(f"{message.topic()}-{message.partition()}: {error}")
 
@@ -139,12 +141,16 @@ def _produce_rows(producer: Producer, batch: pa.RecordBatch, topic: str | None) 
     """Queue one Arrow batch, one C call per row: produce(topic, value, key, partition)."""
     if topic is None:
         if batch.column("topic").null_count:
-            raise ValueError("Null topic present in the data. Use the topic option for setting a default topic.")
+            raise ValueError(
+                "Null topic present in the data. Use the topic option for setting a default topic."
+            )
         topics: Iterable = batch.column("topic").to_pylist()
     else:
         topics = itertools.repeat(topic, batch.num_rows)
     # Partition -1 is librdkafka's "unassigned": the partitioner chooses.
-    rows = zip(topics, _column(batch, "value"), _column(batch, "key"), _column(batch, "partition", -1))
+    rows = zip(
+        topics, _column(batch, "value"), _column(batch, "key"), _column(batch, "partition", -1)
+    )
     produce = producer.produce
     if "headers" not in batch.schema.names:
         for row in rows:

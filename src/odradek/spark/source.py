@@ -28,7 +28,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from odradek.spark import FORMAT_NAME
-from odradek.spark.client import DataLossError, OffsetReader, consumer_config, data_loss_message, read_range
+from odradek.spark.client import (
+    DataLossError,
+    OffsetReader,
+    consumer_config,
+    data_loss_message,
+    read_range,
+)
 from odradek.spark.offsets import (
     OffsetRange,
     PartitionOffsets,
@@ -51,7 +57,9 @@ class RangePartition(InputPartition):
         self.offset_range = offset_range
 
 
-def _read(partition: InputPartition, options: SourceOptions, config: dict) -> Iterator[pa.RecordBatch]:
+def _read(
+    partition: InputPartition, options: SourceOptions, config: dict
+) -> Iterator[pa.RecordBatch]:
     # With nothing to read Spark still runs one task, on a plain InputPartition of its own.
     if isinstance(partition, RangePartition):
         yield from read_range(partition.offset_range, options, config)
@@ -65,7 +73,9 @@ class OdradekDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> str:
-        include = str(_lowered(self.options).get("includeheaders", "false")).strip().lower() == "true"
+        include = (
+            str(_lowered(self.options).get("includeheaders", "false")).strip().lower() == "true"
+        )
         return source_ddl(include)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -204,8 +214,16 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         Trigger.AvailableNow ignores the minimum: it must drain its target and stop,
         not wait for records that may never come.
         """
-        minimum = limit.min_rows if isinstance(limit, ReadMinRows) else self.options.min_offsets_per_trigger
-        if minimum is not None and self._available_now_target is None and self._delay_batch(minimum, start, latest):
+        minimum = (
+            limit.min_rows
+            if isinstance(limit, ReadMinRows)
+            else self.options.min_offsets_per_trigger
+        )
+        if (
+            minimum is not None
+            and self._available_now_target is None
+            and self._delay_batch(minimum, start, latest)
+        ):
             return None
         if isinstance(limit, ReadMaxRows):
             return rate_limit(start, latest, limit.max_rows)
@@ -214,7 +232,10 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _delay_batch(self, minimum: int, start: PartitionOffsets, latest: PartitionOffsets) -> bool:
         """Spark's delayBatch: wait for `minimum` records unless maxTriggerDelay has passed since the last batch."""
         now = time.monotonic()
-        if self._last_trigger is None or (now - self._last_trigger) * 1000 >= self.options.max_trigger_delay_ms:
+        if (
+            self._last_trigger is None
+            or (now - self._last_trigger) * 1000 >= self.options.max_trigger_delay_ms
+        ):
             self._last_trigger = now
             return False
         if records_between(start, latest) < minimum:

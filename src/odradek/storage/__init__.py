@@ -28,4 +28,12 @@ from odradek.storage.log import FetchDataInfo, Log, LogAppendInfo, TopicPartitio
 from odradek.storage.log_manager import LogManager
 from odradek.storage.segment import FileRegion
 
-__all__ = ["FetchDataInfo", "FileRegion", "Log", "LogAppendInfo", "LogConfig", "LogManager", "TopicPartition"]
+__all__ = [
+    "FetchDataInfo",
+    "FileRegion",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "LogManager",
+    "TopicPartition",
+]

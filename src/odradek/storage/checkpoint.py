@@ -51,7 +51,9 @@ def read_checkpoint_lines(path: Path) -> list[str]:
 
 
 def write_checkpoint_lines(path: Path, entries: list[str]) -> None:
-    write_atomically(path, "".join(f"{line}\n" for line in [str(VERSION), str(len(entries)), *entries]))
+    write_atomically(
+        path, "".join(f"{line}\n" for line in [str(VERSION), str(len(entries)), *entries])
+    )
 
 
 def read_offsets(path: Path) -> dict[tuple[str, int], int]:

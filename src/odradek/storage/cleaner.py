@@ -110,12 +110,20 @@ class SegmentSizes(NamedTuple):
 
     @classmethod
     def of(cls, seg: LogSegment, log_bytes: int) -> SegmentSizes:
-        return cls(seg.base_offset, log_bytes, len(seg.offset_index) * seg.offset_index.entry.size,
-                   len(seg.time_index) * seg.time_index.entry.size)
+        return cls(
+            seg.base_offset,
+            log_bytes,
+            len(seg.offset_index) * seg.offset_index.entry.size,
+            len(seg.time_index) * seg.time_index.entry.size,
+        )
 
 
-def group_segments_by_size(segments: Sequence[SegmentSizes], max_log_bytes: int, max_index_bytes: int,
-                           first_uncleanable_offset: int) -> list[list[SegmentSizes]]:
+def group_segments_by_size(
+    segments: Sequence[SegmentSizes],
+    max_log_bytes: int,
+    max_index_bytes: int,
+    first_uncleanable_offset: int,
+) -> list[list[SegmentSizes]]:
     """Consecutive segments in groups that each fit one segment (Kafka's Cleaner.groupSegmentsBySize).
 
     A segment joins the group before it while the group's log bytes stay within
@@ -131,16 +139,23 @@ def group_segments_by_size(segments: Sequence[SegmentSizes], max_log_bytes: int,
     while i < n:
         first = segments[i]
         group = [first]
-        log_bytes, offset_index_bytes, time_index_bytes = (first.log_bytes, first.offset_index_bytes,
-                                                           first.time_index_bytes)
+        log_bytes, offset_index_bytes, time_index_bytes = (
+            first.log_bytes,
+            first.offset_index_bytes,
+            first.time_index_bytes,
+        )
         i += 1
         while i < n:
             seg = segments[i]
-            last_possible = (segments[i + 1].base_offset if i + 1 < n else first_uncleanable_offset) - 1
-            if (log_bytes + seg.log_bytes > max_log_bytes
-                    or offset_index_bytes + seg.offset_index_bytes > max_index_bytes
-                    or time_index_bytes + seg.time_index_bytes > max_index_bytes
-                    or (seg.log_bytes and last_possible - first.base_offset > INT_MAX)):
+            last_possible = (
+                segments[i + 1].base_offset if i + 1 < n else first_uncleanable_offset
+            ) - 1
+            if (
+                log_bytes + seg.log_bytes > max_log_bytes
+                or offset_index_bytes + seg.offset_index_bytes > max_index_bytes
+                or time_index_bytes + seg.time_index_bytes > max_index_bytes
+                or (seg.log_bytes and last_possible - first.base_offset > INT_MAX)
+            ):
                 break
             group.append(seg)
             log_bytes += seg.log_bytes
@@ -159,8 +174,12 @@ class CleanableRange:
 
 
 class LogCleaner:
-    def __init__(self, dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
-                 load_factor: float = DEFAULT_LOAD_FACTOR, io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE) -> None:
+    def __init__(
+        self,
+        dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
+        load_factor: float = DEFAULT_LOAD_FACTOR,
+        io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE,
+    ) -> None:
         self.dedupe_buffer_size = dedupe_buffer_size
         self.load_factor = load_factor
         # log.cleaner.io.buffer.size may be 0 (Kafka's lower bound); reads and writes still need a batch header's worth.
@@ -182,7 +201,9 @@ class LogCleaner:
         del self.uncleanable[log.dir]
         return False
 
-    def cleanable_range(self, log, now_ms: int, upper_bound: int | None = None) -> CleanableRange | None:
+    def cleanable_range(
+        self, log, now_ms: int, upper_bound: int | None = None
+    ) -> CleanableRange | None:
         """The range to clean now, or None (dirty ratio and compaction lags as Kafka's LogCleanerManager).
 
         Only whole inactive segments below ``upper_bound`` (the high watermark: Kafka never
@@ -195,7 +216,8 @@ class LogCleaner:
         candidates = []
         for seg in segments:
             if seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms or (
-                    upper_bound is not None and seg.next_offset > upper_bound):
+                upper_bound is not None and seg.next_offset > upper_bound
+            ):
                 break
             candidates.append(seg)
         if not candidates:
@@ -210,8 +232,12 @@ class LogCleaner:
             return None
         total = sum(s.size for s in candidates)
         first_ts = dirty[0].first_batch_timestamp
-        overdue = (cfg.max_compaction_lag_ms < 2**63 - 1 and first_ts is not None and first_ts >= 0
-                   and now_ms - first_ts > cfg.max_compaction_lag_ms)
+        overdue = (
+            cfg.max_compaction_lag_ms < 2**63 - 1
+            and first_ts is not None
+            and first_ts >= 0
+            and now_ms - first_ts > cfg.max_compaction_lag_ms
+        )
         if overdue or dirty_bytes / total > cfg.min_cleanable_dirty_ratio:
             return CleanableRange(first_dirty, first_uncleanable, candidates)
         return None
@@ -234,16 +260,25 @@ class LogCleaner:
         try:
             offset_map = self._build_offset_map(cleanable)
             plan.cleaner_offset = offset_map.latest_offset + 1
-            active_producers = {pid: entry.batches[-1].last_offset
-                                for pid, entry in dict(log.producer_state.producers).items() if entry.batches}
-            retention = _Retention(offset_map, now_ms, log.config.delete_retention_ms, active_producers)
+            active_producers = {
+                pid: entry.batches[-1].last_offset
+                for pid, entry in dict(log.producer_state.producers).items()
+                if entry.batches
+            }
+            retention = _Retention(
+                offset_map, now_ms, log.config.delete_retention_ms, active_producers
+            )
             segments = [seg for seg in cleanable.segments if seg.base_offset < plan.cleaner_offset]
             sizes = [SegmentSizes.of(seg, seg.size) for seg in segments]
-            groups = group_segments_by_size(sizes, log.config.segment_bytes, log.config.segment_index_bytes,
-                                            cleanable.first_uncleanable)
+            groups = group_segments_by_size(
+                sizes,
+                log.config.segment_bytes,
+                log.config.segment_index_bytes,
+                cleanable.first_uncleanable,
+            )
             start = 0
             for group in groups:
-                members = segments[start:start + len(group)]
+                members = segments[start : start + len(group)]
                 start += len(group)
                 for s in group:
                     plan.sizes[s.base_offset] = s.log_bytes
@@ -304,22 +339,34 @@ class LogCleaner:
                     continue
                 if not batch.is_control:
                     for record in read_records(batch):
-                        if record.key is not None and record.offset >= start and not offset_map.put(
-                                record.key, record.offset):
+                        if (
+                            record.key is not None
+                            and record.offset >= start
+                            and not offset_map.put(record.key, record.offset)
+                        ):
                             return offset_map
                 offset_map.update_latest_offset(batch.last_offset)
-            next_base = segments[i + 1].base_offset if i + 1 < len(segments) else cleanable.first_uncleanable
+            next_base = (
+                segments[i + 1].base_offset
+                if i + 1 < len(segments)
+                else cleanable.first_uncleanable
+            )
             offset_map.update_latest_offset(next_base - 1)
         return offset_map
 
     # -- rewriting a group of segments ----------------------------------------------------
-    def _clean_group(self, members: list[LogSegment], sizes: list[int], retention: _Retention) -> Path | None:
+    def _clean_group(
+        self, members: list[LogSegment], sizes: list[int], retention: _Retention
+    ) -> Path | None:
         """Stream the group's segments (their first ``sizes`` bytes) through the retention rules
         into ``<first segment>.log.cleaned``; None when the group is one segment that does not change."""
         first = members[0]
         merging = len(members) > 1
-        writer = _CleanedWriter(first.path.with_name(first.path.name + CLEANED_SUFFIX), self.io_buffer_size,
-                                lazy=not merging)
+        writer = _CleanedWriter(
+            first.path.with_name(first.path.name + CLEANED_SUFFIX),
+            self.io_buffer_size,
+            lazy=not merging,
+        )
         try:
             modified_ns = os.stat(members[-1].path).st_mtime_ns
             for path, batch, last in _read_group(members, sizes, self.io_buffer_size):
@@ -330,8 +377,11 @@ class LogCleaner:
                     # the .swap of a group must end where the group did (see the module docstring)
                     kept = empty_batch(batch) if batch.records_count else None
                 if kept is None:
-                    writer.keep(batch.position_in_file, batch.size_in_bytes,
-                                batch.buffer[batch.position:batch.position + batch.size_in_bytes])
+                    writer.keep(
+                        batch.position_in_file,
+                        batch.size_in_bytes,
+                        batch.buffer[batch.position : batch.position + batch.size_in_bytes],
+                    )
                 else:
                     writer.replace(batch.position_in_file, batch.size_in_bytes, kept)
             cleaned = writer.finish()
@@ -356,8 +406,13 @@ def _changed_under(log, cleanable: CleanableRange, truncations: int) -> bool:
 class _Retention:
     """What stays of each batch (Kafka's RecordFilter inside Cleaner.cleanInto)."""
 
-    def __init__(self, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
-                 active_producers: dict[int, int]) -> None:
+    def __init__(
+        self,
+        offset_map: OffsetMap,
+        now_ms: int,
+        delete_retention_ms: int,
+        active_producers: dict[int, int],
+    ) -> None:
         self.map = offset_map
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
@@ -371,15 +426,27 @@ class _Retention:
         records = read_records(batch)
         horizon = delete_horizon_ms(batch)
         latest = self.map.latest_offset
-        retained = [r for r in records if r.offset > latest or (
-            r.key is not None and r.offset >= self.map.get(r.key)
-            and (r.has_value or horizon is None or self.now_ms < horizon))]
+        retained = [
+            r
+            for r in records
+            if r.offset > latest
+            or (
+                r.key is not None
+                and r.offset >= self.map.get(r.key)
+                and (r.has_value or horizon is None or self.now_ms < horizon)
+            )
+        ]
         if retained:
             needs_horizon = horizon is None and any(not r.has_value for r in retained)
             if len(retained) == len(records) and not needs_horizon:
                 return None
-            return build_batch(batch, retained,
-                               delete_horizon_ms=self.now_ms + self.delete_retention_ms if needs_horizon else horizon)
+            return build_batch(
+                batch,
+                retained,
+                delete_horizon_ms=self.now_ms + self.delete_retention_ms
+                if needs_horizon
+                else horizon,
+            )
         pid = batch.producer_id
         if pid >= 0 and self.active_producers.get(pid) == batch.last_offset:
             return empty_batch(batch) if records else None
@@ -391,14 +458,20 @@ class _FileBatch(rb.RecordBatch):
 
     __slots__ = ("position_in_file",)
 
-    def __init__(self, buffer: bytes | memoryview, position: int, fields: tuple[int, ...],
-                 position_in_file: int) -> None:
+    def __init__(
+        self,
+        buffer: bytes | memoryview,
+        position: int,
+        fields: tuple[int, ...],
+        position_in_file: int,
+    ) -> None:
         super().__init__(buffer, position, fields)
         self.position_in_file = position_in_file
 
 
-def _read_group(members: list[LogSegment], sizes: list[int],
-                buffer_size: int) -> Iterator[tuple[Path, _FileBatch, bool]]:
+def _read_group(
+    members: list[LogSegment], sizes: list[int], buffer_size: int
+) -> Iterator[tuple[Path, _FileBatch, bool]]:
     """(segment file, batch, whether it is the group's last batch) of every batch of the group's
     segments in offset order (their first ``sizes`` bytes), one batch read ahead."""
     previous: tuple[Path, _FileBatch] | None = None
@@ -444,7 +517,9 @@ def _read_batches(path: Path, size: int, buffer_size: int) -> Iterator[_FileBatc
         while position < size:
             chunk = os.pread(fd, min(buffer_size, size - position), position)
             if len(chunk) < rb.HEADER_SIZE:
-                raise rb.InvalidBatch("corrupt", f"{path}: {size - position} bytes left at {position}, no batch")
+                raise rb.InvalidBatch(
+                    "corrupt", f"{path}: {size - position} bytes left at {position}, no batch"
+                )
             view = memoryview(chunk)
             offset = 0
             while offset < len(chunk):
@@ -453,7 +528,9 @@ def _read_batches(path: Path, size: int, buffer_size: int) -> Iterator[_FileBatc
                 except rb.InvalidBatch:
                     if offset:
                         break  # the batch runs past this chunk: read again from it
-                    length = int.from_bytes(chunk[rb.BATCH_LENGTH:rb.BATCH_LENGTH + 4], "big", signed=True)
+                    length = int.from_bytes(
+                        chunk[rb.BATCH_LENGTH : rb.BATCH_LENGTH + 4], "big", signed=True
+                    )
                     whole = rb.LOG_OVERHEAD + length
                     if length <= 0 or whole <= len(chunk) or position + whole > size:
                         raise

@@ -49,7 +49,14 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
             return lz4.frame.decompress(data)
         if codec == ZSTD:
             return bytes(cramjam.zstd.decompress(data))
-    except (OSError, EOFError, ValueError, RuntimeError, zlib.error, cramjam.DecompressionError) as exc:
+    except (
+        OSError,
+        EOFError,
+        ValueError,
+        RuntimeError,
+        zlib.error,
+        cramjam.DecompressionError,
+    ) as exc:
         raise errors.CorruptRecord(f"cannot decompress a batch (codec {codec}): {exc}") from None
     raise errors.CorruptRecord(f"unknown compression codec {codec}")
 
@@ -66,12 +73,18 @@ def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> 
         out = bytearray(_XERIAL_HEADER)
         view = memoryview(data)
         for start in range(0, len(view), _XERIAL_BLOCK):
-            block = bytes(cramjam.snappy.compress_raw(view[start:start + _XERIAL_BLOCK]))
+            block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
             out += _U32.pack(len(block)) + block
         return bytes(out)
     if codec == LZ4:
-        return lz4.frame.compress(data, compression_level=level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                                  block_linked=False, content_checksum=False, store_size=False)
+        return lz4.frame.compress(
+            data,
+            compression_level=level,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
     if codec == ZSTD:
         return zstandard.ZstdCompressor(level=level).compress(data)
     raise ValueError(f"unknown compression codec {codec}")
@@ -83,6 +96,6 @@ def _snappy_decompress(data: bytes) -> bytes:
     out, position = bytearray(), len(_XERIAL_HEADER)
     while position < len(data):
         (size,) = _U32.unpack_from(data, position)
-        out += cramjam.snappy.decompress_raw(data[position + 4:position + 4 + size])
+        out += cramjam.snappy.decompress_raw(data[position + 4 : position + 4 + size])
         position += 4 + size
     return bytes(out)

@@ -24,13 +24,26 @@ def _parse_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def _kafka_field(kind: str, doc: str, default: Any, at_least: float | None = None,
-                 choices: tuple[str, ...] | None = None) -> Any:
-    return field(default=default, metadata={"kind": kind, "doc": doc, "at_least": at_least, "choices": choices})
+def _kafka_field(
+    kind: str,
+    doc: str,
+    default: Any,
+    at_least: float | None = None,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    return field(
+        default=default,
+        metadata={"kind": kind, "doc": doc, "at_least": at_least, "choices": choices},
+    )
 
 
 _PARSERS: dict[str, Callable[[str], Any]] = {
-    "long": int, "int": int, "double": float, "string": str, "boolean": _parse_bool, "list": _parse_list,
+    "long": int,
+    "int": int,
+    "double": float,
+    "string": str,
+    "boolean": _parse_bool,
+    "list": _parse_list,
 }
 _FORMATTERS: dict[str, Callable[[Any], str]] = {
     "boolean": lambda v: "true" if v else "false",
@@ -44,36 +57,62 @@ class LogConfig:
 
     cleanup_policy: tuple[str, ...] = _kafka_field("list", "delete, compact, or both.", ("delete",))
     compression_type: str = _kafka_field(
-        "string", "Final compression of the topic; 'producer' keeps what the producer sent.", "producer",
-        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"))
+        "string",
+        "Final compression of the topic; 'producer' keeps what the producer sent.",
+        "producer",
+        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    )
     compression_gzip_level: int = _kafka_field(
-        "int", "gzip level when the broker compresses (1-9, or -1 for the codec's default).", -1, -1)
-    compression_lz4_level: int = _kafka_field("int", "lz4 level when the broker compresses (1-17).", 9, 1)
-    compression_zstd_level: int = _kafka_field("int", "zstd level when the broker compresses (up to 22).", 3, -131072)
-    delete_retention_ms: int = _kafka_field("long", "How long tombstones stay in a compacted log.", 86400000, 0)
-    file_delete_delay_ms: int = _kafka_field("long", "Delay before a .deleted file is removed.", 60000, 0)
+        "int", "gzip level when the broker compresses (1-9, or -1 for the codec's default).", -1, -1
+    )
+    compression_lz4_level: int = _kafka_field(
+        "int", "lz4 level when the broker compresses (1-17).", 9, 1
+    )
+    compression_zstd_level: int = _kafka_field(
+        "int", "zstd level when the broker compresses (up to 22).", 3, -131072
+    )
+    delete_retention_ms: int = _kafka_field(
+        "long", "How long tombstones stay in a compacted log.", 86400000, 0
+    )
+    file_delete_delay_ms: int = _kafka_field(
+        "long", "Delay before a .deleted file is removed.", 60000, 0
+    )
     flush_messages: int = _kafka_field("long", "fsync after this many messages.", LONG_MAX, 1)
     flush_ms: int = _kafka_field("long", "fsync after this many ms.", LONG_MAX, 0)
     index_interval_bytes: int = _kafka_field("int", "Bytes between offset index entries.", 4096, 0)
-    max_compaction_lag_ms: int = _kafka_field("long", "Longest a record stays uncompacted.", LONG_MAX, 1)
+    max_compaction_lag_ms: int = _kafka_field(
+        "long", "Longest a record stays uncompacted.", LONG_MAX, 1
+    )
     max_message_bytes: int = _kafka_field("int", "Largest record batch accepted.", 1048588, 0)
     message_timestamp_after_max_ms: int = _kafka_field(
-        "long", "How far a CreateTime timestamp may lie ahead of the broker's clock.", 3600000, 0)
+        "long", "How far a CreateTime timestamp may lie ahead of the broker's clock.", 3600000, 0
+    )
     message_timestamp_before_max_ms: int = _kafka_field(
-        "long", "How far a CreateTime timestamp may lie behind the broker's clock.", LONG_MAX, 0)
+        "long", "How far a CreateTime timestamp may lie behind the broker's clock.", LONG_MAX, 0
+    )
     message_timestamp_type: str = _kafka_field(
-        "string", "CreateTime or LogAppendTime.", "CreateTime", choices=("CreateTime", "LogAppendTime"))
-    min_cleanable_dirty_ratio: float = _kafka_field("double", "Dirty ratio that makes a log cleanable.", 0.5, 0)
+        "string",
+        "CreateTime or LogAppendTime.",
+        "CreateTime",
+        choices=("CreateTime", "LogAppendTime"),
+    )
+    min_cleanable_dirty_ratio: float = _kafka_field(
+        "double", "Dirty ratio that makes a log cleanable.", 0.5, 0
+    )
     min_compaction_lag_ms: int = _kafka_field("long", "Shortest a record stays uncompacted.", 0, 0)
     min_insync_replicas: int = _kafka_field("int", "Replicas that must ack for acks=all.", 1, 1)
     preallocate: bool = _kafka_field("boolean", "Preallocate segment files.", False)
     retention_bytes: int = _kafka_field("long", "Size limit of the log; -1 for none.", -1, -1)
     retention_ms: int = _kafka_field("long", "Age limit of a segment; -1 for none.", 604800000, -1)
     segment_bytes: int = _kafka_field("int", "Size of a segment file.", 1073741824, 14)
-    segment_index_bytes: int = _kafka_field("int", "Preallocated size of an index file.", 10485760, 4)
+    segment_index_bytes: int = _kafka_field(
+        "int", "Preallocated size of an index file.", 10485760, 4
+    )
     segment_jitter_ms: int = _kafka_field("long", "Random jitter subtracted from segment.ms.", 0, 0)
     segment_ms: int = _kafka_field("long", "Roll a segment after this long.", 604800000, 1)
-    unclean_leader_election_enable: bool = _kafka_field("boolean", "Allow out-of-sync replicas to lead.", False)
+    unclean_leader_election_enable: bool = _kafka_field(
+        "boolean", "Allow out-of-sync replicas to lead.", False
+    )
 
     def __post_init__(self) -> None:
         for policy in self.cleanup_policy:
@@ -103,11 +142,15 @@ class LogConfig:
     @classmethod
     def definitions(cls) -> list[tuple[str, str, str, str]]:
         """(kafka name, type, default as a string, doc) of every topic config, for DescribeConfigs."""
-        return [(_kafka_name(f), f.metadata["kind"], _format(f, f.default), f.metadata["doc"])
-                for f in dataclasses.fields(cls)]
+        return [
+            (_kafka_name(f), f.metadata["kind"], _format(f, f.default), f.metadata["doc"])
+            for f in dataclasses.fields(cls)
+        ]
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str | None], base: LogConfig | None = None) -> LogConfig:
+    def from_properties(
+        cls, props: Mapping[str, str | None], base: LogConfig | None = None
+    ) -> LogConfig:
         """A config from Kafka-named string properties over ``base`` (or the defaults).
 
         Raises InvalidConfig naming the key for an unknown key or a bad value; a
@@ -125,11 +168,17 @@ class LogConfig:
             try:
                 value = _PARSERS[meta["kind"]](raw)
             except ValueError as exc:
-                raise InvalidConfig(f"Invalid value {raw!r} for configuration {key}: {exc}") from None
+                raise InvalidConfig(
+                    f"Invalid value {raw!r} for configuration {key}: {exc}"
+                ) from None
             if meta["at_least"] is not None and value < meta["at_least"]:
-                raise InvalidConfig(f"Invalid value {raw} for configuration {key}: must be at least {meta['at_least']}")
+                raise InvalidConfig(
+                    f"Invalid value {raw} for configuration {key}: must be at least {meta['at_least']}"
+                )
             if meta["choices"] and value not in meta["choices"]:
-                raise InvalidConfig(f"Invalid value {raw} for configuration {key}: must be one of {meta['choices']}")
+                raise InvalidConfig(
+                    f"Invalid value {raw} for configuration {key}: must be one of {meta['choices']}"
+                )
             values[f.name] = value
         return dataclasses.replace(base if base is not None else cls(), **values)
 

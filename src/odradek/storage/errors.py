@@ -68,6 +68,8 @@ class RecordValidationError(KafkaError):
     counted across the partition's records of the request, for Produce v8+.
     """
 
-    def __init__(self, message: str, error_code: ErrorCode, record_errors: list[tuple[int, str | None]]) -> None:
+    def __init__(
+        self, message: str, error_code: ErrorCode, record_errors: list[tuple[int, str | None]]
+    ) -> None:
         super().__init__(message, error_code)
         self.record_errors = record_errors

@@ -26,7 +26,14 @@ from pathlib import Path
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.mmap.argtypes = (
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+)
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _MAP_FAILED = ctypes.c_void_p(-1).value
@@ -103,7 +110,9 @@ class _SparseIndex:
         # Zeros after the first entry are preallocated room (a first entry may be all zeros).
         count = min(len(data) // size, max(1, -(-len(data.rstrip(b"\0")) // size))) if data else 0
         if count:
-            self.keys, self.values = (list(column) for column in zip(*self.entry.iter_unpack(data[: count * size])))
+            self.keys, self.values = (
+                list(column) for column in zip(*self.entry.iter_unpack(data[: count * size]))
+            )
         else:
             self.keys, self.values = [], []
         self.sanity_check()
@@ -192,7 +201,13 @@ class OffsetIndex(_SparseIndex):
 
     def lookup_position(self, position: int, below_offset: int) -> tuple[int, int]:
         """The last entry whose position is at most ``position`` and offset below ``below_offset``."""
-        i = min(bisect.bisect_right(self.values, position), bisect.bisect_left(self.keys, below_offset - self.base_offset)) - 1
+        i = (
+            min(
+                bisect.bisect_right(self.values, position),
+                bisect.bisect_left(self.keys, below_offset - self.base_offset),
+            )
+            - 1
+        )
         if i < 0:
             return self.base_offset, 0
         return self.base_offset + self.keys[i], self.values[i]
@@ -229,4 +244,6 @@ class TimeIndex(_SparseIndex):
 
 def _increasing(values: list[int], *, strictly: bool = False) -> bool:
     """Whether ``values`` never decrease (never repeat either, ``strictly``); a C-speed pass."""
-    return all(map(operator.lt if strictly else operator.le, values, itertools.islice(values, 1, None)))
+    return all(
+        map(operator.lt if strictly else operator.le, values, itertools.islice(values, 1, None))
+    )

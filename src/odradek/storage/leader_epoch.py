@@ -32,7 +32,9 @@ class LeaderEpochFileCache:
         self.latest_epoch = UNDEFINED
         #: Bumped by every change; flush() writes when it differs from the version on disk.
         self._version = 0
-        self._set([(int(e), int(o)) for e, o in (line.split() for line in read_checkpoint_lines(path))])
+        self._set(
+            [(int(e), int(o)) for e, o in (line.split() for line in read_checkpoint_lines(path))]
+        )
         self._flushed_version = self._version
         self._write_lock = threading.Lock()  # flushes from a LogManager thread and from close()
 
@@ -67,7 +69,9 @@ class LeaderEpochFileCache:
             self._set([(self.latest_epoch, start_offset)])
 
     def _set(self, entries: list[tuple[int, int]]) -> None:
-        self.entries = entries  # replaced, never mutated: flush() in another thread reads a consistent list
+        self.entries = (
+            entries  # replaced, never mutated: flush() in another thread reads a consistent list
+        )
         self.latest_epoch = entries[-1][0] if entries else UNDEFINED
         self._version += 1
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import logging
 import os
 import random
@@ -20,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, TypeVar
 
+from odradek.durable import fsync_dir
 from odradek.protocol import records as rb
 from odradek.storage import errors
-from odradek.durable import fsync_dir
 from odradek.storage.cleaner import CLEANED_SUFFIX, CleanPlan, next_offset_in_file
 from odradek.storage.cleaner_checkpoint import load_cleaner_offset, save_cleaner_offset
 from odradek.storage.compression import decompress
@@ -108,9 +109,18 @@ def _storage_io(method: F) -> F:
 
 
 class Log:
-    def __init__(self, directory: Path, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
-                 clean_shutdown: bool = False, now_ms: int | None = None, producer_id_expiration_ms: int = 86400000,
-                 on_io_error: Callable[[Path], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        clean_shutdown: bool = False,
+        now_ms: int | None = None,
+        producer_id_expiration_ms: int = 86400000,
+        on_io_error: Callable[[Path], None] | None = None,
+    ) -> None:
         self.dir = Path(directory)
         self.topic_partition = TopicPartition.from_dir_name(self.dir.name)
         self.config = config
@@ -130,7 +140,9 @@ class Log:
         self._recovery_point_lock = threading.Lock()
         self.last_flush_ms = now_ms if now_ms is not None else _now_ms()
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.leader_epoch_cache = LeaderEpochFileCache(self.dir / "leader-epoch-checkpoint", lambda: self.log_end_offset)
+        self.leader_epoch_cache = LeaderEpochFileCache(
+            self.dir / "leader-epoch-checkpoint", lambda: self.log_end_offset
+        )
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
@@ -153,20 +165,30 @@ class Log:
         names = self._complete_leftovers(os.listdir(self.dir))
         #: Below it the cleaner has been (offsets may have gaps); from the log dir's cleaner-offset-checkpoint.
         self.cleaner_offset = load_cleaner_offset(self.dir)
-        bases = sorted(int(name[:20]) for name in names if name.endswith(".log") and name[:20].isdigit())
+        bases = sorted(
+            int(name[:20]) for name in names if name.endswith(".log") and name[:20].isdigit()
+        )
         cfg = self.config
         for i, base in enumerate(bases):
-            seg = LogSegment(self.dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, now_ms)
+            seg = LogSegment(
+                self.dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, now_ms
+            )
             end_bound = bases[i + 1] if i + 1 < len(bases) else 2**63
-            indexes_missing = not (os.stat(seg.offset_index.path).st_size and os.stat(seg.time_index.path).st_size)
-            recover = (not clean_shutdown and end_bound > self.recovery_point) or (indexes_missing and seg.size > 0)
+            indexes_missing = not (
+                os.stat(seg.offset_index.path).st_size and os.stat(seg.time_index.path).st_size
+            )
+            recover = (not clean_shutdown and end_bound > self.recovery_point) or (
+                indexes_missing and seg.size > 0
+            )
             # As Kafka's recovery: offsets only increase; gaps are allowed anywhere, since a follower
             # copies compacted batches from its leader above its own cleaner offset.
             cut = seg.load(recover=recover, contiguous=False)
             self._add_segment(seg)
             if cut:
-                for later in bases[i + 1:]:
-                    log.warning("recovery of %s: deleting segment %d after the corruption", self.dir, later)
+                for later in bases[i + 1 :]:
+                    log.warning(
+                        "recovery of %s: deleting segment %d after the corruption", self.dir, later
+                    )
                     for suffix in (".log", ".index", ".timeindex"):
                         (self.dir / f"{later:020d}{suffix}").unlink(missing_ok=True)
                 break
@@ -193,7 +215,9 @@ class Log:
         # file write per empty partition at every start.
         self._rebuild_producer_state()
         for seg in self.segments:
-            seg.recovered_producer_batches = None  # used up: later rebuilds (truncation) read headers
+            seg.recovered_producer_batches = (
+                None  # used up: later rebuilds (truncation) read headers
+            )
 
     def _complete_leftovers(self, names: list[str]) -> list[str]:
         """Finish what a crash interrupted: .cleaned, .deleted and .tmp files go, and so do indexes
@@ -204,9 +228,14 @@ class Log:
         segment whose base offset lies in that range is one of the group it replaces, so
         those still there are deleted before the .swap takes its name."""
         present = set(names)
-        if not any(name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp", SWAP_SUFFIX))
-                   or (name.endswith((".index", ".timeindex")) and f"{name.rpartition('.')[0]}.log" not in present)
-                   for name in names):
+        if not any(
+            name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp", SWAP_SUFFIX))
+            or (
+                name.endswith((".index", ".timeindex"))
+                and f"{name.rpartition('.')[0]}.log" not in present
+            )
+            for name in names
+        ):
             return names
         for path in self.dir.iterdir():
             name = path.name
@@ -218,8 +247,14 @@ class Log:
                 base = int(target.stem)
                 end = next_offset_in_file(path, base)
                 for name in os.listdir(self.dir):
-                    if name.endswith(".log") and name[:20].isdigit() and base < int(name[:20]) < end:
-                        log.info("%s: deleting segment %s, replaced by %s", self.dir, name, path.name)
+                    if (
+                        name.endswith(".log")
+                        and name[:20].isdigit()
+                        and base < int(name[:20]) < end
+                    ):
+                        log.info(
+                            "%s: deleting segment %s, replaced by %s", self.dir, name, path.name
+                        )
                         for suffix in (".log", ".index", ".timeindex"):
                             (self.dir / f"{name[:20]}{suffix}").unlink(missing_ok=True)
             for index in (target.with_suffix(".index"), target.with_suffix(".timeindex")):
@@ -248,7 +283,9 @@ class Log:
                 batches = seg.producer_batches(seg.offset_index.lookup(start)[1])
             for base, last, max_ts, pid, p_epoch, first_seq in batches:
                 if last >= start:
-                    last_seq = (first_seq + last - base) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
+                    last_seq = (
+                        (first_seq + last - base) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
+                    )
                     update(pid, p_epoch, first_seq, last_seq, base, last, max_ts)
 
     # -- properties ----------------------------------------------------------------
@@ -276,11 +313,17 @@ class Log:
         self._log_append_time = config.log_append_time
         self._compact = config.compact
         # What the C scan decides (see append); without the extension everything is checked in Python.
-        self._scan_clients = (_scan_for_append is not None and not self._recompress and not self._log_append_time
-                              and not self._compact)
+        self._scan_clients = (
+            _scan_for_append is not None
+            and not self._recompress
+            and not self._log_append_time
+            and not self._compact
+        )
         # With neither limit set no timestamp can fall outside the window: records are not read.
-        self._timestamp_window = (config.message_timestamp_before_max_ms != LONG_MAX
-                                  or config.message_timestamp_after_max_ms != LONG_MAX)
+        self._timestamp_window = (
+            config.message_timestamp_before_max_ms != LONG_MAX
+            or config.message_timestamp_after_max_ms != LONG_MAX
+        )
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -289,8 +332,12 @@ class Log:
 
     def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         cfg = self.config
-        seg = LogSegment(self.dir, base_offset, cfg.segment_index_bytes, cfg.index_interval_bytes, now_ms)
-        seg.roll_jitter_ms = random.randrange(cfg.segment_jitter_ms) if cfg.segment_jitter_ms > 0 else 0
+        seg = LogSegment(
+            self.dir, base_offset, cfg.segment_index_bytes, cfg.index_interval_bytes, now_ms
+        )
+        seg.roll_jitter_ms = (
+            random.randrange(cfg.segment_jitter_ms) if cfg.segment_jitter_ms > 0 else 0
+        )
         return seg
 
     def _add_segment(self, seg: LogSegment) -> None:
@@ -302,8 +349,15 @@ class Log:
         return self.segments[i:]
 
     # -- append ----------------------------------------------------------------------
-    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int,
-               assign_offsets: bool = True, from_client: bool = True) -> LogAppendInfo:
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        assign_offsets: bool = True,
+        from_client: bool = True,
+    ) -> LogAppendInfo:
         """Validate, stamp and write a blob of v2 batches, all or nothing.
 
         ``assign_offsets`` False is a follower's copy (Kafka's AppendOrigin.REPLICATION);
@@ -331,8 +385,15 @@ class Log:
         scanned = None
         if self._scan_clients and assign_offsets and from_client:
             cfg = self._config
-            scanned = _scan_for_append(records, first_offset, leader_epoch, cfg.max_message_bytes, now_ms,
-                                       cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms)
+            scanned = _scan_for_append(
+                records,
+                first_offset,
+                leader_epoch,
+                cfg.max_message_bytes,
+                now_ms,
+                cfg.message_timestamp_before_max_ms,
+                cfg.message_timestamp_after_max_ms,
+            )
         if scanned is not None:
             pieces, batches, next_offset, max_ts, record_count, producer_batch = scanned
             pending = epoch_starts = append_time = None
@@ -342,11 +403,22 @@ class Log:
                     return self._duplicate_info([duplicate], False, record_count, None)
         else:
             buf = records if type(records) is memoryview else memoryview(records)
-            checked = self._check_batches(buf, first_offset, leader_epoch, now_ms, assign_offsets, from_client)
+            checked = self._check_batches(
+                buf, first_offset, leader_epoch, now_ms, assign_offsets, from_client
+            )
             if type(checked) is LogAppendInfo:
                 return checked
-            (pieces, batches, next_offset, max_ts, record_count, producer_batch, pending, epoch_starts,
-             append_time) = checked
+            (
+                pieces,
+                batches,
+                next_offset,
+                max_ts,
+                record_count,
+                producer_batch,
+                pending,
+                epoch_starts,
+                append_time,
+            ) = checked
         last_offset = next_offset - 1
         size = len(records)
         cfg = self._config
@@ -357,10 +429,14 @@ class Log:
             # at the first batch, as Kafka's maybeRoll.
             if seg.size:
                 rolling_ts = seg.first_batch_timestamp
-                roll = (seg.size > cfg.segment_bytes - size or seg.index_full
-                        or now_ms - (seg.created_ms if rolling_ts is None or rolling_ts == -1 else rolling_ts)
-                        > cfg.segment_ms - seg.roll_jitter_ms
-                        or last_offset - seg.base_offset > INT_MAX)
+                roll = (
+                    seg.size > cfg.segment_bytes - size
+                    or seg.index_full
+                    or now_ms
+                    - (seg.created_ms if rolling_ts is None or rolling_ts == -1 else rolling_ts)
+                    > cfg.segment_ms - seg.roll_jitter_ms
+                    or last_offset - seg.base_offset > INT_MAX
+                )
             else:
                 roll = last_offset - seg.base_offset > INT_MAX
             if roll:
@@ -375,17 +451,34 @@ class Log:
                 for epoch, start in epoch_starts:  # a follower keeps the leader's epochs
                     epochs.assign(epoch, start)
             elif assign_offsets and leader_epoch > epochs.latest_epoch:
-                epochs.assign(leader_epoch, first_offset)  # in memory: flush() writes the checkpoint
+                epochs.assign(
+                    leader_epoch, first_offset
+                )  # in memory: flush() writes the checkpoint
         except OSError as exc:
             raise self._io_failed(exc) from exc
         self._unflushed_messages += record_count
         if self._unflushed_messages >= cfg.flush_messages:
             self.flush()
-        return _new_append_info((first_offset, last_offset, max_ts, -1 if append_time is None else append_time,
-                                 record_count, False))
+        return _new_append_info(
+            (
+                first_offset,
+                last_offset,
+                max_ts,
+                -1 if append_time is None else append_time,
+                record_count,
+                False,
+            )
+        )
 
-    def _check_batches(self, buf: memoryview, first_offset: int, leader_epoch: int, now_ms: int,
-                       assign_offsets: bool, from_client: bool) -> tuple | LogAppendInfo:
+    def _check_batches(
+        self,
+        buf: memoryview,
+        first_offset: int,
+        leader_epoch: int,
+        now_ms: int,
+        assign_offsets: bool,
+        from_client: bool,
+    ) -> tuple | LogAppendInfo:
         """Every check of ``append`` in Python, for what the C scan hands back: a follower's
         or coordinator's write, compaction, LogAppendTime, compressed records to read, a
         maxTimestamp to correct, several idempotent batches, and every error. The pieces
@@ -402,7 +495,9 @@ class Log:
         key_errors: list[tuple[int, str | None]] = []
         ts_errors: list[tuple[int, str | None]] = []
         # Made on first need: most batches have no producer id, and most appends are a leader's.
-        producer_batch: tuple[int, int, int, int, int, int, int] | None = None  # a one-batch request's
+        producer_batch: tuple[int, int, int, int, int, int, int] | None = (
+            None  # a one-batch request's
+        )
         pending: dict[int, ProducerStateEntry] | None = None  # a request of several batches
         duplicates: list[BatchMetadata] | None = None
         epoch_starts: list[tuple[int, int]] | None = None
@@ -417,32 +512,62 @@ class Log:
                 fields = _check_header(buf, position, end, strict_count=assign_offsets)
             except rb.InvalidBatch as exc:
                 raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
-            base, length, batch_epoch, _, _, attrs, delta, base_ts, batch_ts, pid, p_epoch, first_seq, count = fields
+            (
+                base,
+                length,
+                batch_epoch,
+                _,
+                _,
+                attrs,
+                delta,
+                base_ts,
+                batch_ts,
+                pid,
+                p_epoch,
+                first_seq,
+                count,
+            ) = fields
             size = _LOG_OVERHEAD + length
             restamp = None  # a corrected maxTimestamp for this batch's header
             if size > cfg.max_message_bytes:
-                raise errors.RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+                raise errors.RecordTooLarge(
+                    f"batch of {size} bytes exceeds max.message.bytes {cfg.max_message_bytes}"
+                )
             if assign_offsets:
                 if from_client:  # Kafka's LogValidator.validateBatch for AppendOrigin.CLIENT
                     if attrs & _CONTROL_MASK:
-                        raise errors.InvalidRecord("Clients are not allowed to write control records")
+                        raise errors.InvalidRecord(
+                            "Clients are not allowed to write control records"
+                        )
                     if pid >= 0 and first_seq < 0:
-                        raise errors.InvalidRecord(f"Invalid sequence number {first_seq} in record batch "
-                                                   f"with producerId {pid}")
+                        raise errors.InvalidRecord(
+                            f"Invalid sequence number {first_seq} in record batch "
+                            f"with producerId {pid}"
+                        )
                 if not attrs & _CONTROL_MASK:  # a coordinator's marker has no data to check
                     if compact:
-                        key_errors += _null_key_indices(rb.RecordBatch(buf, position, fields), record_count)
-                    if attrs & _TIMESTAMP_TYPE_MASK:  # the producer set LogAppendTime: its records carry batch_ts
+                        key_errors += _null_key_indices(
+                            rb.RecordBatch(buf, position, fields), record_count
+                        )
+                    if (
+                        attrs & _TIMESTAMP_TYPE_MASK
+                    ):  # the producer set LogAppendTime: its records carry batch_ts
                         # Kafka's LogValidator.validateTimestamp: an error on a LogAppendTime topic, or
                         # without a timestamp; else batch_ts is each record's CreateTime, checked against
                         # the window, and the batch is stored as CreateTime (setMaxTimestamp(CREATE_TIME)).
                         if append_time is not None or batch_ts == rb.NO_TIMESTAMP:
-                            ts_errors += [(record_count + i, f"Invalid timestamp type in message {record_count + i}. "
-                                                             "Producer should not set timestamp type to LogAppendTime.")
-                                          for i in range(count)]
+                            ts_errors += [
+                                (
+                                    record_count + i,
+                                    f"Invalid timestamp type in message {record_count + i}. "
+                                    "Producer should not set timestamp type to LogAppendTime.",
+                                )
+                                for i in range(count)
+                            ]
                         elif check_timestamps and not low <= batch_ts <= high:
-                            ts_errors += _out_of_range_timestamps(rb.RecordBatch(buf, position, fields),
-                                                                  record_count, low, high)
+                            ts_errors += _out_of_range_timestamps(
+                                rb.RecordBatch(buf, position, fields), record_count, low, high
+                            )
                         else:
                             restamp = batch_ts
                     elif check_timestamps:
@@ -451,19 +576,25 @@ class Log:
                         # may lie above it (or, with a negative delta, below baseTimestamp).
                         payload = buf[position + _HEADER_SIZE : position + size]
                         try:
-                            lo, hi = _delta_range(decompress(attrs & _COMPRESSION_MASK, payload)
-                                                  if attrs & _COMPRESSION_MASK else payload, count)
+                            lo, hi = _delta_range(
+                                decompress(attrs & _COMPRESSION_MASK, payload)
+                                if attrs & _COMPRESSION_MASK
+                                else payload,
+                                count,
+                            )
                         except rb.InvalidBatch as exc:
                             raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
                         first_ts, last_ts = base_ts + lo, base_ts + hi
                         if first_ts < low or last_ts > high:
-                            ts_errors += _out_of_range_timestamps(rb.RecordBatch(buf, position, fields),
-                                                                  record_count, low, high)
+                            ts_errors += _out_of_range_timestamps(
+                                rb.RecordBatch(buf, position, fields), record_count, low, high
+                            )
                         elif last_ts != batch_ts:
                             restamp = last_ts  # Kafka sets maxTimestamp to the records' largest
                 if pid >= 0:
-                    duplicate = self.producer_state.check(pid, p_epoch, first_seq, _last_sequence(first_seq, delta),
-                                                          pending)
+                    duplicate = self.producer_state.check(
+                        pid, p_epoch, first_seq, _last_sequence(first_seq, delta), pending
+                    )
                     if duplicate is not None:
                         if duplicates is None:
                             duplicates = []
@@ -471,17 +602,33 @@ class Log:
                         record_count += count
                         position += size
                         continue
-                if append_time is None and restamp is None:  # baseOffset and leader epoch are outside the CRC
-                    pieces += (_pack_prefix(next_offset, length, leader_epoch), buf[position + _PREFIX : position + size])
+                if (
+                    append_time is None and restamp is None
+                ):  # baseOffset and leader epoch are outside the CRC
+                    pieces += (
+                        _pack_prefix(next_offset, length, leader_epoch),
+                        buf[position + _PREFIX : position + size],
+                    )
                 else:
-                    pieces += (rb.stamped_header(buf, position, size, base_offset=next_offset, leader_epoch=leader_epoch,
-                                                 log_append_time=append_time, max_timestamp=restamp),
-                               buf[position + _HEADER_SIZE : position + size])
+                    pieces += (
+                        rb.stamped_header(
+                            buf,
+                            position,
+                            size,
+                            base_offset=next_offset,
+                            leader_epoch=leader_epoch,
+                            log_append_time=append_time,
+                            max_timestamp=restamp,
+                        ),
+                        buf[position + _HEADER_SIZE : position + size],
+                    )
                     batch_ts = append_time if restamp is None else restamp
                 base = next_offset
             else:
                 if base < next_offset:
-                    raise errors.InvalidRecord(f"batch offset {base} is below the log end offset {next_offset}")
+                    raise errors.InvalidRecord(
+                        f"batch offset {base} is below the log end offset {next_offset}"
+                    )
                 pieces.append(buf[position : position + size])
                 if epoch_starts is None:
                     epoch_starts = []
@@ -489,13 +636,31 @@ class Log:
             last = base + delta
             batches.append((position, size, base, last, batch_ts))
             if pid >= 0:
-                if size == end:  # the request's only batch (clients send one per partition): applied once written
-                    producer_batch = (pid, p_epoch, first_seq, _last_sequence(first_seq, delta), base, last, batch_ts)
+                if (
+                    size == end
+                ):  # the request's only batch (clients send one per partition): applied once written
+                    producer_batch = (
+                        pid,
+                        p_epoch,
+                        first_seq,
+                        _last_sequence(first_seq, delta),
+                        base,
+                        last,
+                        batch_ts,
+                    )
                 else:  # each batch checked against the entries the earlier ones updated; committed together
                     if pending is None:
                         pending = {}
-                    self.producer_state.update(pid, p_epoch, first_seq, _last_sequence(first_seq, delta), base, last,
-                                               batch_ts, pending)
+                    self.producer_state.update(
+                        pid,
+                        p_epoch,
+                        first_seq,
+                        _last_sequence(first_seq, delta),
+                        base,
+                        last,
+                        batch_ts,
+                        pending,
+                    )
             if batch_ts > max_ts:
                 max_ts = batch_ts
             record_count += count
@@ -505,27 +670,51 @@ class Log:
             raise errors.RecordValidationError(
                 f"Compacted topic cannot accept message without key in topic partition "
                 f"{self.topic_partition.topic}-{self.topic_partition.partition}.",
-                errors.ErrorCode.invalid_record, key_errors)
+                errors.ErrorCode.invalid_record,
+                key_errors,
+            )
         if ts_errors:
-            raise errors.RecordValidationError(ts_errors[0][1] or "", errors.ErrorCode.invalid_timestamp, ts_errors)
+            raise errors.RecordValidationError(
+                ts_errors[0][1] or "", errors.ErrorCode.invalid_timestamp, ts_errors
+            )
         if duplicates:
             return self._duplicate_info(duplicates, bool(batches), record_count, append_time)
-        return (pieces, batches, next_offset, max_ts, record_count, producer_batch, pending, epoch_starts,
-                append_time)
+        return (
+            pieces,
+            batches,
+            next_offset,
+            max_ts,
+            record_count,
+            producer_batch,
+            pending,
+            epoch_starts,
+            append_time,
+        )
 
     @staticmethod
-    def _duplicate_info(duplicates: list[BatchMetadata], new_batches: bool, record_count: int,
-                        append_time: int | None) -> LogAppendInfo:
+    def _duplicate_info(
+        duplicates: list[BatchMetadata],
+        new_batches: bool,
+        record_count: int,
+        append_time: int | None,
+    ) -> LogAppendInfo:
         """The answer to a retried request: the offsets its batches got the first time.
 
         A retry repeats a whole request, and a request was appended all or nothing, so
         either every batch is a duplicate or none is; a mix is a client out of sequence.
         """
-        if new_batches or any(b.first_offset != a.last_offset + 1 for a, b in zip(duplicates, duplicates[1:])):
+        if new_batches or any(
+            b.first_offset != a.last_offset + 1 for a, b in itertools.pairwise(duplicates)
+        ):
             raise errors.OutOfOrderSequence("a request mixing duplicate and new batches")
-        return LogAppendInfo(duplicates[0].first_offset, duplicates[-1].last_offset,
-                             max(d.timestamp for d in duplicates), -1 if append_time is None else append_time,
-                             record_count, True)
+        return LogAppendInfo(
+            duplicates[0].first_offset,
+            duplicates[-1].last_offset,
+            max(d.timestamp for d in duplicates),
+            -1 if append_time is None else append_time,
+            record_count,
+            True,
+        )
 
     def roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the log end offset (no-op when the active one is empty)."""
@@ -545,13 +734,19 @@ class Log:
 
     # -- read ------------------------------------------------------------------------
     @_storage_io
-    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchDataInfo:
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
         """File regions of whole batches from ``start_offset`` (KIP-74: the first batch always whole)."""
         leo = self.log_end_offset
         if start_offset < self.log_start_offset or start_offset > leo:
             raise errors.OffsetOutOfRange(
-                f"offset {start_offset} is outside [{self.log_start_offset}, {leo}] of {self.topic_partition}")
+                f"offset {start_offset} is outside [{self.log_start_offset}, {leo}] of {self.topic_partition}"
+            )
         upper = leo if max_offset is None else min(max_offset, leo)
         regions: list[FileRegion] = []
         total = 0
@@ -619,7 +814,9 @@ class Log:
         """After a truncation: pull the recovery point back (to the new start of an
         ``emptied`` log) and tell flushes in flight."""
         with self._recovery_point_lock:
-            self.recovery_point = log_end_offset if emptied else min(self.recovery_point, log_end_offset)
+            self.recovery_point = (
+                log_end_offset if emptied else min(self.recovery_point, log_end_offset)
+            )
             self._truncations += 1
 
     @_storage_io
@@ -640,12 +837,16 @@ class Log:
     def maybe_increment_log_start_offset(self, offset: int, now_ms: int | None = None) -> bool:
         """Advance the log start offset (DeleteRecords); whole segments below it are deleted."""
         if offset > self.log_end_offset:
-            raise errors.OffsetOutOfRange(f"offset {offset} is above the log end offset {self.log_end_offset}")
+            raise errors.OffsetOutOfRange(
+                f"offset {offset} is above the log end offset {self.log_end_offset}"
+            )
         if offset <= self.log_start_offset:
             return False
         self.log_start_offset = offset
-        self._delete_segments(lambda seg, nxt: nxt is not None and nxt.base_offset <= offset,
-                              _now_ms() if now_ms is None else now_ms)
+        self._delete_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= offset,
+            _now_ms() if now_ms is None else now_ms,
+        )
         return True
 
     # -- retention ---------------------------------------------------------------------
@@ -658,7 +859,11 @@ class Log:
         deleted = 0
         if cfg.retention_ms >= 0:
             deleted += self._delete_segments(
-                lambda seg, nxt: nxt is not None and now_ms - _segment_timestamp(seg) > cfg.retention_ms, now_ms)
+                lambda seg, nxt: (
+                    nxt is not None and now_ms - _segment_timestamp(seg) > cfg.retention_ms
+                ),
+                now_ms,
+            )
         if cfg.retention_bytes >= 0:
             excess = self.size_in_bytes - cfg.retention_bytes
 
@@ -672,7 +877,9 @@ class Log:
             deleted += self._delete_segments(over_size, now_ms)
         return deleted
 
-    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int) -> int:
+    def _delete_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
+    ) -> int:
         count = 0
         while len(self.segments) > 1 and predicate(self.segments[0], self.segments[1]):
             seg = self.segments.pop(0)
@@ -722,8 +929,10 @@ class Log:
         swaps = []
         for bases, cleaned in plan.cleaned:
             i = bisect.bisect_left(self._bases, bases[0])
-            if i + len(bases) >= len(self._bases) or self._bases[i:i + len(bases)] != list(bases):
-                cleaned.unlink(missing_ok=True)  # a segment deleted by retention meanwhile: not used
+            if i + len(bases) >= len(self._bases) or self._bases[i : i + len(bases)] != list(bases):
+                cleaned.unlink(
+                    missing_ok=True
+                )  # a segment deleted by retention meanwhile: not used
                 continue
             swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
             os.replace(cleaned, swap)
@@ -739,18 +948,24 @@ class Log:
         cfg = self.config
         for bases, swap in swaps:
             i = bisect.bisect_left(self._bases, bases[0])
-            old = self.segments[i:i + len(bases)]
+            old = self.segments[i : i + len(bases)]
             for seg in old:
                 self._retire_segment(seg, now_ms)
             os.replace(swap, swap.with_name(swap.name[: -len(SWAP_SUFFIX)]))
-            seg = LogSegment(self.dir, bases[0], cfg.segment_index_bytes, cfg.index_interval_bytes, old[0].created_ms)
+            seg = LogSegment(
+                self.dir,
+                bases[0],
+                cfg.segment_index_bytes,
+                cfg.index_interval_bytes,
+                old[0].created_ms,
+            )
             seg.recover(contiguous=False)
             seg.recovered_producer_batches = None
             seg.on_become_inactive()
             # _bases first: a flush thread meanwhile then starts from a segment at or before its
             # recovery point in the old list, so it still reaches the active segment
-            self._bases[i:i + len(bases)] = [bases[0]]
-            self.segments[i:i + len(bases)] = [seg]
+            self._bases[i : i + len(bases)] = [bases[0]]
+            self.segments[i : i + len(bases)] = [seg]
         fsync_dir(self.dir)
 
     # -- durability --------------------------------------------------------------------
@@ -803,18 +1018,30 @@ class Log:
 
 def _null_key_indices(batch: rb.RecordBatch, first_index: int) -> list[tuple[int, str | None]]:
     """(batch index, None) of each record without a key, as Kafka's LogValidator reports them."""
-    return [(first_index + i, None) for i, (_, key_null) in enumerate(_record_fields(batch)) if key_null]
+    return [
+        (first_index + i, None) for i, (_, key_null) in enumerate(_record_fields(batch)) if key_null
+    ]
 
 
-def _out_of_range_timestamps(batch: rb.RecordBatch, first_index: int, low: int,
-                             high: int) -> list[tuple[int, str | None]]:
+def _out_of_range_timestamps(
+    batch: rb.RecordBatch, first_index: int, low: int, high: int
+) -> list[tuple[int, str | None]]:
     """(batch index, message) of each CreateTime timestamp outside [low, high] (NO_TIMESTAMP passes).
     The records of a batch the producer marked LogAppendTime all carry its maxTimestamp."""
     stamped = batch.timestamp_type == rb.LOG_APPEND_TIME
-    return [(first_index + i, (f"Timestamp {ts} of message with batch index {first_index + i} is out of range. "
-                               f"The timestamp should be within [{low}, {high}]"))
-            for i, ts in enumerate(batch.max_timestamp if stamped else ts for ts, _ in _record_fields(batch))
-            if ts != rb.NO_TIMESTAMP and not low <= ts <= high]
+    return [
+        (
+            first_index + i,
+            (
+                f"Timestamp {ts} of message with batch index {first_index + i} is out of range. "
+                f"The timestamp should be within [{low}, {high}]"
+            ),
+        )
+        for i, ts in enumerate(
+            batch.max_timestamp if stamped else ts for ts, _ in _record_fields(batch)
+        )
+        if ts != rb.NO_TIMESTAMP and not low <= ts <= high
+    ]
 
 
 def _record_fields(batch: rb.RecordBatch) -> list[tuple[int, bool]]:

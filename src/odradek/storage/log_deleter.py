@@ -50,7 +50,9 @@ class LogDeleter:
 
     def __init__(self, in_use: Callable[[Log], bool] = lambda lg: False) -> None:
         self._in_use = in_use
-        self._queue: list[tuple[float, int, Path, Log | None]] = []  # (due, tie-breaker, directory, log)
+        self._queue: list[
+            tuple[float, int, Path, Log | None]
+        ] = []  # (due, tie-breaker, directory, log)
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -63,7 +65,9 @@ class LogDeleter:
             earliest = not self._queue or due < self._queue[0][0]
             heapq.heappush(self._queue, (due, next(self._order), directory, lg))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="kafka-delete-logs", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="kafka-delete-logs", daemon=True
+                )
                 self._thread.start()
             elif earliest:  # only a new head changes how long the thread sleeps
                 self._cond.notify()
@@ -96,7 +100,9 @@ class LogDeleter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._stopped and (not self._queue or self._queue[0][0] > time.monotonic()):
+                while not self._stopped and (
+                    not self._queue or self._queue[0][0] > time.monotonic()
+                ):
                     timeout = self._queue[0][0] - time.monotonic() if self._queue else None
                     self._cond.wait(timeout)
                 if self._stopped:
@@ -104,7 +110,10 @@ class LogDeleter:
                 _, _, directory, lg = heapq.heappop(self._queue)
             if lg is not None and self._in_use(lg):
                 with self._cond:
-                    heapq.heappush(self._queue, (time.monotonic() + IN_USE_RETRY_S, next(self._order), directory, lg))
+                    heapq.heappush(
+                        self._queue,
+                        (time.monotonic() + IN_USE_RETRY_S, next(self._order), directory, lg),
+                    )
                 continue
             try:
                 if lg is not None:
@@ -113,7 +122,9 @@ class LogDeleter:
                 log.info("deleted log dir %s", directory)
             except FileNotFoundError:
                 pass
-            except OSError as exc:  # as Kafka: logged, the directory stays and the next start retries it
+            except (
+                OSError
+            ) as exc:  # as Kafka: logged, the directory stays and the next start retries it
                 log.error("could not delete %s: %s", directory, exc)
             except Exception:  # never let one log stop the deletion of the others
                 log.exception("deleting %s failed", directory)

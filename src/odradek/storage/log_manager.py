@@ -19,11 +19,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from odradek.durable import fsync_dir, write_atomically
 from odradek.storage import errors
+from odradek.storage.checkpoint import CorruptCheckpoint, read_offsets, write_offsets
 from odradek.storage.cleaner import LogCleaner
 from odradek.storage.cleaner_checkpoint import forget_cleaner_offset
-from odradek.durable import fsync_dir, write_atomically
-from odradek.storage.checkpoint import CorruptCheckpoint, read_offsets, write_offsets
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log, TopicPartition
 from odradek.storage.log_deleter import LogDeleter, close_files, delete_dir_name, is_delete_dir
@@ -40,11 +40,20 @@ PARTITION_METADATA = "partition.metadata"
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[str], default_config: LogConfig, *,
-                 retention_check_interval_ms: int = 300000, checkpoint_interval_ms: int = 60000,
-                 producer_id_expiration_ms: int = 86400000,
-                 producer_id_expiration_check_interval_ms: int = 600000, cleaner: LogCleaner | None = None,
-                 cleaner_enable: bool = True, cleaner_threads: int = 1, cleaner_backoff_ms: int = 15000) -> None:
+    def __init__(
+        self,
+        log_dirs: list[str],
+        default_config: LogConfig,
+        *,
+        retention_check_interval_ms: int = 300000,
+        checkpoint_interval_ms: int = 60000,
+        producer_id_expiration_ms: int = 86400000,
+        producer_id_expiration_check_interval_ms: int = 600000,
+        cleaner: LogCleaner | None = None,
+        cleaner_enable: bool = True,
+        cleaner_threads: int = 1,
+        cleaner_backoff_ms: int = 15000,
+    ) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         self.default_config = default_config
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -114,7 +123,9 @@ class LogManager:
         for name, is_dir in entries:
             if not is_dir:
                 continue
-            if is_delete_dir(name):  # a deletion a stop or crash interrupted: finish it, never load it
+            if is_delete_dir(
+                name
+            ):  # a deletion a stop or crash interrupted: finish it, never load it
                 self.deleter.schedule(d / name, None, self.default_config.file_delete_delay_ms)
                 continue
             try:
@@ -125,9 +136,15 @@ class LogManager:
 
         def load(item: tuple[TopicPartition, Path]) -> Log:
             tp, path = item
-            return Log(path, self.default_config, log_start_offset=start_offsets.get(tp, 0),
-                       recovery_point=recovery_points.get(tp, 0), clean_shutdown=clean,
-                       producer_id_expiration_ms=self.producer_id_expiration_ms, on_io_error=self._mark_offline)
+            return Log(
+                path,
+                self.default_config,
+                log_start_offset=start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                clean_shutdown=clean,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                on_io_error=self._mark_offline,
+            )
 
         # A clean load trusts the indexes and checkpoints: per partition it is short system calls
         # and some Python, which threads only make contend for the GIL (1,050 partitions loaded
@@ -141,7 +158,12 @@ class LogManager:
             loaded = [load(item) for item in partition_dirs]
         for lg in loaded:
             self._add_log(lg)
-        log.info("loaded %d partitions from %s (%s shutdown)", len(loaded), d, "clean" if clean else "unclean")
+        log.info(
+            "loaded %d partitions from %s (%s shutdown)",
+            len(loaded),
+            d,
+            "clean" if clean else "unclean",
+        )
         marker.unlink(missing_ok=True)
 
     @staticmethod
@@ -153,7 +175,9 @@ class LogManager:
             return {}
 
     # -- meta.properties -----------------------------------------------------------
-    def ensure_meta_properties(self, node_id: int | None, cluster_id: str | None) -> tuple[int, str]:
+    def ensure_meta_properties(
+        self, node_id: int | None, cluster_id: str | None
+    ) -> tuple[int, str]:
         """Agree node id and cluster id with every dir's meta.properties, writing them where missing."""
         found: dict[str, str] = {}
         for d in self.online_dirs:
@@ -163,13 +187,22 @@ class LogManager:
                 if value is None:
                     continue
                 if found.setdefault(key, value) != value:
-                    raise errors.InconsistentMetaProperties(f"{key} differs between log dirs: {found[key]} and {value}")
-        if node_id is not None and node_id >= 0 and "node.id" in found and int(found["node.id"]) != node_id:
+                    raise errors.InconsistentMetaProperties(
+                        f"{key} differs between log dirs: {found[key]} and {value}"
+                    )
+        if (
+            node_id is not None
+            and node_id >= 0
+            and "node.id" in found
+            and int(found["node.id"]) != node_id
+        ):
             raise errors.InconsistentMetaProperties(
-                f"node.id {node_id} does not match {found['node.id']} in meta.properties")
+                f"node.id {node_id} does not match {found['node.id']} in meta.properties"
+            )
         if cluster_id and "cluster.id" in found and found["cluster.id"] != cluster_id:
             raise errors.InconsistentMetaProperties(
-                f"cluster.id {cluster_id} does not match {found['cluster.id']} in meta.properties")
+                f"cluster.id {cluster_id} does not match {found['cluster.id']} in meta.properties"
+            )
         node = node_id if node_id is not None and node_id >= 0 else int(found.get("node.id", 1))
         cluster = cluster_id or found.get("cluster.id") or _new_cluster_id()
         text = f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\nnode.id={node}\nversion=1\ncluster.id={cluster}\n"
@@ -187,16 +220,21 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tp)
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None,
-                          topic_id: str | None = None) -> Log:
+    def get_or_create_log(
+        self, tp: TopicPartition, config: LogConfig | None = None, topic_id: str | None = None
+    ) -> Log:
         """The partition's log, created in the online dir holding the fewest partitions.
 
         With ``topic_id`` (Kafka's base64 topic UUID) a new log gets its partition.metadata.
         """
         return self.get_or_create_logs([tp], config, topic_id)[0]
 
-    def get_or_create_logs(self, tps: list[TopicPartition], config: LogConfig | None = None,
-                           topic_id: str | None = None) -> list[Log]:
+    def get_or_create_logs(
+        self,
+        tps: list[TopicPartition],
+        config: LogConfig | None = None,
+        topic_id: str | None = None,
+    ) -> list[Log]:
         """get_or_create_log for many partitions of one topic, with one fsync per log dir.
 
         A new partition dir is durable once its parent dir is fsynced; doing that
@@ -238,15 +276,21 @@ class LogManager:
             self.checkpoint()
         return logs
 
-    def _create_log(self, tp: TopicPartition, config: LogConfig | None, topic_id: str | None) -> Log:
+    def _create_log(
+        self, tp: TopicPartition, config: LogConfig | None, topic_id: str | None
+    ) -> Log:
         """A new log in the online dir holding the fewest partitions; the caller fsyncs that dir."""
         dirs = self.online_dirs
         if not dirs:
             raise errors.KafkaStorageError("every log dir is offline")
         target = min(dirs, key=lambda d: self._dir_counts.get(d, 0))
         try:
-            lg = Log(target / tp.dir_name, config or self.default_config,
-                     producer_id_expiration_ms=self.producer_id_expiration_ms, on_io_error=self._mark_offline)
+            lg = Log(
+                target / tp.dir_name,
+                config or self.default_config,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                on_io_error=self._mark_offline,
+            )
             if topic_id is not None:
                 write_atomically(lg.dir / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}")
         except OSError as exc:
@@ -278,7 +322,9 @@ class LogManager:
         doomed = lg.dir.with_name(delete_dir_name(tp))
         try:
             os.rename(lg.dir, doomed)
-        except OSError as exc:  # as Kafka, a failed rename takes the dir offline (and nothing is removed)
+        except (
+            OSError
+        ) as exc:  # as Kafka, a failed rename takes the dir offline (and nothing is removed)
             log.error("could not rename %s for deletion: %s", lg.dir, exc)
             self._mark_offline(lg.dir.parent)
             close_files(lg, lg.dir)
@@ -302,15 +348,23 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every online dir."""
         with self._checkpoint_lock:
-            self._deleted_since_checkpoint = set()  # deletions from now on are not in what is written
+            self._deleted_since_checkpoint = (
+                set()
+            )  # deletions from now on are not in what is written
             self._write_checkpoints()
 
     def _write_checkpoints(self) -> None:
         for d in self.online_dirs:
             logs = [lg for lg in self.all_logs() if lg.dir.parent == d and not lg.offline]
             try:
-                write_offsets(d / RECOVERY_POINT_CHECKPOINT, {lg.topic_partition: lg.recovery_point for lg in logs})
-                write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {lg.topic_partition: lg.log_start_offset for lg in logs})
+                write_offsets(
+                    d / RECOVERY_POINT_CHECKPOINT,
+                    {lg.topic_partition: lg.recovery_point for lg in logs},
+                )
+                write_offsets(
+                    d / LOG_START_OFFSET_CHECKPOINT,
+                    {lg.topic_partition: lg.log_start_offset for lg in logs},
+                )
                 hws = {}
                 if self.high_watermark is not None:
                     for lg in logs:
@@ -341,7 +395,10 @@ class LogManager:
             if lg.offline:
                 continue
             rolled = lg.recovery_point < lg.active.base_offset
-            due = now_ms - lg.last_flush_ms >= lg.config.flush_ms and lg.recovery_point < lg.log_end_offset
+            due = (
+                now_ms - lg.last_flush_ms >= lg.config.flush_ms
+                and lg.recovery_point < lg.log_end_offset
+            )
             if rolled or due:
                 try:
                     lg.flush(now_ms)
@@ -354,7 +411,11 @@ class LogManager:
         As Kafka's cleaner threads: at most log.cleaner.threads logs are cleaned at once,
         and a pass that finds nothing to clean rests for log.cleaner.backoff.ms.
         """
-        if not self.cleaner_enable or self.cleaner_threads < 1 or now_ms < self._cleaner_idle_until_ms:
+        if (
+            not self.cleaner_enable
+            or self.cleaner_threads < 1
+            or now_ms < self._cleaner_idle_until_ms
+        ):
             return
         slots = asyncio.Semaphore(self.cleaner_threads)
         logs = [lg for lg in self.all_logs() if not lg.offline and lg.config.compact]
@@ -368,8 +429,14 @@ class LogManager:
             if lg.offline:
                 return False
             try:
-                hw = self.high_watermark(lg.topic_partition) if self.high_watermark is not None else None
-                cleanable = self.cleaner.cleanable_range(lg, now_ms, hw)  # cheap: no thread for clean logs
+                hw = (
+                    self.high_watermark(lg.topic_partition)
+                    if self.high_watermark is not None
+                    else None
+                )
+                cleanable = self.cleaner.cleanable_range(
+                    lg, now_ms, hw
+                )  # cheap: no thread for clean logs
                 if cleanable is None:
                     return False
                 self._cleaning.add(lg)
@@ -379,7 +446,12 @@ class LogManager:
                     self._cleaning.discard(lg)
                 if plan is not None:
                     self.cleaner.install(lg, plan, now_ms)
-                    log.info("cleaned %s: %d -> %d bytes", lg.topic_partition, plan.bytes_before, plan.bytes_after)
+                    log.info(
+                        "cleaned %s: %d -> %d bytes",
+                        lg.topic_partition,
+                        plan.bytes_before,
+                        plan.bytes_after,
+                    )
             except OSError as exc:
                 log.error("cleaning %s failed: %s", lg.dir, exc)
                 self._mark_offline(lg.dir.parent)
@@ -418,6 +490,7 @@ class LogManager:
         ``-delete`` dirs are removed after the next start-up.
         """
         self.deleter.stop()
+
         def close(lg: Log) -> None:
             try:
                 lg.close()

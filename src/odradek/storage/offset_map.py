@@ -20,7 +20,9 @@ DEFAULT_LOAD_FACTOR = 0.9
 
 
 class OffsetMap:
-    def __init__(self, memory: int = DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = DEFAULT_LOAD_FACTOR) -> None:
+    def __init__(
+        self, memory: int = DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = DEFAULT_LOAD_FACTOR
+    ) -> None:
         self.slots = memory // BYTES_PER_ENTRY
         #: Distinct keys accepted before the map counts as full.
         self.capacity = int(self.slots * load_factor)

@@ -26,7 +26,9 @@ NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
 _SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")  # version, crc, entry count
-_ENTRY = struct.Struct(">qhiqiqiq")  # pid, epoch, last seq, last offset, offset delta, timestamp, coord epoch, txn first offset
+_ENTRY = struct.Struct(
+    ">qhiqiqiq"
+)  # pid, epoch, last seq, last offset, offset delta, timestamp, coord epoch, txn first offset
 _NO_COORDINATOR_EPOCH = -1
 _NO_TXN_FIRST_OFFSET = -1
 _SEQUENCE_LIMIT = 2**31  # sequences wrap from 2**31 - 1 to 0
@@ -34,6 +36,7 @@ _SEQUENCE_LIMIT = 2**31  # sequences wrap from 2**31 - 1 to 0
 
 class BatchMetadata(NamedTuple):
     """One of a producer's last batches, as readers see it (entries keep plain tuples in this order)."""
+
     first_seq: int
     last_seq: int
     first_offset: int
@@ -49,13 +52,20 @@ class ProducerStateEntry:
     tuple is the cheapest record there is; ``batches`` gives them named, for readers.
     """
 
-    __slots__ = ("producer_id", "epoch", "recent", "last_timestamp")
+    __slots__ = ("epoch", "last_timestamp", "producer_id", "recent")
 
-    def __init__(self, producer_id: int, epoch: int, recent: Iterable[tuple[int, int, int, int, int]] = (),
-                 last_timestamp: int = -1) -> None:
+    def __init__(
+        self,
+        producer_id: int,
+        epoch: int,
+        recent: Iterable[tuple[int, int, int, int, int]] = (),
+        last_timestamp: int = -1,
+    ) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
-        self.recent: deque[tuple[int, int, int, int, int]] = deque(recent, maxlen=NUM_BATCHES_TO_RETAIN)
+        self.recent: deque[tuple[int, int, int, int, int]] = deque(
+            recent, maxlen=NUM_BATCHES_TO_RETAIN
+        )
         self.last_timestamp = last_timestamp
 
     @property
@@ -83,8 +93,14 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
 
-    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-              pending: dict[int, ProducerStateEntry] | None = None) -> BatchMetadata | None:
+    def check(
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        pending: dict[int, ProducerStateEntry] | None = None,
+    ) -> BatchMetadata | None:
         """Validate one batch; return the original batch when it is a duplicate.
 
         ``pending`` holds entries updated by earlier batches of the same request.
@@ -98,10 +114,14 @@ class ProducerStateManager:
             return None
         if epoch != entry.epoch:
             if epoch < entry.epoch:
-                raise InvalidProducerEpoch(f"producer {producer_id}: epoch {epoch} is older than {entry.epoch}")
+                raise InvalidProducerEpoch(
+                    f"producer {producer_id}: epoch {epoch} is older than {entry.epoch}"
+                )
             if first_seq != 0:
-                raise OutOfOrderSequence(f"producer {producer_id}: new epoch {epoch} must start at sequence 0, "
-                                         f"got {first_seq}")
+                raise OutOfOrderSequence(
+                    f"producer {producer_id}: new epoch {epoch} must start at sequence 0, "
+                    f"got {first_seq}"
+                )
             return None
         recent = entry.recent
         if recent:
@@ -110,16 +130,29 @@ class ProducerStateManager:
                     return BatchMetadata._make(batch)
             expected = (recent[-1][1] + 1) % _SEQUENCE_LIMIT
             if first_seq != expected:
-                raise OutOfOrderSequence(f"producer {producer_id}: sequence {first_seq}, expected {expected}")
+                raise OutOfOrderSequence(
+                    f"producer {producer_id}: sequence {first_seq}, expected {expected}"
+                )
         return None
 
-    def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, first_offset: int,
-               last_offset: int, timestamp: int, into: dict[int, ProducerStateEntry] | None = None) -> None:
+    def update(
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int,
+        last_offset: int,
+        timestamp: int,
+        into: dict[int, ProducerStateEntry] | None = None,
+    ) -> None:
         """Add a batch to its producer's entry: in place (a written request, a replay) or, ``into``
         a request's pending entries, in a copy of the committed one made at the producer's first batch."""
         if into is None:
             entry = self.producers.get(producer_id)
-            if entry is None or entry.epoch != epoch:  # a new producer, or a new epoch: sequences start over
+            if (
+                entry is None or entry.epoch != epoch
+            ):  # a new producer, or a new epoch: sequences start over
                 entry = self.producers[producer_id] = ProducerStateEntry(producer_id, epoch)
         else:
             entry = into.get(producer_id)
@@ -150,14 +183,22 @@ class ProducerStateManager:
         return self._load_newest(kept)
 
     def remove_expired(self, now_ms: int) -> None:
-        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= self.expiration_ms]
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if now_ms - e.last_timestamp >= self.expiration_ms
+        ]
         for pid in expired:
             del self.producers[pid]
 
     # -- snapshots -------------------------------------------------------------
     def snapshot_files(self) -> list[Path]:
         """The ``<offset>.snapshot`` files, oldest first (a listing, cheaper than a glob per partition load)."""
-        names = [name for name in os.listdir(self.directory) if name.endswith(SNAPSHOT_SUFFIX) and name[0] != "."]
+        names = [
+            name
+            for name in os.listdir(self.directory)
+            if name.endswith(SNAPSHOT_SUFFIX) and name[0] != "."
+        ]
         return [self.directory / name for name in sorted(names, key=_offset_of_name)]
 
     def take_snapshot(self, offset: int, *, sync: bool = True) -> Path:
@@ -172,8 +213,18 @@ class ProducerStateManager:
                 delta = last_offset - first_offset
             else:
                 last_seq, last_offset, delta = -1, -1, 0
-            entries.append(_ENTRY.pack(e.producer_id, e.epoch, last_seq, last_offset, delta, e.last_timestamp,
-                                       _NO_COORDINATOR_EPOCH, _NO_TXN_FIRST_OFFSET))
+            entries.append(
+                _ENTRY.pack(
+                    e.producer_id,
+                    e.epoch,
+                    last_seq,
+                    last_offset,
+                    delta,
+                    e.last_timestamp,
+                    _NO_COORDINATOR_EPOCH,
+                    _NO_TXN_FIRST_OFFSET,
+                )
+            )
         tail = struct.pack(">i", len(entries)) + b"".join(entries)
         data = struct.pack(">hI", _SNAPSHOT_VERSION, crc32c(tail)) + tail
         path = self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
@@ -198,13 +249,30 @@ class ProducerStateManager:
             if len(data) < _HEADER.size:
                 continue
             version, crc, count = _HEADER.unpack_from(data)
-            if version != _SNAPSHOT_VERSION or crc32c(data[6:]) != crc or len(data) != _HEADER.size + count * _ENTRY.size:
+            if (
+                version != _SNAPSHOT_VERSION
+                or crc32c(data[6:]) != crc
+                or len(data) != _HEADER.size + count * _ENTRY.size
+            ):
                 continue
             self.producers.clear()
             for i in range(count):
-                pid, epoch, last_seq, last_offset, delta, ts, _, _ = _ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)
-                recent = [((last_seq - delta) % _SEQUENCE_LIMIT, last_seq, last_offset - delta, last_offset, ts)
-                          ] if last_offset >= 0 else []
+                pid, epoch, last_seq, last_offset, delta, ts, _, _ = _ENTRY.unpack_from(
+                    data, _HEADER.size + i * _ENTRY.size
+                )
+                recent = (
+                    [
+                        (
+                            (last_seq - delta) % _SEQUENCE_LIMIT,
+                            last_seq,
+                            last_offset - delta,
+                            last_offset,
+                            ts,
+                        )
+                    ]
+                    if last_offset >= 0
+                    else []
+                )
                 self.producers[pid] = ProducerStateEntry(pid, epoch, recent, ts)
             return offset
         return None

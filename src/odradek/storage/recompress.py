@@ -25,14 +25,19 @@ from odradek.storage.records_builder import rewrap
 def target_codec(config: LogConfig) -> tuple[int, int | None]:
     """(codec id, level) that ``config`` stores batches in; compression.type must not be 'producer'."""
     codec = compression.CODECS[config.compression_type]
-    level = {compression.GZIP: config.compression_gzip_level, compression.LZ4: config.compression_lz4_level,
-             compression.ZSTD: config.compression_zstd_level}.get(codec)
+    level = {
+        compression.GZIP: config.compression_gzip_level,
+        compression.LZ4: config.compression_lz4_level,
+        compression.ZSTD: config.compression_zstd_level,
+    }.get(codec)
     if codec == compression.GZIP and level == -1:
         level = None  # gzip's -1 is "the codec's default"
     return codec, level
 
 
-def recompress_batches(records: bytes | bytearray | memoryview, config: LogConfig) -> bytes | memoryview:
+def recompress_batches(
+    records: bytes | bytearray | memoryview, config: LogConfig
+) -> bytes | memoryview:
     """``records`` with every batch in the topic's codec; the input itself when none needed it."""
     codec, level = target_codec(config)
     buf = memoryview(records)
@@ -48,13 +53,18 @@ def recompress_batches(records: bytes | bytearray | memoryview, config: LogConfi
             break
         size = batch.size_in_bytes
         if batch.is_control or batch.compression_type == codec:
-            pieces.append(buf[position:position + size])
+            pieces.append(buf[position : position + size])
         else:
             payload = batch.records_payload()
             if batch.compression_type:
                 payload = compression.decompress(batch.compression_type, payload)
-            pieces.append(rewrap(batch, compression.compress(codec, payload, level),
-                                 attributes=(batch.attributes & ~rb.COMPRESSION_MASK) | codec))
+            pieces.append(
+                rewrap(
+                    batch,
+                    compression.compress(codec, payload, level),
+                    attributes=(batch.attributes & ~rb.COMPRESSION_MASK) | codec,
+                )
+            )
             changed = True
         position += size
     return b"".join(pieces) if changed else buf

@@ -48,7 +48,11 @@ def read_records(batch: rb.RecordBatch) -> list[Record]:
     read_varint; of the value length only the sign matters.
     """
     codec = batch.compression_type
-    payload = compression.decompress(codec, batch.records_payload()) if codec else bytes(batch.records_payload())
+    payload = (
+        compression.decompress(codec, batch.records_payload())
+        if codec
+        else bytes(batch.records_payload())
+    )
     base_offset, base_ts = batch.base_offset, batch.base_timestamp
     varint = rb.read_varint
     out = []
@@ -86,21 +90,40 @@ def read_records(batch: rb.RecordBatch) -> list[Record]:
             if key_length < 0:
                 key = None
             else:
-                key = payload[p:p + key_length]
+                key = payload[p : p + key_length]
                 p += key_length
-            has_value = not payload[p] & 1  # a zig-zag varint is negative (-1: null) when its lowest bit is set
+            has_value = (
+                not payload[p] & 1
+            )  # a zig-zag varint is negative (-1: null) when its lowest bit is set
             if end > len(payload) or p >= end:
                 raise IndexError
-            out.append(Record(base_offset + offset_delta, base_ts + ts_delta, key, has_value, attributes, payload,
-                              tail_start, end))
+            out.append(
+                Record(
+                    base_offset + offset_delta,
+                    base_ts + ts_delta,
+                    key,
+                    has_value,
+                    attributes,
+                    payload,
+                    tail_start,
+                    end,
+                )
+            )
             position = end
     except IndexError:
-        raise errors.CorruptRecord(f"a record of the batch at offset {base_offset} runs past its end") from None
+        raise errors.CorruptRecord(
+            f"a record of the batch at offset {base_offset} runs past its end"
+        ) from None
     return out
 
 
-def build_batch(template: rb.RecordBatch, records: list[Record], *, delete_horizon_ms: int | None = None,
-                level: int | None = None) -> bytes:
+def build_batch(
+    template: rb.RecordBatch,
+    records: list[Record],
+    *,
+    delete_horizon_ms: int | None = None,
+    level: int | None = None,
+) -> bytes:
     """``records`` as one batch with ``template``'s header fields and codec (as Kafka's
     buildRetainedRecordsInto): lastOffsetDelta stays so the producer's last sequence survives.
 
@@ -120,29 +143,54 @@ def build_batch(template: rb.RecordBatch, records: list[Record], *, delete_horiz
         max_ts = max((r.timestamp for r in records), default=rb.NO_TIMESTAMP)
     body = bytearray()
     for r in records:
-        inner = bytes((r.attributes,)) + rb.write_varint(r.timestamp - base_ts) + r.payload[r.tail_start:r.end]
+        inner = (
+            bytes((r.attributes,))
+            + rb.write_varint(r.timestamp - base_ts)
+            + r.payload[r.tail_start : r.end]
+        )
         body += rb.write_varint(len(inner)) + inner
     codec = template.compression_type
     payload = compression.compress(codec, body, level) if codec else bytes(body)
-    return rewrap(template, payload, attributes=attributes, base_timestamp=base_ts, max_timestamp=max_ts,
-                  records_count=len(records))
+    return rewrap(
+        template,
+        payload,
+        attributes=attributes,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        records_count=len(records),
+    )
 
 
 def empty_batch(template: rb.RecordBatch) -> bytes:
     """A batch with no records that keeps ``template``'s offsets, producer id, epoch and sequence
     (Kafka's writeEmptyHeader): the cleaner leaves one where a producer's last batch lost every
     record, so the producer's last sequence survives."""
-    attributes = template.attributes & (rb.TIMESTAMP_TYPE_MASK | rb.TRANSACTIONAL_MASK | rb.CONTROL_MASK)
-    return rewrap(template, b"", attributes=attributes, base_timestamp=template.max_timestamp,
-                  max_timestamp=template.max_timestamp, records_count=0)
+    attributes = template.attributes & (
+        rb.TIMESTAMP_TYPE_MASK | rb.TRANSACTIONAL_MASK | rb.CONTROL_MASK
+    )
+    return rewrap(
+        template,
+        b"",
+        attributes=attributes,
+        base_timestamp=template.max_timestamp,
+        max_timestamp=template.max_timestamp,
+        records_count=0,
+    )
 
 
-def rewrap(template: rb.RecordBatch, payload: bytes, *, attributes: int, base_timestamp: int | None = None,
-           max_timestamp: int | None = None, records_count: int | None = None) -> bytes:
+def rewrap(
+    template: rb.RecordBatch,
+    payload: bytes,
+    *,
+    attributes: int,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    records_count: int | None = None,
+) -> bytes:
     """``template``'s header over a new ``payload``: the given attributes (and, when given, base
     timestamp, max timestamp and record count), a new batchLength and CRC; every other field
     (offsets, leader epoch, producer id, epoch, base sequence) kept."""
-    header = bytearray(template.buffer[template.position:template.position + rb.HEADER_SIZE])
+    header = bytearray(template.buffer[template.position : template.position + rb.HEADER_SIZE])
     _I32.pack_into(header, rb.BATCH_LENGTH, rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(payload))
     _I16.pack_into(header, rb.ATTRIBUTES, attributes)
     if base_timestamp is not None:
@@ -151,7 +199,7 @@ def rewrap(template: rb.RecordBatch, payload: bytes, *, attributes: int, base_ti
         _I64.pack_into(header, rb.MAX_TIMESTAMP, max_timestamp)
     if records_count is not None:
         _I32.pack_into(header, rb.RECORDS_COUNT, records_count)
-    _U32.pack_into(header, rb.CRC, crc32c(payload, crc32c(header[rb.ATTRIBUTES:])))
+    _U32.pack_into(header, rb.CRC, crc32c(payload, crc32c(header[rb.ATTRIBUTES :])))
     return bytes(header) + payload
 
 

@@ -67,16 +67,28 @@ class BatchMeta(NamedTuple):
 class LogSegment:
     """Append-only batches from ``base_offset``; indexes are sparse and rebuilt when in doubt."""
 
-    def __init__(self, directory: Path, base_offset: int, index_bytes: int, index_interval: int,
-                 created_ms: int, *, suffix: str = "") -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        index_bytes: int,
+        index_interval: int,
+        created_ms: int,
+        *,
+        suffix: str = "",
+    ) -> None:
         self.base_offset = base_offset
         self.index_interval = index_interval
         name = segment_name(base_offset)
         self.path = directory / f"{name}.log{suffix}"
         self.file: BinaryIO = open(self.path, "a+b", buffering=0)  # noqa: SIM115 - lives as long as the segment
         self.fd = self.file.fileno()
-        self.offset_index = OffsetIndex(directory / f"{name}.index{suffix}", base_offset, index_bytes)
-        self.time_index = TimeIndex(directory / f"{name}.timeindex{suffix}", base_offset, index_bytes)
+        self.offset_index = OffsetIndex(
+            directory / f"{name}.index{suffix}", base_offset, index_bytes
+        )
+        self.time_index = TimeIndex(
+            directory / f"{name}.timeindex{suffix}", base_offset, index_bytes
+        )
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = rb.NO_TIMESTAMP
@@ -104,8 +116,12 @@ class LogSegment:
         self.closed = False
 
     # -- appending -----------------------------------------------------------
-    def append(self, pieces: list[bytes | bytearray | memoryview], size: int,
-               batches: list[tuple[int, int, int, int, int]]) -> None:
+    def append(
+        self,
+        pieces: list[bytes | bytearray | memoryview],
+        size: int,
+        batches: list[tuple[int, int, int, int, int]],
+    ) -> None:
         """Write ``pieces`` (``size`` bytes in all) with one writev, then index their batches,
         given as (position relative to the start of the write, size, base offset, last offset,
         max timestamp)."""
@@ -132,7 +148,10 @@ class LogSegment:
         closes or is truncated. Where fallocate is missing or refused, writes go on without.
         """
         length = end - self.size + min(end, PREALLOCATE_MAX)
-        if _fallocate is not None and _fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, self.size, length) == 0:
+        if (
+            _fallocate is not None
+            and _fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, self.size, length) == 0
+        ):
             self._reserved = self.size + length
             self._holds_reserve = True
         else:
@@ -151,9 +170,17 @@ class LogSegment:
         index entry once index.interval.bytes went by since the last one, and with it a time
         index entry when the largest timestamp grew. Appends pass a batch or a few, recovery
         a chunk's worth."""
-        since, max_ts, max_ts_offset = self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp
-        base_offset, interval, offset_index, time_index = (self.base_offset, self.index_interval, self.offset_index,
-                                                           self.time_index)
+        since, max_ts, max_ts_offset = (
+            self._bytes_since_index,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+        )
+        base_offset, interval, offset_index, time_index = (
+            self.base_offset,
+            self.index_interval,
+            self.offset_index,
+            self.time_index,
+        )
         time_keys = time_index.keys
         for position, size, base, last, batch_max_ts in batches:
             if batch_max_ts > max_ts:
@@ -161,14 +188,20 @@ class LogSegment:
             if since >= interval:
                 if offset_index.append(base - base_offset, start + position):
                     self.index_full = True
-                if (not time_keys or max_ts > time_keys[-1]) and time_index.append(max_ts, max_ts_offset - base_offset):
+                if (not time_keys or max_ts > time_keys[-1]) and time_index.append(
+                    max_ts, max_ts_offset - base_offset
+                ):
                     self.index_full = True
                 since = size
             else:
                 since += size
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = batches[0][4]
-        self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = since, max_ts, max_ts_offset
+        self._bytes_since_index, self.max_timestamp, self.offset_of_max_timestamp = (
+            since,
+            max_ts,
+            max_ts_offset,
+        )
         self.next_offset = last + 1
 
     # -- loading and recovery ------------------------------------------------
@@ -224,7 +257,9 @@ class LogSegment:
         self.first_batch_timestamp = None
         self._bytes_since_index = _NEVER
         file_size = os.fstat(self.fd).st_size
-        buffer = memoryview(bytearray(min(RECOVERY_CHUNK, file_size)))  # reused: no allocation per chunk
+        buffer = memoryview(
+            bytearray(min(RECOVERY_CHUNK, file_size))
+        )  # reused: no allocation per chunk
         position = 0
         error = None
         self.offset_index.deferred = self.time_index.deferred = True  # one write each at the end
@@ -233,7 +268,11 @@ class LogSegment:
             read = os.preadv(self.fd, [buffer[:remaining]], position)
             pos, error = self._recover_chunk(buffer[:read], position)
             if pos == 0 and error is None:  # the first batch is not whole in the buffer
-                size = rb.LOG_OVERHEAD + _HEAD.unpack_from(buffer, 0)[1] if read >= rb.LOG_OVERHEAD else 0
+                size = (
+                    rb.LOG_OVERHEAD + _HEAD.unpack_from(buffer, 0)[1]
+                    if read >= rb.LOG_OVERHEAD
+                    else 0
+                )
                 if len(buffer) < size <= remaining:  # a batch larger than the buffer: read it whole
                     buffer = memoryview(bytearray(size))
                     continue
@@ -245,7 +284,13 @@ class LogSegment:
         self._indexes_changed()
         cut = file_size - valid_end
         if cut:
-            log.warning("recovery of %s: %s; truncating %d bytes at position %d", self.path, error, cut, valid_end)
+            log.warning(
+                "recovery of %s: %s; truncating %d bytes at position %d",
+                self.path,
+                error,
+                cut,
+                valid_end,
+            )
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
         self._reserved = max(valid_end, PREALLOCATE_FROM)
@@ -270,9 +315,13 @@ class LogSegment:
         while pos < end:
             try:
                 base, length, epoch, _, _, _, delta, _, max_ts, pid, p_epoch, first_seq, _ = check(
-                    view, pos, end, strict_count=contiguous)
+                    view, pos, end, strict_count=contiguous
+                )
             except rb.InvalidBatch as exc:
-                if end - pos < rb.HEADER_SIZE or pos + rb.LOG_OVERHEAD + _HEAD.unpack_from(view, pos)[1] > end:
+                if (
+                    end - pos < rb.HEADER_SIZE
+                    or pos + rb.LOG_OVERHEAD + _HEAD.unpack_from(view, pos)[1] > end
+                ):
                     break  # not whole in this chunk
                 error = str(exc)
                 break
@@ -419,7 +468,10 @@ class LogSegment:
                 if self.closed:
                     return
                 fds.append(os.dup(self.fd))
-                fds.extend(os.open(index.path, os.O_RDONLY) for index in (self.offset_index, self.time_index))
+                fds.extend(
+                    os.open(index.path, os.O_RDONLY)
+                    for index in (self.offset_index, self.time_index)
+                )
             for fd in fds:
                 os.fsync(fd)
         finally:

@@ -16,7 +16,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 from odradek.metadata.image import TopicImage
-from odradek.metadata.store import InvalidPartitions, InvalidReplicationFactor, TopicExists, UnknownTopic
+from odradek.metadata.store import (
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    TopicExists,
+    UnknownTopic,
+)
 from odradek.metadata.topic_names import INTERNAL_TOPICS, colliding_topic, validate_topic_name
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
@@ -59,12 +64,16 @@ def _check_assignments(ctx: RequestContext, assignments: Sequence, first_partiti
     for expected, assignment in enumerate(assignments, start=first_partition):
         partition = getattr(assignment, "partition_index", expected)
         if partition != expected:
-            raise InvalidReplicaAssignment("Partitions should be a consecutive 0-based integer sequence")
+            raise InvalidReplicaAssignment(
+                "Partitions should be a consecutive 0-based integer sequence"
+            )
         replicas = list(assignment.broker_ids)
         if not replicas:
             raise InvalidReplicaAssignment(f"Empty replica list for partition {partition}")
         if len(set(replicas)) != len(replicas):
-            raise InvalidReplicaAssignment(f"Duplicate brokers not allowed in replica assignment: {replicas}")
+            raise InvalidReplicaAssignment(
+                f"Duplicate brokers not allowed in replica assignment: {replicas}"
+            )
         unknown = sorted(set(replicas) - live)
         if unknown:
             raise InvalidReplicaAssignment(f"Unknown broker(s) {unknown} in replica assignment")
@@ -98,12 +107,16 @@ def _plan_topic(ctx: RequestContext, topic) -> tuple[int, int, dict[str, str]]:
         if partitions == -1:
             partitions = ctx.broker.config["num.partitions"]
         elif partitions <= 0:
-            raise InvalidPartitions("Number of partitions was set to an invalid non-positive value.")
+            raise InvalidPartitions(
+                "Number of partitions was set to an invalid non-positive value."
+            )
         replication = topic.replication_factor
         if replication == -1:
             replication = ctx.broker.config["default.replication.factor"]
         elif replication <= 0:
-            raise InvalidReplicationFactor("Replication factor must be larger than 0, or -1 to use the default value.")
+            raise InvalidReplicationFactor(
+                "Replication factor must be larger than 0, or -1 to use the default value."
+            )
     live = len(metadata.brokers())
     if replication > live:
         raise InvalidReplicationFactor(
@@ -123,18 +136,31 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
     duplicates = _duplicates([t.name for t in request.topics])
     results = []
     for topic in request.topics:
-        fields: dict = {"name": topic.name, "topic_id": None, "error_message": None, "configs": None}
+        fields: dict = {
+            "name": topic.name,
+            "topic_id": None,
+            "error_message": None,
+            "configs": None,
+        }
         try:
             if topic.name in duplicates:
-                raise InvalidRequest(f"Create topics request from client contains multiple entries for topic {topic.name}")
+                raise InvalidRequest(
+                    f"Create topics request from client contains multiple entries for topic {topic.name}"
+                )
             partitions, replication, configs = _plan_topic(ctx, topic)
             if request.validate_only:
                 image = None
             else:
-                image = await ctx.broker.replica_manager.create_topic(topic.name, partitions, replication, configs)
+                image = await ctx.broker.replica_manager.create_topic(
+                    topic.name, partitions, replication, configs
+                )
                 fields["topic_id"] = image.topic_id
-            fields.update(error_code=ErrorCode.none, num_partitions=partitions, replication_factor=replication)
-            fields["configs"] = _created_configs(ctx, module, image or _draft_image(topic.name, configs))
+            fields.update(
+                error_code=ErrorCode.none, num_partitions=partitions, replication_factor=replication
+            )
+            fields["configs"] = _created_configs(
+                ctx, module, image or _draft_image(topic.name, configs)
+            )
         except KafkaError as exc:
             fields.update(error_code=exc.error_code, error_message=str(exc))
         results.append(schemas.build(module.CreatableTopicResult, **fields))
@@ -152,7 +178,11 @@ def _created_configs(ctx: RequestContext, module, image: TopicImage) -> tuple:
         return ()
     return tuple(
         module.CreatableTopicConfigs(
-            name=c.name, value=c.value, read_only=c.read_only, config_source=int(c.source), is_sensitive=c.is_sensitive
+            name=c.name,
+            value=c.value,
+            read_only=c.read_only,
+            config_source=int(c.source),
+            is_sensitive=c.is_sensitive,
         )
         for c in describe_topic(ctx, image)
     )
@@ -232,6 +262,11 @@ async def handle_create_partitions(ctx: RequestContext, request) -> object:
         except KafkaError as exc:
             error, message = exc.error_code, str(exc)
         results.append(
-            schemas.build(module.CreatePartitionsTopicResult, name=topic.name, error_code=error, error_message=message)
+            schemas.build(
+                module.CreatePartitionsTopicResult,
+                name=topic.name,
+                error_code=error,
+                error_message=message,
+            )
         )
     return schemas.build(module.CreatePartitionsResponse, throttle_time=0, results=tuple(results))

@@ -16,7 +16,9 @@ def api_versions_response(
     cls = schemas.response_schema(ApiKey.API_VERSIONS, api_version)
     module = schemas.response_module(ApiKey.API_VERSIONS, api_version)
     keys = tuple(
-        module.ApiVersion(api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version)
+        module.ApiVersion(
+            api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version
+        )
         for spec in sorted(table.values(), key=lambda s: s.api_key)
     )
     return schemas.build(cls, error_code=error_code, api_keys=keys, throttle_time=0)

@@ -34,8 +34,14 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> object:
         )
     listener = ctx.connection.listener_name
     brokers = tuple(
-        schemas.build(module.DescribeClusterBroker, broker_id=b.node_id, host=endpoint[0], port=endpoint[1],
-                      rack=b.rack, is_fenced=False)
+        schemas.build(
+            module.DescribeClusterBroker,
+            broker_id=b.node_id,
+            host=endpoint[0],
+            port=endpoint[1],
+            rack=b.rack,
+            is_fenced=False,
+        )
         for b in metadata.brokers()
         if (endpoint := b.endpoint(listener)) is not None
     )

@@ -88,7 +88,9 @@ def _require_topic(ctx: RequestContext, name: str) -> TopicImage:
     return topic
 
 
-def _set_topic_overrides(ctx: RequestContext, name: str, overrides: dict[str, str], validate_only: bool) -> None:
+def _set_topic_overrides(
+    ctx: RequestContext, name: str, overrides: dict[str, str], validate_only: bool
+) -> None:
     validated_topic_config(ctx, overrides)
     if not validate_only:
         ctx.broker.metadata.set_topic_configs(name, overrides)
@@ -108,7 +110,9 @@ BROKER_CONFIG_DEFINITIONS = {
 def _check_broker_name(ctx: RequestContext, name: str) -> None:
     node_id = str(ctx.broker.node_id)
     if name not in ("", node_id):
-        raise InvalidRequest(f"Unexpected broker id, expected {node_id} or empty string, but received {name}")
+        raise InvalidRequest(
+            f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
+        )
 
 
 def dynamic_broker_configs(metadata, node_id: int) -> dict[str, str]:
@@ -124,12 +128,17 @@ def default_log_config(config: BrokerConfig, dynamic: Mapping[str, str]) -> LogC
     return LogConfig.from_properties({k: v for k, v in props.items() if k in known})
 
 
-def _set_broker_configs(ctx: RequestContext, resource: str, configs: dict[str, str], validate_only: bool) -> None:
+def _set_broker_configs(
+    ctx: RequestContext, resource: str, configs: dict[str, str], validate_only: bool
+) -> None:
     not_dynamic = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS)
     if not_dynamic:
         raise InvalidRequest(f"Cannot update these configs dynamically: {', '.join(not_dynamic)}")
     metadata = ctx.broker.metadata
-    levels = {"": metadata.broker_configs(), str(ctx.broker.node_id): metadata.broker_configs(str(ctx.broker.node_id))}
+    levels = {
+        "": metadata.broker_configs(),
+        str(ctx.broker.node_id): metadata.broker_configs(str(ctx.broker.node_id)),
+    }
     levels[resource] = configs
     dynamic = {**levels[""], **levels[str(ctx.broker.node_id)]}
     try:
@@ -143,7 +152,9 @@ def _set_broker_configs(ctx: RequestContext, resource: str, configs: dict[str, s
 
 
 def describe_broker(ctx: RequestContext, name: str) -> list[DescribedConfig]:
-    return describe_broker_configs(BROKER_CONFIG_DEFINITIONS, broker_layers(ctx), per_broker=name != "")
+    return describe_broker_configs(
+        BROKER_CONFIG_DEFINITIONS, broker_layers(ctx), per_broker=name != ""
+    )
 
 
 # -- DescribeConfigs -----------------------------------------------------------------------
@@ -169,9 +180,15 @@ async def handle_describe_configs(ctx: RequestContext, request) -> object:
             keys = resource.configuration_keys
             if keys is not None:
                 described = [c for c in described if c.name in keys]
-            configs = tuple(_describe_entry(module, c, request.include_synonyms,
-                                            getattr(request, "include_documentation", False))
-                            for c in described)
+            configs = tuple(
+                _describe_entry(
+                    module,
+                    c,
+                    request.include_synonyms,
+                    getattr(request, "include_documentation", False),
+                )
+                for c in described
+            )
         except KafkaError as exc:
             error, message = exc.error_code, str(exc)
         results.append(
@@ -187,10 +204,16 @@ async def handle_describe_configs(ctx: RequestContext, request) -> object:
     return schemas.build(module.DescribeConfigsResponse, throttle_time=0, results=tuple(results))
 
 
-def _describe_entry(module, c: DescribedConfig, include_synonyms: bool, include_documentation: bool) -> object:
+def _describe_entry(
+    module, c: DescribedConfig, include_synonyms: bool, include_documentation: bool
+) -> object:
     synonyms = tuple(
-        schemas.build(module.DescribeConfigsSynonym, name=s.name,
-                      value=None if c.is_sensitive else s.value, source=int(s.source))
+        schemas.build(
+            module.DescribeConfigsSynonym,
+            name=s.name,
+            value=None if c.is_sensitive else s.value,
+            source=int(s.source),
+        )
         for s in (c.synonyms if include_synonyms else ())
     )
     return schemas.build(
@@ -233,7 +256,9 @@ def _alter_results(ctx: RequestContext, api_key: int, request, compute) -> objec
                 resource_name=resource.resource_name,
             )
         )
-    return schemas.build(getattr(module, _RESPONSE_CLASS[api_key]), throttle_time=0, responses=tuple(responses))
+    return schemas.build(
+        getattr(module, _RESPONSE_CLASS[api_key]), throttle_time=0, responses=tuple(responses)
+    )
 
 
 _RESPONSE_CLASS = {
@@ -257,15 +282,23 @@ def _alter_one(ctx: RequestContext, resource, compute, validate_only: bool) -> N
 
 
 def _list_config_names() -> frozenset[str]:
-    return frozenset(name for name, kind, *_ in LogConfig.definitions() if config_type(kind) == ConfigType.LIST)
+    return frozenset(
+        name for name, kind, *_ in LogConfig.definitions() if config_type(kind) == ConfigType.LIST
+    )
 
 
-_BROKER_LIST_CONFIGS = frozenset(n for n, d in CONFIG_DEFS.items() if d.type == "list" and n in DYNAMIC_BROKER_CONFIGS)
+_BROKER_LIST_CONFIGS = frozenset(
+    n for n, d in CONFIG_DEFS.items() if d.type == "list" and n in DYNAMIC_BROKER_CONFIGS
+)
 
 
 def _broker_list_defaults(ctx: RequestContext) -> dict[str, str | None]:
     """What APPEND/SUBTRACT start from on a broker list config that the resource does not set: its value."""
-    return {c.name: c.value for c in describe_broker(ctx, str(ctx.broker.node_id)) if c.name in _BROKER_LIST_CONFIGS}
+    return {
+        c.name: c.value
+        for c in describe_broker(ctx, str(ctx.broker.node_id))
+        if c.name in _BROKER_LIST_CONFIGS
+    }
 
 
 def _topic_list_defaults(ctx: RequestContext) -> dict[str, str | None]:
@@ -283,7 +316,9 @@ def _replace_all(current: Mapping[str, str], resource, _defaults) -> dict[str, s
     return {c.name: c.value for c in resource.configs}
 
 
-def _incremental(current: Mapping[str, str], resource, defaults: Mapping[str, str | None]) -> dict[str, str]:
+def _incremental(
+    current: Mapping[str, str], resource, defaults: Mapping[str, str | None]
+) -> dict[str, str]:
     list_names = _list_config_names() if resource.resource_type == TOPIC else _BROKER_LIST_CONFIGS
     ops: Iterable = ((c.name, c.config_operation, c.value) for c in resource.configs)
     return apply_incremental(current, ops, list_names, defaults)
@@ -295,7 +330,6 @@ async def handle_alter_configs(ctx: RequestContext, request) -> object:
 
 async def handle_incremental_alter_configs(ctx: RequestContext, request) -> object:
     return _alter_results(ctx, ApiKey.INCREMENTAL_ALTER_CONFIGS, request, _incremental)
-
 
 
 class DynamicBrokerConfigs:
@@ -312,7 +346,9 @@ class DynamicBrokerConfigs:
     async def start(self) -> None:
         dynamic = dynamic_broker_configs(self.broker.metadata, self.broker.node_id)
         if dynamic:
-            self.broker.replica_manager.update_default_config(default_log_config(self.broker.config, dynamic))
+            self.broker.replica_manager.update_default_config(
+                default_log_config(self.broker.config, dynamic)
+            )
 
     async def stop(self) -> None:
         pass

@@ -41,7 +41,10 @@ async def handle(ctx: RequestContext, request):
                 known = session.partitions.get(tp)
                 if known is not None:
                     # A new position, but the client still has what we last told it.
-                    cached.high_watermark, cached.log_start_offset = known.high_watermark, known.log_start_offset
+                    cached.high_watermark, cached.log_start_offset = (
+                        known.high_watermark,
+                        known.log_start_offset,
+                    )
                 session.partitions[tp] = cached
             for forgotten in request.forgotten_topics_data:
                 name = _topic_name(broker, forgotten)
@@ -58,7 +61,13 @@ async def handle(ctx: RequestContext, request):
         size = sum(r.records_size for r in results.values())
         errors = unknown_ids or any(r.error_code for r in results.values())
         remaining = deadline - time.monotonic()
-        if size >= request.min_bytes or errors or remaining <= 0 or not wanted or broker.fetch_purgatory.closed:
+        if (
+            size >= request.min_bytes
+            or errors
+            or remaining <= 0
+            or not wanted
+            or broker.fetch_purgatory.closed
+        ):
             break
         await broker.fetch_purgatory.wait(wanted.keys(), remaining)
 
@@ -71,7 +80,9 @@ async def handle(ctx: RequestContext, request):
             wanted[tp].log_start_offset = result.log_start_offset
         if not topics or topics[-1].topic != tp.topic:
             image = broker.metadata.topic(tp.topic)
-            topics.append(FetchTopicResponse(tp.topic, [], image.topic_id if image is not None else None))
+            topics.append(
+                FetchTopicResponse(tp.topic, [], image.topic_id if image is not None else None)
+            )
         topics[-1].partitions.append(result)
     topics += unknown_ids
     return encode_fetch_response(
@@ -94,9 +105,16 @@ def _requested_partitions(
     for topic in request.topics:
         name = _topic_name(broker, topic)
         if name is None:
-            unknown_ids.append(FetchTopicResponse("", [
-                FetchPartitionResponse(p.partition, error_code=ErrorCode.unknown_topic_id) for p in topic.partitions
-            ], topic.topic_id))
+            unknown_ids.append(
+                FetchTopicResponse(
+                    "",
+                    [
+                        FetchPartitionResponse(p.partition, error_code=ErrorCode.unknown_topic_id)
+                        for p in topic.partitions
+                    ],
+                    topic.topic_id,
+                )
+            )
             continue
         for p in topic.partitions:
             wanted[TopicPartition(name, p.partition)] = CachedPartition(
@@ -116,7 +134,9 @@ def _has_news(cached: CachedPartition, result: FetchPartitionResponse) -> bool:
     )
 
 
-def _read(broker, wanted, max_bytes: int, isolation_level: int) -> dict[TopicPartition, FetchPartitionResponse]:
+def _read(
+    broker, wanted, max_bytes: int, isolation_level: int
+) -> dict[TopicPartition, FetchPartitionResponse]:
     """One pass over the partitions within the response's and each partition's byte limits.
 
     As Kafka does, the first partition with data may exceed the limits by one
@@ -139,7 +159,10 @@ def _read(broker, wanted, max_bytes: int, isolation_level: int) -> dict[TopicPar
             if cached.fetch_offset == result.high_watermark or (limit <= 0 and budget < max_bytes):
                 continue
             data = partition.read(
-                cached.fetch_offset, max(limit, 0), isolation_level, min_one_message=budget == max_bytes
+                cached.fetch_offset,
+                max(limit, 0),
+                isolation_level,
+                min_one_message=budget == max_bytes,
             )
         except KafkaError as e:
             result.error_code = e.error_code

@@ -49,7 +49,9 @@ def _cls(ctx: RequestContext, api_key: int):
 
 
 async def handle_find_coordinator(ctx: RequestContext, request):
-    host, port = ctx.broker.advertised_endpoint(ctx.connection.listener_name) or ctx.broker.advertised
+    host, port = (
+        ctx.broker.advertised_endpoint(ctx.connection.listener_name) or ctx.broker.advertised
+    )
     node_id = ctx.broker.node_id
     cls = _cls(ctx, ApiKey.FIND_COORDINATOR)
 
@@ -66,14 +68,29 @@ async def handle_find_coordinator(ctx: RequestContext, request):
         for key in request.coordinator_keys:
             error, message = answer(key_type)
             ok = error == ErrorCode.none
-            coordinators.append(schemas.build(
-                module.Coordinator, key=key, node_id=node_id if ok else -1, host=host if ok else "",
-                port=port if ok else -1, error_code=error, error_message=message))
+            coordinators.append(
+                schemas.build(
+                    module.Coordinator,
+                    key=key,
+                    node_id=node_id if ok else -1,
+                    host=host if ok else "",
+                    port=port if ok else -1,
+                    error_code=error,
+                    error_message=message,
+                )
+            )
         return schemas.build(cls, throttle_time=0, coordinators=tuple(coordinators))
     error, message = answer(key_type)
     ok = error == ErrorCode.none
-    return schemas.build(cls, throttle_time=0, error_code=error, error_message=message,
-                         node_id=node_id if ok else -1, host=host if ok else "", port=port if ok else -1)
+    return schemas.build(
+        cls,
+        throttle_time=0,
+        error_code=error,
+        error_message=message,
+        node_id=node_id if ok else -1,
+        host=host if ok else "",
+        port=port if ok else -1,
+    )
 
 
 # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ---------------------------------------
@@ -83,16 +100,27 @@ async def handle_join_group(ctx: RequestContext, request):
     svc = _service(ctx)
     session_timeout = int(request.session_timeout.total_seconds() * 1000)
     rebalance = getattr(request, "rebalance_timeout", None)
-    rebalance_timeout = int(rebalance.total_seconds() * 1000) if rebalance is not None else session_timeout
+    rebalance_timeout = (
+        int(rebalance.total_seconds() * 1000) if rebalance is not None else session_timeout
+    )
     client_id = ctx.header.client_id or ""
     client_host = "/" + ctx.connection.peer_host
     topics = _topic_metadata(ctx)
 
     def start(callback, now_ms):
         svc.core.join_group(
-            request.group_id, request.member_id, getattr(request, "group_instance_id", None), client_id,
-            client_host, request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
-            session_timeout, rebalance_timeout, ctx.api_version >= REQUIRE_MEMBER_ID_SINCE, callback, now_ms,
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            client_id,
+            client_host,
+            request.protocol_type,
+            [(p.name, p.metadata) for p in request.protocols],
+            session_timeout,
+            rebalance_timeout,
+            ctx.api_version >= REQUIRE_MEMBER_ID_SINCE,
+            callback,
+            now_ms,
             topics=topics,
         )
 
@@ -102,14 +130,24 @@ async def handle_join_group(ctx: RequestContext, request):
         result = JoinResult(e.error_code, member_id=request.member_id)
     module = _module(ctx, ApiKey.JOIN_GROUP)
     members = tuple(
-        schemas.build(module.JoinGroupResponseMember, member_id=m, group_instance_id=i, metadata=meta)
+        schemas.build(
+            module.JoinGroupResponseMember, member_id=m, group_instance_id=i, metadata=meta
+        )
         for m, i, meta in result.members
     )
     return schemas.build(
-        _cls(ctx, ApiKey.JOIN_GROUP), throttle_time=0, error_code=result.error, generation_id=result.generation_id,
-        protocol_type=result.protocol_type, protocol_name=result.protocol_name if ctx.api_version >= 7
-        else (result.protocol_name or ""), leader=result.leader, skip_assignment=result.skip_assignment,
-        member_id=result.member_id, members=members,
+        _cls(ctx, ApiKey.JOIN_GROUP),
+        throttle_time=0,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name
+        if ctx.api_version >= 7
+        else (result.protocol_name or ""),
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=members,
     )
 
 
@@ -120,9 +158,16 @@ async def handle_sync_group(ctx: RequestContext, request):
 
     def start(callback, now_ms):
         svc.core.sync_group(
-            request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
-            getattr(request, "protocol_type", None), getattr(request, "protocol_name", None), assignments,
-            callback, now_ms, topics=topics,
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            request.generation_id,
+            getattr(request, "protocol_type", None),
+            getattr(request, "protocol_name", None),
+            assignments,
+            callback,
+            now_ms,
+            topics=topics,
         )
 
     try:
@@ -130,16 +175,26 @@ async def handle_sync_group(ctx: RequestContext, request):
     except CoordinatorWriteError as e:
         result = SyncResult(e.error_code)
     return schemas.build(
-        _cls(ctx, ApiKey.SYNC_GROUP), throttle_time=0, error_code=result.error, protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name, assignment=result.assignment,
+        _cls(ctx, ApiKey.SYNC_GROUP),
+        throttle_time=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
     )
 
 
 async def handle_heartbeat(ctx: RequestContext, request):
     svc = _service(ctx)
     try:
-        error = svc.call(svc.core.heartbeat, [request.group_id], request.group_id, request.member_id,
-                         getattr(request, "group_instance_id", None), request.generation_id)
+        error = svc.call(
+            svc.core.heartbeat,
+            [request.group_id],
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            request.generation_id,
+        )
     except CoordinatorWriteError as e:
         error = e.error_code
     return schemas.build(_cls(ctx, ApiKey.HEARTBEAT), throttle_time=0, error_code=error)
@@ -153,7 +208,9 @@ async def handle_leave_group(ctx: RequestContext, request):
     else:
         leaving = [(request.member_id, None)]
     try:
-        error, errors = svc.call(svc.core.leave_group, [request.group_id], request.group_id, leaving)
+        error, errors = svc.call(
+            svc.core.leave_group, [request.group_id], request.group_id, leaving
+        )
     except CoordinatorWriteError as e:
         error, errors = e.error_code, [e.error_code] * len(leaving)
     if ctx.api_version < 3:
@@ -163,7 +220,9 @@ async def handle_leave_group(ctx: RequestContext, request):
         schemas.build(module.MemberResponse, member_id=m, group_instance_id=i, error_code=e)
         for (m, i), e in zip(leaving, errors)
     )
-    return schemas.build(cls, throttle_time=0, error_code=error, members=members if not error else ())
+    return schemas.build(
+        cls, throttle_time=0, error_code=error, members=members if not error else ()
+    )
 
 
 # -- Offsets ------------------------------------------------------------------------------
@@ -180,25 +239,48 @@ async def handle_offset_commit(ctx: RequestContext, request):
     names = {topic_id: name for name, topic_id in _topic_ids(ctx).items()} if by_id else {}
     resolved = [names.get(t.topic_id) if by_id else t.name for t in request.topics]
     commits = [
-        OffsetCommit(name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                     p.committed_metadata)
-        for t, name in zip(request.topics, resolved) if name is not None for p in t.partitions
+        OffsetCommit(
+            name,
+            p.partition_index,
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        for t, name in zip(request.topics, resolved)
+        if name is not None
+        for p in t.partitions
     ]
-    generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
+    generation = getattr(
+        request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1)
+    )
     try:
-        _error, errors = svc.call(svc.core.commit_offsets, [request.group_id], request.group_id,
-                                  request.member_id, getattr(request, "group_instance_id", None), generation,
-                                  commits)
+        _error, errors = svc.call(
+            svc.core.commit_offsets,
+            [request.group_id],
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            generation,
+            commits,
+        )
     except CoordinatorWriteError as e:
         errors = [e.error_code] * len(commits)
     module = _module(ctx, ApiKey.OFFSET_COMMIT)
     it = iter(errors)
     topics = tuple(
-        schemas.build(module.OffsetCommitResponseTopic, name=name, topic_id=getattr(t, "topic_id", None),
-                      partitions=tuple(
-            schemas.build(module.OffsetCommitResponsePartition, partition_index=p.partition_index,
-                          error_code=next(it) if name is not None else ErrorCode.unknown_topic_id)
-            for p in t.partitions))
+        schemas.build(
+            module.OffsetCommitResponseTopic,
+            name=name,
+            topic_id=getattr(t, "topic_id", None),
+            partitions=tuple(
+                schemas.build(
+                    module.OffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=next(it) if name is not None else ErrorCode.unknown_topic_id,
+                )
+                for p in t.partitions
+            ),
+        )
         for t, name in zip(request.topics, resolved)
     )
     return schemas.build(_cls(ctx, ApiKey.OFFSET_COMMIT), throttle_time=0, topics=topics)
@@ -216,22 +298,44 @@ def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, parti
         for t in topics:
             name = names.get(t.topic_id) if by_id else t.name
             if name is None:
-                unknown.append(schemas.build(topic_cls, topic_id=t.topic_id, partitions=tuple(
-                    schemas.build(partition_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
-                                  metadata="", error_code=ErrorCode.unknown_topic_id)
-                    for p in t.partition_indexes)))
+                unknown.append(
+                    schemas.build(
+                        topic_cls,
+                        topic_id=t.topic_id,
+                        partitions=tuple(
+                            schemas.build(
+                                partition_cls,
+                                partition_index=p,
+                                committed_offset=-1,
+                                committed_leader_epoch=-1,
+                                metadata="",
+                                error_code=ErrorCode.unknown_topic_id,
+                            )
+                            for p in t.partition_indexes
+                        ),
+                    )
+                )
             else:
                 wanted.extend((name, p) for p in t.partition_indexes)
     fetched = _service(ctx).core.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
     for (topic, partition), om in fetched.items():
-        by_topic.setdefault(topic, []).append(schemas.build(
-            partition_cls, partition_index=partition, committed_offset=om.offset if om else -1,
-            committed_leader_epoch=om.leader_epoch if om else -1, metadata=om.metadata if om else "",
-            error_code=ErrorCode.none))
+        by_topic.setdefault(topic, []).append(
+            schemas.build(
+                partition_cls,
+                partition_index=partition,
+                committed_offset=om.offset if om else -1,
+                committed_leader_epoch=om.leader_epoch if om else -1,
+                metadata=om.metadata if om else "",
+                error_code=ErrorCode.none,
+            )
+        )
     # By id, a topic that no longer exists has no id to name it by: it is left out.
-    return tuple(schemas.build(topic_cls, name=name, topic_id=ids.get(name), partitions=tuple(parts))
-                 for name, parts in by_topic.items() if not by_id or name in ids) + tuple(unknown)
+    return tuple(
+        schemas.build(topic_cls, name=name, topic_id=ids.get(name), partitions=tuple(parts))
+        for name, parts in by_topic.items()
+        if not by_id or name in ids
+    ) + tuple(unknown)
 
 
 async def handle_offset_fetch(ctx: RequestContext, request):
@@ -241,15 +345,36 @@ async def handle_offset_fetch(ctx: RequestContext, request):
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
-            error = svc.core.check_offset_fetch(g.group_id, getattr(g, "member_id", None),
-                                                getattr(g, "member_epoch", -1))
-            topics = () if error else _fetched_topics(ctx, g.group_id, g.topics, module.OffsetFetchResponseTopics,
-                                                      module.OffsetFetchResponsePartitions)
-            groups.append(schemas.build(module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error,
-                                        topics=topics))
+            error = svc.core.check_offset_fetch(
+                g.group_id, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
+            )
+            topics = (
+                ()
+                if error
+                else _fetched_topics(
+                    ctx,
+                    g.group_id,
+                    g.topics,
+                    module.OffsetFetchResponseTopics,
+                    module.OffsetFetchResponsePartitions,
+                )
+            )
+            groups.append(
+                schemas.build(
+                    module.OffsetFetchResponseGroup,
+                    group_id=g.group_id,
+                    error_code=error,
+                    topics=topics,
+                )
+            )
         return schemas.build(cls, throttle_time=0, groups=tuple(groups))
-    topics = _fetched_topics(ctx, request.group_id, request.topics, module.OffsetFetchResponseTopic,
-                             module.OffsetFetchResponsePartition)
+    topics = _fetched_topics(
+        ctx,
+        request.group_id,
+        request.topics,
+        module.OffsetFetchResponseTopic,
+        module.OffsetFetchResponsePartition,
+    )
     return schemas.build(cls, throttle_time=0, topics=topics, error_code=ErrorCode.none)
 
 
@@ -257,19 +382,35 @@ async def handle_offset_delete(ctx: RequestContext, request):
     svc = _service(ctx)
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     try:
-        error, errors = svc.call(svc.core.delete_offsets, [request.group_id], request.group_id, wanted)
+        error, errors = svc.call(
+            svc.core.delete_offsets, [request.group_id], request.group_id, wanted
+        )
     except CoordinatorWriteError as e:
         error, errors = e.error_code, []
     module = _module(ctx, ApiKey.OFFSET_DELETE)
     it = iter(errors)
-    topics = () if error else tuple(
-        schemas.build(module.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(
-            schemas.build(module.OffsetDeleteResponsePartition, partition_index=p.partition_index,
-                          error_code=next(it))
-            for p in t.partitions))
-        for t in request.topics
+    topics = (
+        ()
+        if error
+        else tuple(
+            schemas.build(
+                module.OffsetDeleteResponseTopic,
+                name=t.name,
+                partitions=tuple(
+                    schemas.build(
+                        module.OffsetDeleteResponsePartition,
+                        partition_index=p.partition_index,
+                        error_code=next(it),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
     )
-    return schemas.build(_cls(ctx, ApiKey.OFFSET_DELETE), throttle_time=0, error_code=error, topics=topics)
+    return schemas.build(
+        _cls(ctx, ApiKey.OFFSET_DELETE), throttle_time=0, error_code=error, topics=topics
+    )
 
 
 # -- Admin ------------------------------------------------------------------------------------
@@ -284,39 +425,76 @@ async def handle_describe_groups(ctx: RequestContext, request):
         if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
             # KIP-1043: v6+ says why (unknown, or not a classic group); older versions answer Dead.
             missing = ctx.api_version >= DESCRIBE_GROUPS_NOT_FOUND_SINCE
-            message = (f"Group {group_id} is not a classic group." if isinstance(group, ConsumerGroup)
-                       else f"Group {group_id} not found.")
-            described.append(schemas.build(
-                module.DescribedGroup, error_code=ErrorCode.group_id_not_found if missing else ErrorCode.none,
-                error_message=message if missing else None, group_id=group_id, group_state=GroupState.DEAD.value,
-                protocol_type="", protocol_data="", members=(), authorized_operations=-2147483648))
+            message = (
+                f"Group {group_id} is not a classic group."
+                if isinstance(group, ConsumerGroup)
+                else f"Group {group_id} not found."
+            )
+            described.append(
+                schemas.build(
+                    module.DescribedGroup,
+                    error_code=ErrorCode.group_id_not_found if missing else ErrorCode.none,
+                    error_message=message if missing else None,
+                    group_id=group_id,
+                    group_state=GroupState.DEAD.value,
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=-2147483648,
+                )
+            )
             continue
         stable = group.state is GroupState.STABLE
         members = tuple(
             schemas.build(
-                module.DescribedGroupMember, member_id=m.member_id, group_instance_id=m.group_instance_id,
-                client_id=m.client_id, client_host=m.client_host,
-                member_metadata=m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
-                member_assignment=m.assignment if stable else b"")
+                module.DescribedGroupMember,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name)
+                if stable and group.protocol_name
+                else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
             for m in group.members.values()
         )
-        described.append(schemas.build(
-            module.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
-            group_state=group.state.value, protocol_type=group.protocol_type or "",
-            protocol_data=(group.protocol_name or "") if stable else "", members=members,
-            authorized_operations=-2147483648))
-    return schemas.build(_cls(ctx, ApiKey.DESCRIBE_GROUPS), throttle_time=0, groups=tuple(described))
+        described.append(
+            schemas.build(
+                module.DescribedGroup,
+                error_code=ErrorCode.none,
+                error_message=None,
+                group_id=group_id,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=members,
+                authorized_operations=-2147483648,
+            )
+        )
+    return schemas.build(
+        _cls(ctx, ApiKey.DESCRIBE_GROUPS), throttle_time=0, groups=tuple(described)
+    )
 
 
 async def handle_list_groups(ctx: RequestContext, request):
     core = _service(ctx).core
     module = _module(ctx, ApiKey.LIST_GROUPS)
     groups = tuple(
-        schemas.build(module.ListedGroup, group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
-        for gid, ptype, state, gtype in core.list_groups(getattr(request, "states_filter", ()),
-                                                         getattr(request, "types_filter", ()))
+        schemas.build(
+            module.ListedGroup,
+            group_id=gid,
+            protocol_type=ptype,
+            group_state=state,
+            group_type=gtype,
+        )
+        for gid, ptype, state, gtype in core.list_groups(
+            getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
+        )
     )
-    return schemas.build(_cls(ctx, ApiKey.LIST_GROUPS), throttle_time=0, error_code=ErrorCode.none, groups=groups)
+    return schemas.build(
+        _cls(ctx, ApiKey.LIST_GROUPS), throttle_time=0, error_code=ErrorCode.none, groups=groups
+    )
 
 
 async def handle_delete_groups(ctx: RequestContext, request):
@@ -329,47 +507,81 @@ async def handle_delete_groups(ctx: RequestContext, request):
         except CoordinatorWriteError as e:
             results[group_id] = e.error_code
     module = _module(ctx, ApiKey.DELETE_GROUPS)
-    return schemas.build(_cls(ctx, ApiKey.DELETE_GROUPS), throttle_time=0, results=tuple(
-        schemas.build(module.DeletableGroupResult, group_id=gid, error_code=err) for gid, err in results.items()))
+    return schemas.build(
+        _cls(ctx, ApiKey.DELETE_GROUPS),
+        throttle_time=0,
+        results=tuple(
+            schemas.build(module.DeletableGroupResult, group_id=gid, error_code=err)
+            for gid, err in results.items()
+        ),
+    )
 
 
 # -- Consumer protocol (KIP-848) --------------------------------------------------------------
 
 
 def _topic_metadata(ctx: RequestContext) -> dict[str, tuple]:
-    return {name: (t.topic_id, len(t.partitions)) for name, t in ctx.broker.metadata.topics().items()
-            if not t.internal}
+    return {
+        name: (t.topic_id, len(t.partitions))
+        for name, t in ctx.broker.metadata.topics().items()
+        if not t.internal
+    }
 
 
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request):
     svc = _service(ctx)
     owned = None
     if request.topic_partitions is not None:
-        owned = {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions if tp.partitions}
+        owned = {
+            tp.topic_id: set(tp.partitions) for tp in request.topic_partitions if tp.partitions
+        }
     try:
         result = svc.call(
-            svc.core.consumer_group_heartbeat, [request.group_id], request.group_id, request.member_id,
-            request.member_epoch, request.instance_id, request.rack_id,
+            svc.core.consumer_group_heartbeat,
+            [request.group_id],
+            request.group_id,
+            request.member_id,
+            request.member_epoch,
+            request.instance_id,
+            request.rack_id,
             int(request.rebalance_timeout.total_seconds() * 1000),
-            None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
-            request.server_assignor, owned, ctx.header.client_id or "", "/" + ctx.connection.peer_host,
-            _topic_metadata(ctx), subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+            None
+            if request.subscribed_topic_names is None
+            else list(request.subscribed_topic_names),
+            request.server_assignor,
+            owned,
+            ctx.header.client_id or "",
+            "/" + ctx.connection.peer_host,
+            _topic_metadata(ctx),
+            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             member_id_required=ctx.api_version >= CLIENT_MEMBER_ID_SINCE,
         )
     except CoordinatorWriteError as e:
-        result = ConsumerHeartbeatResult(e.error_code, request.member_id, request.member_epoch,
-                                         svc.config.group_consumer_heartbeat_interval_ms)
+        result = ConsumerHeartbeatResult(
+            e.error_code,
+            request.member_id,
+            request.member_epoch,
+            svc.config.group_consumer_heartbeat_interval_ms,
+        )
     module = _module(ctx, ApiKey.CONSUMER_GROUP_HEARTBEAT)
     assignment = None
     if result.assignment is not None and result.error == ErrorCode.none:
-        assignment = schemas.build(module.Assignment, topic_partitions=tuple(
-            schemas.build(module.TopicPartitions, topic_id=t, partitions=tuple(sorted(ps)))
-            for t, ps in result.assignment.items()))
+        assignment = schemas.build(
+            module.Assignment,
+            topic_partitions=tuple(
+                schemas.build(module.TopicPartitions, topic_id=t, partitions=tuple(sorted(ps)))
+                for t, ps in result.assignment.items()
+            ),
+        )
     return schemas.build(
-        _cls(ctx, ApiKey.CONSUMER_GROUP_HEARTBEAT), throttle_time=0, error_code=result.error,
+        _cls(ctx, ApiKey.CONSUMER_GROUP_HEARTBEAT),
+        throttle_time=0,
+        error_code=result.error,
         error_message=result.error_message,
-        member_id=result.member_id or None, member_epoch=result.member_epoch,
-        heartbeat_interval=result.heartbeat_interval_ms, assignment=assignment,
+        member_id=result.member_id or None,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=result.heartbeat_interval_ms,
+        assignment=assignment,
     )
 
 
@@ -379,34 +591,69 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
     names = {t.topic_id: name for name, t in ctx.broker.metadata.topics().items()}
 
     def assignment(a) -> object:
-        return schemas.build(module.Assignment, topic_partitions=tuple(
-            schemas.build(module.TopicPartitions, topic_id=t, topic_name=names.get(t, ""),
-                          partitions=tuple(sorted(ps)))
-            for t, ps in a.items()))
+        return schemas.build(
+            module.Assignment,
+            topic_partitions=tuple(
+                schemas.build(
+                    module.TopicPartitions,
+                    topic_id=t,
+                    topic_name=names.get(t, ""),
+                    partitions=tuple(sorted(ps)),
+                )
+                for t, ps in a.items()
+            ),
+        )
 
     described = []
     for group_id in request.group_ids:
         group = core.groups.get(group_id)
         if not isinstance(group, ConsumerGroup):
-            described.append(schemas.build(
-                module.DescribedGroup, error_code=ErrorCode.group_id_not_found,
-                error_message=f"Group {group_id} is not a consumer group.", group_id=group_id, group_state="Dead",
-                group_epoch=-1, assignment_epoch=-1, assignor_name="", members=(),
-                authorized_operations=-2147483648))
+            described.append(
+                schemas.build(
+                    module.DescribedGroup,
+                    error_code=ErrorCode.group_id_not_found,
+                    error_message=f"Group {group_id} is not a consumer group.",
+                    group_id=group_id,
+                    group_state="Dead",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=(),
+                    authorized_operations=-2147483648,
+                )
+            )
             continue
         members = tuple(
             schemas.build(
-                module.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
-                member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                module.Member,
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
                 subscribed_topic_names=tuple(sorted(m.subscribed_topics())),
                 subscribed_topic_regex=m.subscribed_topic_regex,
-                assignment=assignment(m.to_send), target_assignment=assignment(group.target.get(m.member_id, {})),
-                member_type=MEMBER_TYPE_CONSUMER if m.classic is None else MEMBER_TYPE_CLASSIC)
+                assignment=assignment(m.to_send),
+                target_assignment=assignment(group.target.get(m.member_id, {})),
+                member_type=MEMBER_TYPE_CONSUMER if m.classic is None else MEMBER_TYPE_CLASSIC,
+            )
             for m in group.members.values()
         )
-        described.append(schemas.build(
-            module.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
-            group_state=group.state_name, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-            assignor_name=group.preferred_assignor(), members=members,
-            authorized_operations=-2147483648))
-    return schemas.build(_cls(ctx, ApiKey.CONSUMER_GROUP_DESCRIBE), throttle_time=0, groups=tuple(described))
+        described.append(
+            schemas.build(
+                module.DescribedGroup,
+                error_code=ErrorCode.none,
+                error_message=None,
+                group_id=group_id,
+                group_state=group.state_name,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=group.preferred_assignor(),
+                members=members,
+                authorized_operations=-2147483648,
+            )
+        )
+    return schemas.build(
+        _cls(ctx, ApiKey.CONSUMER_GROUP_DESCRIBE), throttle_time=0, groups=tuple(described)
+    )

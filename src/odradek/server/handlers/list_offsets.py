@@ -26,8 +26,14 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
 #: Kafka's ReplicaManager.timestampMinSupportedVersion: the first version defining each special timestamp.
-TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
-                         EARLIEST_PENDING_UPLOAD: 11}
+TIMESTAMP_MIN_VERSION = {
+    EARLIEST: 1,
+    LATEST: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 
 
 def timestamp_unsupported(timestamp: int, version: int) -> bool:
@@ -61,8 +67,9 @@ async def handle(ctx: RequestContext, request):
             elif timestamp_unsupported(p.timestamp, ctx.api_version):
                 code, timestamp, offset, epoch = ErrorCode.unsupported_version, -1, -1, -1
             else:
-                code, timestamp, offset, epoch = _offset_for(ctx, TopicPartition(topic.name, p.partition_index), p,
-                                                             isolation)
+                code, timestamp, offset, epoch = _offset_for(
+                    ctx, TopicPartition(topic.name, p.partition_index), p, isolation
+                )
             partitions.append(
                 schemas.build(
                     module.ListOffsetsPartitionResponse,
@@ -74,11 +81,17 @@ async def handle(ctx: RequestContext, request):
                     old_style_offsets=(),
                 )
             )
-        topics.append(schemas.build(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)))
+        topics.append(
+            schemas.build(
+                module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)
+            )
+        )
     return schemas.build(cls, throttle_time=0, topics=tuple(topics))
 
 
-def _offset_for(ctx: RequestContext, tp: TopicPartition, p, isolation: int) -> tuple[ErrorCode, int, int, int]:
+def _offset_for(
+    ctx: RequestContext, tp: TopicPartition, p, isolation: int
+) -> tuple[ErrorCode, int, int, int]:
     """(error, timestamp, offset, leader epoch) answering one partition of the request."""
     timestamp, offset = -1, -1
     try:
@@ -86,7 +99,11 @@ def _offset_for(ctx: RequestContext, tp: TopicPartition, p, isolation: int) -> t
         partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
         epoch = partition.leader_epoch
         if p.timestamp == LATEST:
-            offset = partition.last_stable_offset if isolation == READ_COMMITTED else partition.high_watermark
+            offset = (
+                partition.last_stable_offset
+                if isolation == READ_COMMITTED
+                else partition.high_watermark
+            )
         elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset = partition.log_start_offset
         elif p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing is tiered

@@ -45,14 +45,24 @@ async def handle_delete_records(ctx: RequestContext, request) -> object:
         for p in topic.partitions:
             low_watermark, error = -1, ErrorCode.none
             try:
-                low_watermark = _delete_records(ctx, TopicPartition(topic.name, p.partition_index), p.offset)
+                low_watermark = _delete_records(
+                    ctx, TopicPartition(topic.name, p.partition_index), p.offset
+                )
             except KafkaError as exc:
                 error = exc.error_code
             results.append(
-                schemas.build(module.DeleteRecordsPartitionResult, partition_index=p.partition_index,
-                              low_watermark=low_watermark, error_code=error)
+                schemas.build(
+                    module.DeleteRecordsPartitionResult,
+                    partition_index=p.partition_index,
+                    low_watermark=low_watermark,
+                    error_code=error,
+                )
             )
-        topics.append(schemas.build(module.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(results)))
+        topics.append(
+            schemas.build(
+                module.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(results)
+            )
+        )
     return schemas.build(module.DeleteRecordsResponse, throttle_time=0, topics=tuple(topics))
 
 
@@ -68,14 +78,22 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> object
         for p in topic.partitions:
             fields: dict = {"partition": p.partition, "error_code": ErrorCode.none}
             try:
-                partition = ctx.broker.replica_manager.partition(TopicPartition(topic.topic, p.partition))
+                partition = ctx.broker.replica_manager.partition(
+                    TopicPartition(topic.topic, p.partition)
+                )
                 partition.check_leader_epoch(p.current_leader_epoch)
-                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for_epoch(p.leader_epoch)
+                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for_epoch(
+                    p.leader_epoch
+                )
                 fields.update(leader_epoch=epoch, end_offset=end_offset)
             except KafkaError as exc:
                 fields.update(error_code=exc.error_code, leader_epoch=-1, end_offset=-1)
             results.append(schemas.build(module.EpochEndOffset, **fields))
-        topics.append(schemas.build(module.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(results)))
+        topics.append(
+            schemas.build(
+                module.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(results)
+            )
+        )
     return schemas.build(module.OffsetForLeaderEpochResponse, throttle_time=0, topics=tuple(topics))
 
 
@@ -87,15 +105,22 @@ async def handle_describe_log_dirs(ctx: RequestContext, request) -> object:
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in request.topics}
-    by_dir: dict[Path, dict[str, list]] = {Path(d).resolve(): defaultdict(list) for d in ctx.broker.config.log_dirs}
+    by_dir: dict[Path, dict[str, list]] = {
+        Path(d).resolve(): defaultdict(list) for d in ctx.broker.config.log_dirs
+    }
     for log in ctx.broker.log_manager.all_logs():
         tp = log.topic_partition
         if wanted is not None and tp.partition not in wanted.get(tp.topic, ()):
             continue
         topics = by_dir.setdefault(Path(log.dir).resolve().parent, defaultdict(list))
         topics[tp.topic].append(
-            schemas.build(module.DescribeLogDirsPartition, partition_index=tp.partition,
-                          partition_size=log.size_in_bytes, offset_lag=0, is_future_key=False)
+            schemas.build(
+                module.DescribeLogDirsPartition,
+                partition_index=tp.partition,
+                partition_size=log.size_in_bytes,
+                offset_lag=0,
+                is_future_key=False,
+            )
         )
     results = []
     for log_dir, topics in by_dir.items():
@@ -106,13 +131,20 @@ async def handle_describe_log_dirs(ctx: RequestContext, request) -> object:
                 error_code=ErrorCode.none,
                 log_dir=str(log_dir),
                 topics=tuple(
-                    schemas.build(module.DescribeLogDirsTopic, name=name,
-                                  partitions=tuple(sorted(parts, key=lambda p: p.partition_index)))
+                    schemas.build(
+                        module.DescribeLogDirsTopic,
+                        name=name,
+                        partitions=tuple(sorted(parts, key=lambda p: p.partition_index)),
+                    )
                     for name, parts in sorted(topics.items())
                 ),
                 total_bytes=usage.total,
                 usable_bytes=usage.free,
             )
         )
-    return schemas.build(module.DescribeLogDirsResponse, throttle_time=0, error_code=ErrorCode.none,
-                         results=tuple(results))
+    return schemas.build(
+        module.DescribeLogDirsResponse,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        results=tuple(results),
+    )

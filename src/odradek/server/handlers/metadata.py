@@ -36,7 +36,9 @@ async def handle(ctx: RequestContext, request):
     listener = ctx.connection.listener_name
     endpoints = {b.node_id: (b, b.endpoint(listener)) for b in store.brokers()}
     reachable = {node for node, (_, endpoint) in endpoints.items() if endpoint is not None}
-    no_listener = ErrorCode.listener_not_found if ctx.api_version >= 6 else ErrorCode.leader_not_available
+    no_listener = (
+        ErrorCode.listener_not_found if ctx.api_version >= 6 else ErrorCode.leader_not_available
+    )
 
     def _topic(topic: TopicImage):
         return _describe_topic(module, topic, reachable, no_listener)
@@ -55,17 +57,30 @@ async def handle(ctx: RequestContext, request):
             if topic is None and name is not None and name in store.pending_topics():
                 topics.append(_error_topic(module, name, wanted, ErrorCode.leader_not_available))
                 continue
-            if topic is None and name is not None and allow_auto and broker.config["auto.create.topics.enable"]:
+            if (
+                topic is None
+                and name is not None
+                and allow_auto
+                and broker.config["auto.create.topics.enable"]
+            ):
                 topic = await _auto_create(broker, name, topics, module)
                 if topic is None:
                     continue
             if topic is None:
-                topics.append(_error_topic(module, name, wanted, ErrorCode.unknown_topic_or_partition))
+                topics.append(
+                    _error_topic(module, name, wanted, ErrorCode.unknown_topic_or_partition)
+                )
             else:
                 topics.append(_topic(topic))
 
     brokers = tuple(
-        schemas.build(module.MetadataResponseBroker, node_id=b.node_id, host=endpoint[0], port=endpoint[1], rack=b.rack)
+        schemas.build(
+            module.MetadataResponseBroker,
+            node_id=b.node_id,
+            host=endpoint[0],
+            port=endpoint[1],
+            rack=b.rack,
+        )
         for b, endpoint in endpoints.values()
         if endpoint is not None
     )

@@ -45,7 +45,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
             results.append((topic.topic_id, out))
             image = ctx.broker.metadata.topic_by_id(topic.topic_id)
             if image is None:
-                out += (ProducePartitionResponse(p.index, ErrorCode.unknown_topic_id) for p in topic.partitions)
+                out += (
+                    ProducePartitionResponse(p.index, ErrorCode.unknown_topic_id)
+                    for p in topic.partitions
+                )
                 continue
             name = image.name
         else:

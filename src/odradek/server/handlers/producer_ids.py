@@ -55,12 +55,22 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> object:
     manager: ProducerIdManager = ctx.broker.components["producer_ids"].manager
     if request.transactional_id == "":
         # Kafka's TransactionCoordinator: null means idempotent only; empty is a malformed request
-        return schemas.build(module.InitProducerIdResponse, throttle_time=0, error_code=ErrorCode.invalid_request,
-                             producer_id=-1, producer_epoch=-1)
+        return schemas.build(
+            module.InitProducerIdResponse,
+            throttle_time=0,
+            error_code=ErrorCode.invalid_request,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     refused = _two_phase_commit_error(request)
     if refused is not None:
-        return schemas.build(module.InitProducerIdResponse, throttle_time=0, error_code=refused,
-                             producer_id=-1, producer_epoch=-1)
+        return schemas.build(
+            module.InitProducerIdResponse,
+            throttle_time=0,
+            error_code=refused,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     try:
         granted = manager.init_producer_id(
             request.transactional_id,
@@ -71,7 +81,17 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> object:
         error = exc.error_code
         if error == ErrorCode.producer_fenced and ctx.api_version < PRODUCER_FENCED_SINCE:
             error = ErrorCode.invalid_producer_epoch
-        return schemas.build(module.InitProducerIdResponse, throttle_time=0, error_code=error,
-                             producer_id=-1, producer_epoch=-1)
-    return schemas.build(module.InitProducerIdResponse, throttle_time=0, error_code=ErrorCode.none,
-                         producer_id=granted.producer_id, producer_epoch=granted.epoch)
+        return schemas.build(
+            module.InitProducerIdResponse,
+            throttle_time=0,
+            error_code=error,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    return schemas.build(
+        module.InitProducerIdResponse,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        producer_id=granted.producer_id,
+        producer_epoch=granted.epoch,
+    )
