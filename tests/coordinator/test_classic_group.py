@@ -5,9 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odradek.coordinator.classic_group import GroupState, JoinResult, SyncResult
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.coordinator import GroupCoordinator
-from odradek.coordinator.group import GroupState, JoinResult, SyncResult
+from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.protocol.errors import ErrorCode
 
 SESSION = 10_000
@@ -247,7 +248,6 @@ def test_sync_and_heartbeat_errors():
 
 def test_offsets_commit_fetch_and_generation_checks():
     gc = coordinator()
-    from odradek.coordinator.coordinator import OffsetCommit
 
     # Simple consumer: no generation, creates the group.
     err, errs = gc.commit_offsets(
@@ -287,11 +287,31 @@ def test_offsets_commit_fetch_and_generation_checks():
     assert gc.fetch_offsets("g", None) == {("t", 0): gc.groups["g"].offsets[("t", 0)]}
 
 
+def test_commit_during_rebalance_checks_member_and_generation_first():
+    """As Kafka's ClassicGroup.validateOffsetCommit: while the group completes a rebalance, an
+    unknown member or a stale generation is told so (it must rejoin); only a valid member of the
+    current generation hears REBALANCE_IN_PROGRESS."""
+    gc = coordinator()
+    a = join_new_member(gc, instance=None).result
+    assert gc.groups["g"].state is GroupState.COMPLETING_REBALANCE
+
+    def commit(member_id: str, generation: int, instance: str | None = None) -> int:
+        return gc.commit_offsets(
+            "g", member_id, instance, generation, [OffsetCommit("t", 0, 1)], 0
+        )[0]
+
+    assert commit("ghost", a.generation_id) == ErrorCode.unknown_member_id
+    assert commit(a.member_id, a.generation_id - 1) == ErrorCode.illegal_generation
+    assert commit("", -1) == ErrorCode.unknown_member_id
+    assert commit(a.member_id, a.generation_id, instance="unknown") == ErrorCode.unknown_member_id
+    assert commit(a.member_id, a.generation_id) == ErrorCode.rebalance_in_progress
+    assert gc.fetch_offsets("g", [("t", 0)]) == {("t", 0): None}
+
+
 def test_offset_retention_and_group_deletion():
     gc = GroupCoordinator(
         GroupCoordinatorConfig(offsets_retention_minutes=1, group_initial_rebalance_delay_ms=0)
     )
-    from odradek.coordinator.coordinator import OffsetCommit
 
     gc.commit_offsets("s", "", None, -1, [OffsetCommit("t", 0, 1)], 0)
     gc.drain_records()
@@ -312,7 +332,6 @@ def test_offset_retention_and_group_deletion():
 
 def test_state_is_rebuilt_from_its_records():
     gc = coordinator()
-    from odradek.coordinator.coordinator import OffsetCommit
 
     a = join_new_member(gc).result
     sync(gc, a.member_id, 1, {a.member_id: b"asg"})

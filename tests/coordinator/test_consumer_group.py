@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from odradek.coordinator.assignors import range_assign, uniform_assign
 from odradek.coordinator.config import GroupCoordinatorConfig
-from odradek.coordinator.coordinator import GroupCoordinator, OffsetCommit
+from odradek.coordinator.coordinator import GroupCoordinator
+from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.protocol.errors import ErrorCode
 
 T = uuid.UUID(int=1)

@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from odradek.coordinator.config import GroupCoordinatorConfig
-from odradek.coordinator.coordinator import GroupCoordinator, OffsetCommit
+from odradek.coordinator.coordinator import GroupCoordinator
+from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.protocol.errors import ErrorCode
 
 T, U, V = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)

@@ -6,10 +6,10 @@ import uuid
 
 from odradek.coordinator import embedded_protocol as ep
 from odradek.coordinator import records as rec
+from odradek.coordinator.classic_group import ClassicGroup, GroupState
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.coordinator import GroupCoordinator
-from odradek.coordinator.group import ClassicGroup, GroupState
 from odradek.protocol.errors import ErrorCode
 
 from .test_classic_group import Slot

@@ -15,11 +15,17 @@ import dataclasses
 import re
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from odradek.coordinator.assignors import DEFAULT_ASSIGNOR, Assignment
-from odradek.coordinator.group import GroupState
+from odradek.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
+from odradek.coordinator.classic_group import GroupState
+from odradek.coordinator.offsets import OffsetAndMetadata
 from odradek.coordinator.records import ClassicMemberMetadata
+from odradek.protocol.errors import ErrorCode
+
+#: The topics a consumer group may subscribe to: name -> (topic id, partition count).
+TopicMetadata = Mapping[str, tuple[uuid.UUID, int]]
 
 
 @dataclass(slots=True)
@@ -103,7 +109,7 @@ class ConsumerGroup:
         self.target: dict[str, Assignment] = {}
         #: topic name -> (topic id, partition count) of every subscribed topic, when the target was computed.
         self.subscribed_metadata: dict[str, tuple[uuid.UUID, int]] = {}
-        self.offsets: dict = {}
+        self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.state_timestamp_ms = now_ms
         #: Always empty (no KIP-394 round trip here); offset expiry reads it for any group.
         self.pending_members: dict[str, int] = {}
@@ -156,6 +162,92 @@ class ConsumerGroup:
             for t, ps in m.assigned.items()
             for p in ps
         }
+
+    def resolve_regexes(self, topics: TopicMetadata) -> bool:
+        """Match every member's SubscribedTopicRegex against the topics; True if a resolution changed
+        (not counting the first one after a load, whose topics the persisted metadata already holds)."""
+        changed = False
+        names = sorted(topics)
+        for m in self.members.values():
+            if m.subscribed_topic_regex is None:
+                continue
+            resolved = resolve_regex(m.subscribed_topic_regex, names)
+            if resolved != m.regex_topics:
+                changed |= m.regex_topics is not None
+                m.regex_topics = resolved
+        return changed
+
+    def compute_target(self, topics: TopicMetadata) -> None:
+        """A new target assignment from the preferred server assignor, stamped with the group epoch."""
+        self.subscribed_metadata = {t: topics[t] for t in self.subscribed_topics() if t in topics}
+        subscriptions = {
+            m.member_id: {topics[t][0] for t in m.subscribed_topics() if t in topics}
+            for m in self.members.values()
+        }
+        partitions = dict(self.subscribed_metadata.values())
+        assignor = ASSIGNORS[self.preferred_assignor()]
+        self.target = assignor(
+            subscriptions, partitions, {m.member_id: m.assigned for m in self.members.values()}
+        )
+        self.assignment_epoch = self.group_epoch
+
+    def reconcile(self, member: ConsumerMember, owned: Assignment | None, now_ms: int) -> None:
+        """Revoke first; once the member confirms, hand it the target partitions nobody else holds.
+
+        ``owned`` is what the member reports owning, None when unchanged since its last report.
+        A member asked to revoke must do so within its rebalance timeout or be fenced.
+        """
+        if owned is not None:
+            member.reported_owned = owned
+        target = self.target.get(member.member_id, {})
+        revoking = without(member.assigned, target)
+        if revoking:
+            if without(revoking, member.reported_owned) != revoking:
+                # Still owned by the member: tell it its assignment without them and wait.
+                member.to_send = without(member.assigned, revoking)
+                if member.revocation_deadline_ms is None:
+                    member.revocation_deadline_ms = now_ms + max(member.rebalance_timeout_ms, 0)
+                return
+            member.assigned = without(member.assigned, revoking)
+        member.revocation_deadline_ms = None
+        taken = self.owned_by_others(member.member_id)
+        for topic_id, parts in without(target, member.assigned).items():
+            free = {p for p in parts if (topic_id, p) not in taken}
+            if free:
+                member.assigned.setdefault(topic_id, set()).update(free)
+        member.to_send = member.assigned
+        # Until the member reports otherwise, it owns what it was given.
+        member.reported_owned = union(member.reported_owned, member.assigned)
+        if member.member_epoch != self.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = self.assignment_epoch
+
+    def validate_offset_commit(self, member_id: str, member_epoch: int) -> int:
+        """KIP-848: a commit names a member and its current epoch (or none at all in an empty group);
+        a classic member's generation is its member epoch (ILLEGAL_GENERATION when it is not)."""
+        if member_epoch < 0 and not member_id and not self.members:
+            return ErrorCode.none
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return (
+                ErrorCode.illegal_generation
+                if member.classic is not None
+                else ErrorCode.stale_member_epoch
+            )
+        return ErrorCode.none
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9+ names the member asking; an admin names none (validateOffsetFetch)."""
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.none
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
 
     def copy(self) -> ConsumerGroup:
         """An independent copy (for coordinator snapshots), much cheaper than copy.deepcopy."""

@@ -24,10 +24,23 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
+#: The compacted topic that holds every group's offsets and metadata.
+OFFSETS_TOPIC = "__consumer_offsets"
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRecord:
+    """One record the coordinator queues for a partition of __consumer_offsets: value None is a
+    tombstone."""
+
+    partition: int
+    key: bytes
+    value: bytes | None
 
 
 @dataclass(frozen=True, slots=True)

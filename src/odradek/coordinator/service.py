@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 from odradek.coordinator.batches import decode_records, encode_batch
 from odradek.coordinator.config import GroupCoordinatorConfig
-from odradek.coordinator.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.coordinator.coordinator import GroupCoordinator
+from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import TopicPartition
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import uuid
 
+from odradek.coordinator.classic_group import ClassicGroup, GroupState, JoinResult, SyncResult
 from odradek.coordinator.consumer_group import ConsumerGroup
-from odradek.coordinator.coordinator import ConsumerHeartbeatResult, OffsetCommit
-from odradek.coordinator.group import ClassicGroup, GroupState, JoinResult, SyncResult
+from odradek.coordinator.consumer_protocol import ConsumerHeartbeatResult
+from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.coordinator.service import CoordinatorWriteError, GroupCoordinatorService
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey

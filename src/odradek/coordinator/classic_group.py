@@ -3,6 +3,12 @@
 States and transitions follow Kafka's ClassicGroup:
 Empty -> PreparingRebalance -> CompletingRebalance -> Stable -> PreparingRebalance ...,
 and any state -> Dead when the group is deleted or its offsets expire.
+
+The group also decides whether an offset commit may be applied to it
+(``validate_offset_commit``), as Kafka's ClassicGroup.validateOffsetCommit: the
+member and its generation are checked before the group's state, so a commit
+from a stale or unknown member during a rebalance learns that it must rejoin
+(ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) rather than that a rebalance runs.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.coordinator.offsets import OffsetAndMetadata
+from odradek.protocol.errors import ErrorCode
 
 
 class GroupState(enum.Enum):
@@ -116,6 +123,44 @@ class ClassicGroup:
         self.in_initial_delay = False
         #: How much of the rebalance timeout further delay extensions may still use.
         self.initial_delay_remaining_ms: int = 0
+
+    def is_fenced(self, member_id: str, instance_id: str | None) -> bool:
+        """A static member whose instance id now belongs to another member id is a zombie (KIP-345)."""
+        if instance_id is None:
+            return False
+        current = self.static_members.get(instance_id)
+        return current is not None and current != member_id
+
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int:
+        """The error an OffsetCommit to this group gets, or NONE (Kafka's validateOffsetCommit).
+
+        A commit without a generation (an admin client, or a consumer that assigns itself) is
+        accepted only while the group is Empty. Otherwise the member, then its generation, are
+        checked before the state: only a valid member of the current generation is told that
+        the group is completing a rebalance.
+        """
+        if self.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            return ErrorCode.none
+        if generation_id >= 0 or member_id or instance_id is not None:
+            if instance_id is not None:
+                current = self.static_members.get(instance_id)
+                if current is None:
+                    return ErrorCode.unknown_member_id
+                if current != member_id:
+                    return ErrorCode.fenced_instance_id
+            if member_id not in self.members:
+                return ErrorCode.unknown_member_id
+            if generation_id != self.generation_id:
+                return ErrorCode.illegal_generation
+        else:
+            return ErrorCode.unknown_member_id
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[state]:

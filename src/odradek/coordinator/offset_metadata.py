@@ -1,0 +1,233 @@
+"""OffsetMetadataManager: committed offsets, as Kafka's class of that name.
+
+Commits, fetches, deletes and retention of the offsets groups commit, and their
+OffsetCommit records in __consumer_offsets. Offsets live on the group object
+(``group.offsets``) so that they follow the group through conversions between
+the classic and the consumer protocol, but only this manager changes them.
+
+Whether a commit may be applied is the group's decision (``validate_offset_commit``
+on ClassicGroup and ConsumerGroup, as in Kafka), and applying it is a separate
+step (``_apply``). TxnOffsetCommit will use the same validation and, instead of
+applying at once, keep the offsets pending per producer until the transaction's
+marker commits or aborts them (Kafka's pendingTransactionalOffsets): a second
+path beside ``commit_offsets``, not a change to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from odradek.coordinator import records as rec
+from odradek.coordinator.classic_group import ClassicGroup, GroupState
+from odradek.coordinator.config import GroupCoordinatorConfig
+from odradek.coordinator.consumer_group import ConsumerGroup
+from odradek.coordinator.group_metadata import Group, GroupMetadataManager
+from odradek.coordinator.offsets import OffsetAndMetadata
+from odradek.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    """One partition's offset in an OffsetCommit request."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    expire_timestamp_ms: int = -1
+
+
+class OffsetMetadataManager:
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        groups: GroupMetadataManager,
+        records: list[rec.OffsetRecord],
+    ) -> None:
+        self.config = config
+        self._groups = groups
+        self._records = records
+        self._last_retention_check_ms: int | None = None
+
+    def _store(
+        self, group_id: str, topic: str, partition: int, om: OffsetAndMetadata | None
+    ) -> None:
+        key = rec.encode_offset_commit_key(rec.OffsetCommitKey(group_id, topic, partition))
+        value = None
+        if om is not None:
+            value = rec.encode_offset_commit_value(
+                rec.OffsetCommitValue(
+                    om.offset,
+                    om.metadata,
+                    om.commit_timestamp_ms,
+                    om.leader_epoch,
+                    om.expire_timestamp_ms,
+                )
+            )
+        partition_of_group = self._groups.partition_for(group_id)
+        self._records.append(rec.OffsetRecord(partition_of_group, key, value))
+
+    def replay(self, key: rec.OffsetCommitKey, value: bytes | None, now_ms: int) -> None:
+        """An OffsetCommit record read back; a tombstone removes the offset."""
+        if value is None:
+            group = self._groups.groups.get(key.group)
+            if group is not None:
+                group.offsets.pop((key.topic, key.partition), None)
+            return
+        v = rec.decode_offset_commit_value(value)
+        group = self._groups.groups.get(key.group)
+        if group is None:
+            group = self._groups.get_or_create_classic(key.group, now_ms)
+        group.offsets[(key.topic, key.partition)] = OffsetAndMetadata(
+            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+        )
+
+    # ---- OffsetCommit ------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: list[OffsetCommit],
+        now_ms: int,
+    ) -> tuple[int, list[int]]:
+        """OffsetCommit: (group-level error, per-partition errors in request order)."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, [ErrorCode.invalid_group_id] * len(offsets)
+        group = self._groups.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # Only a simple consumer (no generation) may create a group by committing.
+                return ErrorCode.illegal_generation, [ErrorCode.illegal_generation] * len(offsets)
+            group = self._groups.get_or_create_classic(group_id, now_ms)
+        if isinstance(group, ConsumerGroup):
+            error = group.validate_offset_commit(member_id, generation_id)
+        else:
+            error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
+        if error:
+            return error, [error] * len(offsets)
+        if isinstance(group, ClassicGroup) and member_id in group.members:
+            # A commit counts as a heartbeat of the member's session.
+            member = group.members[member_id]
+            member.session_deadline_ms = now_ms + member.session_timeout_ms
+        return ErrorCode.none, self._apply(group, offsets, now_ms)
+
+    def _apply(self, group: Group, offsets: list[OffsetCommit], now_ms: int) -> list[int]:
+        """Store validated commits; per partition NONE or OFFSET_METADATA_TOO_LARGE."""
+        results = []
+        for c in offsets:
+            metadata = c.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results.append(ErrorCode.offset_metadata_too_large)
+                continue
+            om = OffsetAndMetadata(
+                c.offset, c.leader_epoch, metadata, now_ms, c.expire_timestamp_ms
+            )
+            group.offsets[(c.topic, c.partition)] = om
+            self._store(group.group_id, c.topic, c.partition, om)
+            results.append(ErrorCode.none)
+        return results
+
+    # ---- OffsetFetch / OffsetDelete ----------------------------------------------------------
+
+    def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9+ names the consumer-group member asking (KIP-848); an admin names none.
+        As Kafka's ConsumerGroup.validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH."""
+        group = self._groups.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return ErrorCode.none
+        return group.validate_offset_fetch(member_id, member_epoch)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        """OffsetFetch: the committed offsets asked for (None = every committed one)."""
+        group = self._groups.groups.get(group_id)
+        stored: dict[tuple[str, int], OffsetAndMetadata] = (
+            group.offsets if group is not None and group.state is not GroupState.DEAD else {}
+        )
+        if partitions is None:
+            return dict(sorted(stored.items()))
+        return {tp: stored.get(tp) for tp in partitions}
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]], now_ms: int
+    ) -> tuple[int, list[int]]:
+        """OffsetDelete: refused per partition while members consume its topic."""
+        group = self._groups.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.group_id_not_found, []
+        if group.state is not GroupState.EMPTY and group.protocol_type != "consumer":
+            return ErrorCode.non_empty_group, []
+        subscribed = (
+            set() if group.state is GroupState.EMPTY else group.subscribed_topics() or set()
+        )
+        errors = []
+        for topic, partition in partitions:
+            if topic in subscribed:
+                errors.append(ErrorCode.group_subscribed_to_topic)
+                continue
+            if group.offsets.pop((topic, partition), None) is not None:
+                self._store(group_id, topic, partition, None)
+            errors.append(ErrorCode.none)
+        return ErrorCode.none, errors
+
+    def delete_all_offsets(self, group: Group) -> None:
+        """Tombstone every offset of a group being deleted."""
+        for topic, partition in list(group.offsets):
+            self._store(group.group_id, topic, partition, None)
+        group.offsets.clear()
+
+    # ---- retention ---------------------------------------------------------------------------
+
+    def next_retention_check_ms(self) -> int | None:
+        if self._last_retention_check_ms is None:
+            return None
+        return self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms
+
+    def retention_due(self, now_ms: int) -> bool:
+        """True once per offsets.retention.check.interval.ms (the first call starts the interval)."""
+        if self._last_retention_check_ms is None:
+            self._last_retention_check_ms = now_ms
+            return False
+        if (
+            now_ms
+            >= self._last_retention_check_ms + self.config.offsets_retention_check_interval_ms
+        ):
+            self._last_retention_check_ms = now_ms
+            return True
+        return False
+
+    def expire_group_offsets(self, group_id: str, now_ms: int) -> int:
+        """offsets.retention.minutes as Kafka 2.1+: count from when the group became Empty;
+        for an active consumer group, only offsets of topics it no longer subscribes to expire
+        (counted from their commit). Empty groups left with no offsets become Dead."""
+        group = self._groups.groups.get(group_id)
+        if group is None:
+            return 0
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        base: int | None
+        keep_topics: set[str]
+        if group.state is GroupState.EMPTY:
+            base, keep_topics = group.state_timestamp_ms, set()
+        else:
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return 0
+            base, keep_topics = None, subscribed
+        for (topic, partition), om in list(group.offsets.items()):
+            if topic in keep_topics:
+                continue
+            start = om.commit_timestamp_ms if base is None else max(base, om.commit_timestamp_ms)
+            if om.expired(now_ms, start, retention):
+                del group.offsets[(topic, partition)]
+                self._store(group.group_id, topic, partition, None)
+                removed += 1
+        if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
+            self._groups.drop(group, now_ms)
+        return removed
