@@ -1,11 +1,16 @@
-"""The asyncio shell around GroupCoordinator: timers, persistence and start-up load.
+"""The asyncio shell around GroupCoordinator: timers, persistence, loading and unloading.
 
-It owns the broker's __consumer_offsets topic (created on first start, compacted),
-replays it into the sans-I/O core at start-up, appends the records the core
-queues after every call before the caller answers its client, and keeps one
-``loop.call_later`` timer armed at the core's next deadline (session expiry,
-end of a join phase, offset retention). JoinGroup and SyncGroup wait on futures
-the core completes; nothing polls or sleeps.
+It owns the broker's __consumer_offsets topic (created on first start, compacted).
+A partition of that topic is coordinated here once ``load_partition`` has
+replayed it into the sans-I/O core, and stops being so after
+``unload_partition`` (Kafka's onElection and onResignation, which a cluster
+calls as leadership of __consumer_offsets moves; a single node loads every
+partition at start-up). Calls for groups of partitions not loaded get
+NOT_COORDINATOR. After every call the shell appends the records the core
+queued before the caller answers its client, and keeps one ``loop.call_later``
+timer armed at the core's next deadline (session expiry, end of a join phase,
+offset retention). JoinGroup and SyncGroup wait on futures the core completes;
+nothing polls or sleeps.
 """
 
 from __future__ import annotations
@@ -50,8 +55,9 @@ _WRITE_ERRORS = {
 
 
 class CoordinatorWriteError(Exception):
-    """A coordinator call failed (almost always: its records could not be appended); the groups
-    are as before the call and ``error_code`` is what the client is told."""
+    """A coordinator call failed: its records could not be appended, or its groups' partition is
+    not loaded here; the groups are as before the call and ``error_code`` is what the client is
+    told."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -101,12 +107,23 @@ class GroupCoordinatorService:
         self._held: list[tuple[asyncio.Future[Any], Any]] | None = None
         #: After a failed timer write, the timer waits until then.
         self._retry_after_ms = 0
+        #: The __consumer_offsets partitions whose groups this broker coordinates.
+        self.loaded_partitions: set[int] = set()
 
     async def start(self) -> None:
         self._ensure_offsets_topic()
-        loaded = self._load()
-        log.info("group coordinator loaded %d records of %s", loaded, OFFSETS_TOPIC)
-        self._rearm()
+        partitions = [
+            tp.partition
+            for tp in self.broker.replica_manager.partitions()
+            if tp.topic == OFFSETS_TOPIC
+        ]
+        loaded = sum(self.load_partition(p) for p in partitions)
+        log.info(
+            "group coordinator loaded %d records of %d partitions of %s",
+            loaded,
+            len(partitions),
+            OFFSETS_TOPIC,
+        )
 
     async def stop(self) -> None:
         if self._timer is not None:
@@ -129,28 +146,37 @@ class GroupCoordinatorService:
             internal=True,
         )
 
-    def _load(self) -> int:
-        """Replay every partition of __consumer_offsets this broker leads into the core."""
+    def load_partition(self, partition: int) -> int:
+        """Replay one partition of __consumer_offsets into the core and coordinate its groups from
+        now on; the number of records replayed."""
+        log_ = self.broker.replica_manager.partition(TopicPartition(OFFSETS_TOPIC, partition)).log
         count = 0
         start = now_ms()
-        for tp, partition in self.broker.replica_manager.partitions().items():
-            if tp.topic != OFFSETS_TOPIC:
-                continue
-            log_ = partition.log
-            offset = log_.log_start_offset
-            while offset < log_.log_end_offset:
-                data = b"".join(
-                    r.read_bytes() for r in log_.read(offset, LOAD_BUFFER_BYTES).regions
-                )
-                if not data:
-                    break
-                for record_offset, key, value in decode_records(data):
-                    if record_offset >= offset:
-                        self.core.load_record(key, value, start)
-                        count += 1
-                        offset = record_offset + 1
-        self.core.drain_records()
+        offset = log_.log_start_offset
+        while offset < log_.log_end_offset:
+            data = b"".join(r.read_bytes() for r in log_.read(offset, LOAD_BUFFER_BYTES).regions)
+            if not data:
+                break
+            for record_offset, key, value in decode_records(data):
+                if record_offset >= offset:
+                    self.core.load_record(key, value, start)
+                    count += 1
+                    offset = record_offset + 1
+        self.loaded_partitions.add(partition)
+        log.debug("group coordinator loaded %d records of %s-%d", count, OFFSETS_TOPIC, partition)
+        self._rearm()
         return count
+
+    def unload_partition(self, partition: int) -> None:
+        """Stop coordinating the groups of one partition: they are dropped from memory (their
+        records stay in the log for whoever loads it next) and members waiting in a join or sync
+        are answered NOT_COORDINATOR."""
+        self.loaded_partitions.discard(partition)
+        dropped = self.core.unload_partition(partition)
+        log.info(
+            "group coordinator unloaded %d groups of %s-%d", len(dropped), OFFSETS_TOPIC, partition
+        )
+        self._rearm()
 
     def call(self, fn: Callable[..., T], group_ids: Iterable[str], *args: Any, **kwargs: Any) -> T:
         """Run one core method on ``group_ids`` with the current time, persist what it queued,
@@ -162,6 +188,12 @@ class GroupCoordinatorService:
         the call gave to waiting members are withheld (they still wait, as before), and
         CoordinatorWriteError carries the error Kafka would answer.
         """
+        group_ids = list(group_ids)
+        for group_id in group_ids:
+            if self.core.partition_for(group_id) not in self.loaded_partitions:
+                raise CoordinatorWriteError(
+                    ErrorCode.not_coordinator, f"group {group_id} is not coordinated here"
+                )
         snapshot = self.core.snapshot(group_ids)
         self._held = []
         try:
