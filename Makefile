@@ -21,4 +21,5 @@ test: lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: install
+	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) bench/run.py

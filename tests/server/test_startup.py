@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from odradek.cli.main import build_parser, command_name
-from odradek.cli.serve import READY
+from odradek.server.ready import READY
 
 TIMEOUT = 60
 _IMPORT = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")

@@ -4,7 +4,7 @@ Configs come from an optional server.properties, then the convenience flags
 (--data-dir sets log.dirs, --host/--port set listeners), then ``-o key=value``
 overrides, later ones winning. Start-up failures (a bad value, a port in use, an
 unwritable or locked data dir) print one line naming the cause and exit non-zero.
-Once listening it prints the READY line, which EmbeddedBroker waits for.
+Once listening it prints the ready line (server/ready.py), which EmbeddedBroker waits for.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import signal
 import sys
 
 from odradek.server.config import BrokerConfig, ConfigError, read_properties
-
-READY = "odradek ready"
+from odradek.server.ready import ready_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -113,15 +112,14 @@ async def _serve(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    host, port = broker.advertised
-    listeners = ",".join(
-        f"{name}://{h}:{p}" for name, (h, p) in broker.advertised_listeners.items()
+    line = ready_line(
+        broker.advertised,
+        broker.node_id,
+        broker.cluster_id,
+        config.log_dirs,
+        broker.advertised_listeners,
     )
-    print(
-        f"{READY} bootstrap_servers={host}:{port} node_id={broker.node_id} "
-        f"cluster_id={broker.cluster_id} log_dirs={','.join(config.log_dirs)} listeners={listeners}",
-        flush=True,
-    )
+    print(line, flush=True)
     await stop.wait()
     print("odradek: shutting down", file=sys.stderr, flush=True)
     await broker.stop()

@@ -1,15 +1,44 @@
-"""RequestContext: what every API handler gets besides its request."""
+"""RequestContext: what every API handler gets besides its request.
+
+Handlers see the broker through ``BrokerServices``, the parts they may use,
+rather than through the Broker class: the Broker builds the RequestChannel
+that builds contexts, so naming the class here would close an import circle
+(broker -> request_channel -> context -> broker). Broker satisfies the
+protocol structurally; a test or a future node type can too.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from odradek.metadata.local import LocalMetadataStore
 from odradek.network.listener import ConnectionInfo
 from odradek.protocol.header import RequestHeader
+from odradek.replication.replica_manager import ReplicaManager
+from odradek.server.config import BrokerConfig
+from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.purgatory import FetchPurgatory
+from odradek.storage import LogManager
 
-if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+
+class BrokerServices(Protocol):
+    """The parts of a running broker that request handling uses."""
+
+    config: BrokerConfig
+    metadata: LocalMetadataStore
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    fetch_purgatory: FetchPurgatory
+    fetch_sessions: FetchSessionCache
+    #: Started components by name (server/components.py), e.g. "group_coordinator".
+    components: dict[str, Any]
+    node_id: int
+
+    @property
+    def advertised(self) -> tuple[str, int]: ...
+
+    def advertised_endpoint(self, listener_name: str) -> tuple[str, int] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +52,7 @@ class RequestContext:
     moment the request was read, so one request sees one time.
     """
 
-    broker: Broker
+    broker: BrokerServices
     connection: ConnectionInfo
     header: RequestHeader
     api_version: int

@@ -8,7 +8,6 @@ SIGKILL to test durability. The data dir is a temporary directory unless given.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -18,10 +17,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from odradek.cli.serve import READY
-
-_READY = re.compile(rf"^{READY} bootstrap_servers=(\S+) ")
-_LISTENERS = re.compile(r" listeners=(\S+)")
+from odradek.server.ready import parse_ready_line
 
 
 class BrokerStartError(RuntimeError):
@@ -89,14 +85,10 @@ class EmbeddedBroker:
         def read_stdout(process: subprocess.Popen[str]) -> None:
             assert process.stdout is not None
             for line in process.stdout:
-                match = _READY.match(line)
-                if match and not found:
-                    found.append(match.group(1))
-                    listeners = _LISTENERS.search(line)
-                    self.listeners = dict(
-                        uri.split("://", 1)
-                        for uri in (listeners.group(1).split(",") if listeners else ())
-                    )
+                parsed = parse_ready_line(line)
+                if parsed is not None and not found:
+                    found.append(parsed.bootstrap_servers)
+                    self.listeners = parsed.listeners
                     ready.set()
             ready.set()
 

@@ -21,7 +21,7 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from odradek.network.listener import CloseConnection, ConnectionInfo
 from odradek.protocol import schemas
@@ -31,10 +31,8 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.header import parse_request_header, peek_api, response_header
 from odradek.protocol.response import EncodedResponse
 from odradek.server.apis import API_TABLE, ApiSpec
-from odradek.server.context import RequestContext
-
-if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+from odradek.server.context import BrokerServices, RequestContext
+from odradek.server.handlers.api_versions import api_versions_response
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +45,7 @@ def _resolve(path: str) -> Callable[..., Any]:
 class RequestChannel:
     """Routes frames to the handlers of the API table."""
 
-    def __init__(self, broker: Broker, table: dict[int, ApiSpec] = API_TABLE) -> None:
+    def __init__(self, broker: BrokerServices, table: dict[int, ApiSpec] = API_TABLE) -> None:
         self._broker = broker
         self._table = table
         # Resolved up front: a handler that fails to import stops start-up, not a request.
@@ -123,8 +121,6 @@ class RequestChannel:
         return out
 
     def _unsupported_api_versions(self, correlation_id: int) -> EncodedResponse:
-        from odradek.server.handlers.api_versions import api_versions_response
-
         out = EncodedResponse()
         out.add(response_header(ApiKey.API_VERSIONS, correlation_id, flexible=False))
         out.add(

@@ -1,1 +1,0 @@
-"""Odradek client layer (see docs/ARCHITECTURE.md)."""
