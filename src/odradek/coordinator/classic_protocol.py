@@ -385,7 +385,7 @@ class ClassicGroupProtocol:
         """Remove members given as (member id, group instance id); per-member error codes."""
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members)
-        errors = []
+        errors: list[int] = []
         removed = False
         for member_id, instance_id in members:
             if instance_id is not None:

@@ -28,14 +28,13 @@ class GroupCoordinatorConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> GroupCoordinatorConfig:
         """Pick our keys out of broker properties ("group.max.size" -> group_max_size)."""
-        values = {}
-        for name in cls.__dataclass_fields__:
-            key = name.replace("_", ".")
-            if key in props and props[key] is not None:
-                kind = type(cls.__dataclass_fields__[name].default)
-                values[name] = str(props[key]).strip().lower() if kind is str else int(props[key])  # type: ignore
-
-        return cls(**values)
+        values: dict[str, str | int] = {}
+        for name, spec in cls.__dataclass_fields__.items():
+            value = props.get(name.replace("_", "."))
+            if value is not None:
+                text = str(value).strip()
+                values[name] = text.lower() if isinstance(spec.default, str) else int(text)
+        return cls(**values)  # type: ignore[arg-type]  # each value has its field's type
 
     @property
     def upgrade_enabled(self) -> bool:

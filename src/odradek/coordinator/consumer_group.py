@@ -17,6 +17,7 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import overload
 
 from odradek.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
 from odradek.coordinator.classic_group import GroupState
@@ -82,6 +83,10 @@ def resolve_regex(pattern: str, topic_names: list[str]) -> frozenset[str]:
     return frozenset(t for t in topic_names if compiled.fullmatch(t))
 
 
+@overload
+def copy_assignment(a: Assignment) -> Assignment: ...
+@overload
+def copy_assignment(a: Assignment | None) -> Assignment | None: ...
 def copy_assignment(a: Assignment | None) -> Assignment | None:
     return None if a is None else {t: set(ps) for t, ps in a.items()}
 

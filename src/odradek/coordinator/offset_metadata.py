@@ -118,7 +118,7 @@ class OffsetMetadataManager:
 
     def _apply(self, group: Group, offsets: list[OffsetCommit], now_ms: int) -> list[int]:
         """Store validated commits; per partition NONE or OFFSET_METADATA_TOO_LARGE."""
-        results = []
+        results: list[int] = []
         for c in offsets:
             metadata = c.metadata or ""
             if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
@@ -166,7 +166,7 @@ class OffsetMetadataManager:
         subscribed = (
             set() if group.state is GroupState.EMPTY else group.subscribed_topics() or set()
         )
-        errors = []
+        errors: list[int] = []
         for topic, partition in partitions:
             if topic in subscribed:
                 errors.append(ErrorCode.group_subscribed_to_topic)

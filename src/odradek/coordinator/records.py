@@ -163,19 +163,23 @@ class Reader:
         return chunk
 
     def int8(self) -> int:
-        return struct.unpack(">b", self._take(1))[0]
+        value: int = struct.unpack(">b", self._take(1))[0]
+        return value
 
     def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
+        value: int = struct.unpack(">h", self._take(2))[0]
+        return value
 
     def uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=bytes(self._take(16)))
 
     def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
+        value: int = struct.unpack(">i", self._take(4))[0]
+        return value
 
     def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
+        value: int = struct.unpack(">q", self._take(8))[0]
+        return value
 
     def uvarint(self) -> int:
         shift = value = 0

@@ -20,7 +20,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from odradek.coordinator.batches import decode_records, encode_batch
 from odradek.coordinator.config import GroupCoordinatorConfig
@@ -32,6 +32,7 @@ from odradek.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 #: __consumer_offsets topic configs, as Kafka sets them.
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
@@ -52,6 +53,12 @@ _WRITE_ERRORS = {
     ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
     ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
 }
+
+
+class Waiting(Protocol[T_co]):
+    """A core call that answers through ``callback`` (now, or once other members act)."""
+
+    def __call__(self, callback: Callable[[T_co], None], now_ms: int) -> None: ...
 
 
 class CoordinatorWriteError(Exception):
@@ -237,7 +244,9 @@ class GroupCoordinatorService:
         """Each due group in its own call, so a failed write reverts only that group's change."""
         self._timer = None
         now = now_ms()
-        work = [(self.core.poll_group, gid) for gid in self.core.due_groups(now)]
+        work: list[tuple[Callable[..., object], str]] = [
+            (self.core.poll_group, gid) for gid in self.core.due_groups(now)
+        ]
         if self.core.retention_due(now):
             work += [(self.core.expire_group_offsets, gid) for gid in list(self.core.groups)]
         for fn, group_id in work:
@@ -251,9 +260,7 @@ class GroupCoordinatorService:
                 log.exception("group coordinator timer failed for group %s", group_id)
         self._rearm()
 
-    async def wait(
-        self, start: Callable[[Callable[[T], None]], None], group_ids: Iterable[str]
-    ) -> T:
+    async def wait(self, start: Waiting[T], group_ids: Iterable[str]) -> T:
         """Run a core method that answers through a callback, and wait for the answer."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 

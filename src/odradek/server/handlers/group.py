@@ -293,7 +293,7 @@ def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, parti
     ids = _topic_ids(ctx) if by_id else {}
     names = {topic_id: name for name, topic_id in ids.items()}
     unknown: list = []
-    wanted = None
+    wanted: list[tuple[str, int]] | None = None
     if topics is not None:
         wanted = []
         for t in topics:
