@@ -42,6 +42,14 @@ def _heartbeat(member: Member, now_ms: int) -> None:
     member.session_deadline_ms = now_ms + member.session_timeout_ms
 
 
+def _refresh(member: Member, params: JoinParams) -> None:
+    """A rejoining member's client, protocols and timeouts are what its latest JoinGroup says."""
+    member.client_id, member.client_host = params.client_id, params.client_host
+    member.protocols = list(params.protocols)
+    member.session_timeout_ms = params.session_timeout_ms
+    member.rebalance_timeout_ms = params.rebalance_timeout_ms
+
+
 class ClassicGroupProtocol:
     def __init__(self, config: GroupCoordinatorConfig, groups: GroupMetadataManager) -> None:
         self.config = config
@@ -123,10 +131,7 @@ class ClassicGroupProtocol:
             old.awaiting_sync(SyncResult(ErrorCode.fenced_instance_id))
             old.awaiting_sync = None
         member = group.replace_static_member(instance_id, old_id, new_id)
-        member.client_id, member.client_host = params.client_id, params.client_host
-        member.protocols = list(params.protocols)
-        member.session_timeout_ms = params.session_timeout_ms
-        member.rebalance_timeout_ms = params.rebalance_timeout_ms
+        _refresh(member, params)
         _heartbeat(member, now_ms)
         # As Kafka: only a change of the group's selected protocol rebalances a Stable group. New
         # metadata alone does not (a restarted consumer reports no owned partitions, its old
@@ -189,10 +194,7 @@ class ClassicGroupProtocol:
             self.prepare_rebalance(group, now_ms)
 
     def _update_member(self, member: Member, params: JoinParams, callback: JoinCallback) -> None:
-        member.client_id, member.client_host = params.client_id, params.client_host
-        member.protocols = list(params.protocols)
-        member.session_timeout_ms = params.session_timeout_ms
-        member.rebalance_timeout_ms = params.rebalance_timeout_ms
+        _refresh(member, params)
         if member.awaiting_join is not None and member.awaiting_join is not callback:
             # A second join from the same member replaces the first; the first gets nothing useful.
             member.awaiting_join(
