@@ -10,7 +10,8 @@ import pytest
 
 from odradek.coordinator.classic_group import JoinResult
 from odradek.coordinator.offset_metadata import OffsetCommit
-from odradek.coordinator.service import CoordinatorWriteError, GroupCoordinatorService
+from odradek.coordinator.runtime import CoordinatorWriteError
+from odradek.coordinator.service import GroupCoordinatorService
 from odradek.protocol.errors import ErrorCode
 from odradek.server.broker import Broker
 from odradek.server.config import BrokerConfig

@@ -1,14 +1,26 @@
-"""Plain (uncompressed, non-transactional) v2 record batches for the coordinator's topic.
+"""Plain (uncompressed, non-transactional) v2 record batches for the coordinators' topics.
 
-The coordinator writes small batches of key/value records to __consumer_offsets
-and reads them back at start-up; this is the little codec it needs for that.
+A coordinator writes small batches of key/value records to its topic
+(__consumer_offsets) and reads them back when it loads a partition; this is the
+little codec it needs for that.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from odradek.protocol.records import iter_batches, new_batch, read_varint, write_varint
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    """One record a coordinator core queues for a partition of its topic; value None is a
+    tombstone."""
+
+    partition: int
+    key: bytes
+    value: bytes | None
 
 
 def _field(data: bytes | None) -> bytes:

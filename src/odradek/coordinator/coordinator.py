@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 from odradek.coordinator import records as rec
 from odradek.coordinator.assignors import Assignment
+from odradek.coordinator.batches import CoordinatorRecord
 from odradek.coordinator.classic_group import (
     ClassicGroup,
     GroupState,
@@ -49,7 +50,7 @@ from odradek.protocol.errors import ErrorCode
 class GroupCoordinator:
     def __init__(self, config: GroupCoordinatorConfig | None = None) -> None:
         self.config = config or GroupCoordinatorConfig()
-        self._records: list[rec.OffsetRecord] = []
+        self._records: list[CoordinatorRecord] = []
         self.metadata = GroupMetadataManager(self.config, self._records)
         self.offsets = OffsetMetadataManager(self.config, self.metadata, self._records)
         self.classic = ClassicGroupProtocol(self.config, self.metadata)
@@ -65,7 +66,7 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return self.metadata.partition_for(group_id)
 
-    def drain_records(self) -> list[rec.OffsetRecord]:
+    def drain_records(self) -> list[CoordinatorRecord]:
         out = list(self._records)
         self._records.clear()
         return out

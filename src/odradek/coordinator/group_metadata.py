@@ -20,6 +20,7 @@ from collections.abc import Collection, Iterable
 
 from odradek.coordinator import consumer_group_records as cgr
 from odradek.coordinator import records as rec
+from odradek.coordinator.batches import CoordinatorRecord
 from odradek.coordinator.classic_group import (
     ClassicGroup,
     GroupState,
@@ -36,7 +37,7 @@ Group = ClassicGroup | ConsumerGroup
 
 
 class GroupMetadataManager:
-    def __init__(self, config: GroupCoordinatorConfig, records: list[rec.OffsetRecord]) -> None:
+    def __init__(self, config: GroupCoordinatorConfig, records: list[CoordinatorRecord]) -> None:
         self.config = config
         self.groups: dict[str, Group] = {}
         self._records = records
@@ -81,7 +82,7 @@ class GroupMetadataManager:
                     ],
                 )
             )
-        self._records.append(rec.OffsetRecord(self.partition_for(group.group_id), key, value))
+        self._records.append(CoordinatorRecord(self.partition_for(group.group_id), key, value))
 
     def store_consumer(
         self,
@@ -93,7 +94,7 @@ class GroupMetadataManager:
         ``deleted``); ``only_members`` limits the member records compared."""
         partition = self.partition_for(group.group_id)
         for key, value in cgr.changes(group, deleted, only_members):
-            self._records.append(rec.OffsetRecord(partition, key, value))
+            self._records.append(CoordinatorRecord(partition, key, value))
 
     def drop_classic_metadata(self, group: ClassicGroup, now_ms: int) -> None:
         group.transition_to(GroupState.DEAD, now_ms)

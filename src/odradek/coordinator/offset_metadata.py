@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from odradek.coordinator import records as rec
+from odradek.coordinator.batches import CoordinatorRecord
 from odradek.coordinator.classic_group import ClassicGroup, GroupState
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.consumer_group import ConsumerGroup
@@ -44,7 +45,7 @@ class OffsetMetadataManager:
         self,
         config: GroupCoordinatorConfig,
         groups: GroupMetadataManager,
-        records: list[rec.OffsetRecord],
+        records: list[CoordinatorRecord],
     ) -> None:
         self.config = config
         self._groups = groups
@@ -67,7 +68,7 @@ class OffsetMetadataManager:
                 )
             )
         partition_of_group = self._groups.partition_for(group_id)
-        self._records.append(rec.OffsetRecord(partition_of_group, key, value))
+        self._records.append(CoordinatorRecord(partition_of_group, key, value))
 
     def replay(self, key: rec.OffsetCommitKey, value: bytes | None, now_ms: int) -> None:
         """An OffsetCommit record read back; a tombstone removes the offset."""

@@ -34,16 +34,6 @@ GROUP_METADATA_VALUE_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetRecord:
-    """One record the coordinator queues for a partition of __consumer_offsets: value None is a
-    tombstone."""
-
-    partition: int
-    key: bytes
-    value: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
 class OffsetCommitKey:
     group: str
     topic: str

@@ -14,7 +14,8 @@ from odradek.coordinator.classic_group import ClassicGroup, GroupState, JoinResu
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.consumer_protocol import ConsumerHeartbeatResult
 from odradek.coordinator.offset_metadata import OffsetCommit
-from odradek.coordinator.service import CoordinatorWriteError, GroupCoordinatorService
+from odradek.coordinator.runtime import CoordinatorWriteError
+from odradek.coordinator.service import GroupCoordinatorService
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

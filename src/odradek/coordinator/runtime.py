@@ -1,0 +1,249 @@
+"""CoordinatorRuntime: the asyncio shell a coordinator runs in (Kafka's CoordinatorRuntime).
+
+A coordinator keeps its state in the partitions of an internal compacted topic
+(__consumer_offsets for groups; __transaction_state for transactions, next) and
+its logic in a sans-I/O core. The runtime does the I/O for it:
+
+- ``load_partition`` replays one partition of the topic into the core, after which
+  the core's keys (group ids, transactional ids) of that partition are coordinated
+  here; ``unload_partition`` drops them again (Kafka's onElection and
+  onResignation, which a cluster calls as leadership of the topic moves; a single
+  node loads every partition at start-up). Calls for keys of partitions not loaded
+  get NOT_COORDINATOR.
+- ``call`` runs one core method with the current time and appends the records it
+  queued before the caller answers its client. Appends are synchronous on the event
+  loop, so once ``call`` returns the records are in the log (flushed per the topic's
+  flush settings). If they cannot be written, the keys' state is put back as it was
+  (the core's snapshot; Kafka reverts to its timeline snapshot), answers the call
+  gave to other waiting clients are withheld (they still wait, as before), and
+  CoordinatorWriteError carries the error Kafka would answer.
+- ``wait`` runs a core method that answers through a callback (a JoinGroup waiting
+  for the other members) and awaits the answer.
+- One ``loop.call_later`` timer is armed at the core's next deadline; when it fires
+  the subclass says what is due (``due_work``), each item in its own call so that a
+  failed write reverts only its own change. Nothing polls or sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, Protocol, TypeVar
+
+from odradek.coordinator.batches import CoordinatorRecord, decode_records, encode_batch
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.replication.replica_manager import ReplicaManager
+from odradek.storage import TopicPartition
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+#: Bytes read per step while replaying a partition.
+LOAD_BUFFER_BYTES = 5 * 1024 * 1024
+#: How long the timer waits before retrying deadlines whose records could not be written.
+TIMER_RETRY_BACKOFF_MS = 1_000
+
+#: How a failed append to a coordinator topic is answered, as Kafka's
+#: CoordinatorOperationExceptionHelper.handleOperationException maps it.
+_WRITE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+
+
+class CoordinatorCore(Protocol):
+    """What a sans-I/O coordinator offers its runtime. Keys are what clients name (group ids)."""
+
+    def partition_for(self, key: str) -> int: ...
+
+    def load_record(self, key: bytes, value: bytes | None, now_ms: int) -> None: ...
+
+    def unload_partition(self, partition: int) -> list[str]: ...
+
+    def drain_records(self) -> list[CoordinatorRecord]: ...
+
+    def snapshot(self, keys: Iterable[str]) -> Any: ...
+
+    def restore(self, snapshot: Any) -> None: ...
+
+    def next_deadline_ms(self) -> int | None: ...
+
+
+C = TypeVar("C", bound=CoordinatorCore)
+
+
+class Waiting(Protocol[T_co]):
+    """A core call that answers through ``callback`` (now, or once other clients act)."""
+
+    def __call__(self, callback: Callable[[T_co], None], now_ms: int) -> None: ...
+
+
+class CoordinatorWriteError(Exception):
+    """A coordinator call failed: its records could not be appended, or its keys' partition is
+    not loaded here; the state is as before the call and ``error_code`` is what the client is
+    told."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def write_error_code(exc: Exception) -> ErrorCode:
+    if isinstance(exc, KafkaError):
+        return _WRITE_ERRORS.get(exc.error_code, exc.error_code)
+    if isinstance(exc, OSError):
+        return ErrorCode.not_coordinator  # Kafka sees a KafkaStorageException
+    return ErrorCode.unknown_server_error
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CoordinatorRuntime(ABC, Generic[C]):
+    def __init__(self, name: str, topic: str, replica_manager: ReplicaManager, core: C) -> None:
+        self.name = name
+        self.topic = topic
+        self.core = core
+        self._replica_manager = replica_manager
+        #: The partitions of ``topic`` whose keys this broker coordinates.
+        self.loaded_partitions: set[int] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        #: Answers to waiting clients given during a ``call``, sent once its records are written.
+        self._held: list[tuple[asyncio.Future[Any], Any]] | None = None
+        #: After a failed timer write, the timer waits until then.
+        self._retry_after_ms = 0
+
+    @abstractmethod
+    def due_work(self, now_ms: int) -> list[tuple[Callable[..., object], str]]:
+        """What the timer does at ``now_ms``: (core method, key) pairs, each run as
+        ``call(method, [key], key)``."""
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # ---- partitions -------------------------------------------------------------------------
+
+    def load_partition(self, partition: int) -> int:
+        """Replay one partition of the topic into the core and coordinate its keys from now on;
+        the number of records replayed."""
+        log_ = self._replica_manager.partition(TopicPartition(self.topic, partition)).log
+        count = 0
+        start = now_ms()
+        offset = log_.log_start_offset
+        while offset < log_.log_end_offset:
+            data = b"".join(r.read_bytes() for r in log_.read(offset, LOAD_BUFFER_BYTES).regions)
+            if not data:
+                break
+            for record_offset, key, value in decode_records(data):
+                if record_offset >= offset:
+                    self.core.load_record(key, value, start)
+                    count += 1
+                    offset = record_offset + 1
+        self.loaded_partitions.add(partition)
+        log.debug("%s loaded %d records of %s-%d", self.name, count, self.topic, partition)
+        self._rearm()
+        return count
+
+    def unload_partition(self, partition: int) -> None:
+        """Stop coordinating the keys of one partition: the core drops their state (the records
+        stay in the log for whoever loads it next) and answers clients waiting on them
+        NOT_COORDINATOR."""
+        self.loaded_partitions.discard(partition)
+        dropped = self.core.unload_partition(partition)
+        log.info("%s unloaded %d of %s-%d", self.name, len(dropped), self.topic, partition)
+        self._rearm()
+
+    # ---- calls ------------------------------------------------------------------------------
+
+    def call(self, fn: Callable[..., T], keys: Iterable[str], *args: Any, **kwargs: Any) -> T:
+        """Run one core method on ``keys`` with the current time, persist what it queued,
+        re-arm the timer (see the module docstring)."""
+        keys = list(keys)
+        for key in keys:
+            if self.core.partition_for(key) not in self.loaded_partitions:
+                raise CoordinatorWriteError(
+                    ErrorCode.not_coordinator, f"{key} is not coordinated by this {self.name}"
+                )
+        snapshot = self.core.snapshot(keys)
+        self._held = []
+        try:
+            result = fn(*args, now_ms=now_ms(), **kwargs)
+            self._persist()
+        except Exception as exc:
+            self.core.restore(snapshot)
+            self._held = None
+            self._rearm()
+            code = write_error_code(exc)
+            if code == ErrorCode.unknown_server_error:
+                log.error("%s %s failed", self.name, getattr(fn, "__name__", fn), exc_info=exc)
+            raise CoordinatorWriteError(code, str(exc)) from exc
+        held, self._held = self._held, None
+        for future, answer in held:
+            if not future.done():
+                future.set_result(answer)
+        self._rearm()
+        return result
+
+    async def wait(self, start: Waiting[T], keys: Iterable[str]) -> T:
+        """Run a core method that answers through a callback, and wait for the answer."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def deliver(result: T) -> None:
+            if future.done():
+                return
+            if self._held is not None:
+                self._held.append((future, result))
+            else:
+                future.set_result(result)
+
+        self.call(start, keys, deliver)
+        return await future
+
+    def _persist(self) -> None:
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        for record in self.core.drain_records():
+            by_partition[record.partition].append((record.key, record.value))
+        stamp = now_ms()
+        for partition, records in by_partition.items():
+            tp = TopicPartition(self.topic, partition)
+            self._replica_manager.append_records(tp, encode_batch(records, stamp), -1, stamp)
+
+    # ---- timer ------------------------------------------------------------------------------
+
+    def _rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.core.next_deadline_ms()
+        if deadline is None:
+            return
+        delay = max(deadline, self._retry_after_ms) - now_ms()
+        self._timer = asyncio.get_running_loop().call_later(max(delay, 0) / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        for fn, key in self.due_work(now_ms()):
+            try:
+                self.call(fn, [key], key)
+            except CoordinatorWriteError as exc:
+                # Kept as before; retried once the back-off has passed.
+                log.warning("%s timer for %s not written: %s", self.name, key, exc)
+                self._retry_after_ms = now_ms() + TIMER_RETRY_BACKOFF_MS
+            except Exception:
+                log.exception("%s timer failed for %s", self.name, key)
+        self._rearm()
