@@ -292,7 +292,7 @@ def test_commit_during_rebalance_checks_member_and_generation_first():
     unknown member or a stale generation is told so (it must rejoin); only a valid member of the
     current generation hears REBALANCE_IN_PROGRESS."""
     gc = coordinator()
-    a = join_new_member(gc, instance=None).result
+    a = join_new_member(gc).result
     assert gc.groups["g"].state is GroupState.COMPLETING_REBALANCE
 
     def commit(member_id: str, generation: int, instance: str | None = None) -> int:

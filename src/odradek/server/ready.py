@@ -31,6 +31,7 @@ def ready_line(
     log_dirs: Iterable[str],
     listeners: dict[str, tuple[str, int]],
 ) -> str:
+    """The ready line of a broker serving at these addresses."""
     host, port = bootstrap
     advertised = ",".join(f"{name}://{h}:{p}" for name, (h, p) in listeners.items())
     return (
