@@ -81,6 +81,9 @@ def test_unloaded_partition_is_not_coordinated_until_loaded_again(tmp_path: Path
             assert core.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 7
             svc.call(core.commit_offsets, ["g"], "g", "", None, -1, [OffsetCommit("t", 0, 9)])
             assert core.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 9
+            # Loading a loaded partition again replays nothing over the newer state in memory.
+            assert svc.load_partition(partition) == 0
+            assert core.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 9
         finally:
             await broker.stop()
 

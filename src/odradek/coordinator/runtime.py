@@ -140,7 +140,10 @@ class CoordinatorRuntime(ABC, Generic[C]):
 
     def load_partition(self, partition: int) -> int:
         """Replay one partition of the topic into the core and coordinate its keys from now on;
-        the number of records replayed."""
+        the number of records replayed (none for a partition already loaded: its state in memory
+        is newer than or equal to what the log holds)."""
+        if partition in self.loaded_partitions:
+            return 0
         log_ = self._replica_manager.partition(TopicPartition(self.topic, partition)).log
         count = 0
         start = now_ms()
