@@ -32,6 +32,15 @@ class PartitionImage:
 
 
 @dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """A partition reassignment under way: the full replica set and who joins or leaves it."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TopicImage:
     name: str
     topic_id: uuid.UUID

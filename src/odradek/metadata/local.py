@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from odradek.durable import write_atomically
-from odradek.metadata.image import BrokerImage, PartitionImage, TopicImage
+from odradek.metadata.image import BrokerImage, OngoingReassignment, PartitionImage, TopicImage
+from odradek.metadata.partition_change import elect_leader, validate_assignment
 from odradek.metadata.store import (
+    ElectionType,
     InvalidPartitions,
     InvalidReplicationFactor,
     MetadataStore,
+    NoReassignmentInProgress,
     TopicExists,
+    TopicPartitionKey,
     UnknownTopic,
 )
+from odradek.protocol.errors import KafkaError
 
 FILE_NAME = "__cluster_metadata.json"
 
@@ -144,6 +149,68 @@ class LocalMetadataStore(MetadataStore):
         else:
             self._broker_configs.pop(resource, None)
         self._save()
+
+    def elect_leaders(
+        self, election_type: ElectionType, partitions: Iterable[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, KafkaError | None]:
+        if partitions is None:
+            partitions = [
+                (t.name, p.partition) for t in self._topics.values() for p in t.partitions
+            ]
+        alive = {b.node_id for b in self.brokers()}
+        results: dict[TopicPartitionKey, KafkaError | None] = {}
+        elected: dict[str, TopicImage] = {}
+        for key in partitions:
+            name, index = key
+            try:
+                topic = elected.get(name) or self._require_partition(name, index)
+                after = elect_leader(topic.partitions[index], election_type, alive)
+            except KafkaError as e:
+                results[key] = e
+                continue
+            results[key] = None
+            parts = list(topic.partitions)
+            parts[index] = after
+            elected[name] = replace(topic, partitions=tuple(parts))
+        for name, after in elected.items():
+            self._commit(self._topics[name], after)
+        return results
+
+    def alter_partition_reassignments(
+        self,
+        targets: Mapping[TopicPartitionKey, Sequence[int] | None],
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartitionKey, KafkaError | None]:
+        # This node is the only registered broker, so the only valid target is this node
+        # alone: the replica set every partition already has. Such a reassignment moves no
+        # data and is complete when accepted (Kafka completes it at once too), so nothing
+        # is ever in progress here and the replication factor cannot change.
+        registered = {b.node_id for b in self.brokers()}
+        results: dict[TopicPartitionKey, KafkaError | None] = {}
+        for (name, index), replicas in targets.items():
+            try:
+                self._require_partition(name, index)
+                if replicas is None:
+                    raise NoReassignmentInProgress("No partition reassignment is in progress.")
+                validate_assignment(replicas, registered)
+            except KafkaError as e:
+                results[(name, index)] = e
+            else:
+                results[(name, index)] = None
+        return results
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, OngoingReassignment]:
+        return {}  # every reassignment completes when accepted (see above)
+
+    def _require_partition(self, name: str, index: int) -> TopicImage:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopic(f"Unable to find a topic named {name}.")
+        if not 0 <= index < len(topic.partitions):
+            raise UnknownTopic(f"Unable to find partition {name}:{index}.")
+        return topic
 
     def _new_partition(self, partition: int) -> PartitionImage:
         node = (self._node_id,)

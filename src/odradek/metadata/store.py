@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from enum import IntEnum
 from typing import Protocol
 
-from odradek.metadata.image import BrokerImage, TopicImage
+from odradek.metadata.image import BrokerImage, OngoingReassignment, TopicImage
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
@@ -32,6 +33,37 @@ class InvalidPartitions(KafkaError):
 
 class InvalidReplicationFactor(KafkaError):
     error_code = ErrorCode.invalid_replication_factor
+
+
+class InvalidReplicaAssignment(KafkaError):
+    error_code = ErrorCode.invalid_replica_assignment
+
+
+class ElectionNotNeeded(KafkaError):
+    error_code = ErrorCode.election_not_needed
+
+
+class PreferredLeaderNotAvailable(KafkaError):
+    error_code = ErrorCode.preferred_leader_not_available
+
+
+class EligibleLeadersNotAvailable(KafkaError):
+    error_code = ErrorCode.eligible_leaders_not_available
+
+
+class NoReassignmentInProgress(KafkaError):
+    error_code = ErrorCode.no_reassignment_in_progress
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' election types, Kafka's ElectionType codes."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+#: (topic, partition) as the controller-side methods take and return them.
+TopicPartitionKey = tuple[str, int]
 
 
 class MetadataListener(Protocol):
@@ -164,3 +196,41 @@ class MetadataStore(ABC):
     @abstractmethod
     def set_broker_configs(self, configs: Mapping[str, str], resource: str = "") -> None:
         """Replace the dynamic broker configs of ``resource`` ("" or a node id)."""
+
+    # -- controller operations: leader elections and partition reassignments -----------------
+    # Kafka runs these on the controller; a cluster backend makes the same decisions against
+    # its own image (and its fencing), so the admin handlers stay unchanged.
+
+    @abstractmethod
+    def elect_leaders(
+        self, election_type: ElectionType, partitions: Iterable[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, KafkaError | None]:
+        """Elect a leader for each partition (``None``: every partition); None means elected.
+
+        Per partition, as Kafka's controller: UnknownTopic for an unknown topic or
+        partition; ElectionNotNeeded when the preferred replica (the first of the
+        replicas) already leads, or for an unclean election when there is a leader;
+        PreferredLeaderNotAvailable / EligibleLeadersNotAvailable when no replica
+        may take over. A new leader bumps the partition's leader epoch.
+        """
+
+    @abstractmethod
+    def alter_partition_reassignments(
+        self,
+        targets: Mapping[TopicPartitionKey, Sequence[int] | None],
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartitionKey, KafkaError | None]:
+        """Start (replicas given) or cancel (None) the reassignment of each partition.
+
+        Per partition: UnknownTopic; InvalidReplicaAssignment for an empty list, a
+        duplicate or a broker that is not registered; InvalidReplicationFactor when
+        the replica count changes and that is not allowed; NoReassignmentInProgress
+        for a cancellation with nothing ongoing. A target that needs no data movement
+        (the current replicas, possibly reordered) completes at once.
+        """
+
+    @abstractmethod
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, OngoingReassignment]:
+        """The ongoing reassignments among ``partitions`` (``None``: all); unknown ones are skipped."""
