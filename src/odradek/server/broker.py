@@ -20,6 +20,7 @@ from odradek.metadata.local import LocalMetadataStore
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.server.authorization import Authorizer
 from odradek.server.components import COMPONENTS
 from odradek.server.config import BrokerConfig
 from odradek.server.fetch_session import FetchSessionCache
@@ -62,6 +63,8 @@ class Broker:
         self.fetch_purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache()
         self.components: dict[str, Any] = {}
+        #: None, as Kafka without ``authorizer.class.name``: every operation is allowed.
+        self.authorizer: Authorizer | None = None
         self.node_id: int = -1
         self.cluster_id: str = ""
         self.log_manager: LogManager

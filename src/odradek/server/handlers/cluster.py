@@ -9,10 +9,14 @@ from __future__ import annotations
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorization import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_NAME,
+    ResourceType,
+    authorized_operations,
+)
 from odradek.server.context import RequestContext
 
-#: Kafka's "authorized operations not requested" marker.
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 BROKERS_ENDPOINT = 1
 
 
@@ -54,5 +58,10 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> object:
         cluster_id=metadata.cluster_id,
         controller_id=metadata.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            ctx,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
+            request.include_cluster_authorized_operations,
+        ),
     )

@@ -22,6 +22,7 @@ from odradek.metadata.topic_names import INTERNAL_TOPICS, validate_topic_name
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorization import CLUSTER_NAME, ResourceType, authorized_operations
 from odradek.server.context import RequestContext
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,13 @@ async def handle(ctx: RequestContext, request):
         ErrorCode.listener_not_found if ctx.api_version >= 6 else ErrorCode.leader_not_available
     )
 
+    include_topic_ops = getattr(request, "include_topic_authorized_operations", False)
+
+    def _ops(name: str | None) -> int:
+        return authorized_operations(ctx, ResourceType.TOPIC, name or "", include_topic_ops)
+
     def _topic(topic: TopicImage):
-        return _describe_topic(module, topic, reachable, no_listener)
+        return _describe_topic(module, topic, reachable, no_listener, _ops(topic.name))
 
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     topics = []
@@ -55,7 +61,9 @@ async def handle(ctx: RequestContext, request):
             if name is None and getattr(wanted, "topic_id", None) is not None:
                 topic = store.topic_by_id(wanted.topic_id)
             if topic is None and name is not None and name in store.pending_topics():
-                topics.append(_error_topic(module, name, wanted, ErrorCode.leader_not_available))
+                topics.append(
+                    _error_topic(module, name, wanted, ErrorCode.leader_not_available, _ops(name))
+                )
                 continue
             if (
                 topic is None
@@ -63,12 +71,14 @@ async def handle(ctx: RequestContext, request):
                 and allow_auto
                 and broker.config["auto.create.topics.enable"]
             ):
-                topic = await _auto_create(broker, name, topics, module)
+                topic = await _auto_create(broker, name, topics, module, _ops(name))
                 if topic is None:
                     continue
             if topic is None:
                 topics.append(
-                    _error_topic(module, name, wanted, ErrorCode.unknown_topic_or_partition)
+                    _error_topic(
+                        module, name, wanted, ErrorCode.unknown_topic_or_partition, _ops(name)
+                    )
                 )
             else:
                 topics.append(_topic(topic))
@@ -91,12 +101,17 @@ async def handle(ctx: RequestContext, request):
         cluster_id=store.cluster_id,
         controller_id=store.controller_id,
         topics=tuple(topics),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations(
+            ctx,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
+            getattr(request, "include_cluster_authorized_operations", False),
+        ),
         error_code=ErrorCode.none,
     )
 
 
-async def _auto_create(broker, name: str, topics: list, module) -> TopicImage | None:
+async def _auto_create(broker, name: str, topics: list, module, ops: int) -> TopicImage | None:
     try:
         validate_topic_name(name)
         if name in INTERNAL_TOPICS:
@@ -106,11 +121,11 @@ async def _auto_create(broker, name: str, topics: list, module) -> TopicImage | 
         )
     except KafkaError as e:
         log.info("auto creation of topic %r refused: %s", name, e)
-        topics.append(_error_topic(module, name, None, e.error_code))
+        topics.append(_error_topic(module, name, None, e.error_code, ops))
         return None
 
 
-def _error_topic(module, name, wanted, code):
+def _error_topic(module, name, wanted, code, ops: int):
     return schemas.build(
         module.MetadataResponseTopic,
         error_code=code,
@@ -118,11 +133,13 @@ def _error_topic(module, name, wanted, code):
         topic_id=getattr(wanted, "topic_id", None) if wanted is not None else None,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=ops,
     )
 
 
-def _describe_topic(module, topic: TopicImage, reachable: set[int], no_listener: ErrorCode):
+def _describe_topic(
+    module, topic: TopicImage, reachable: set[int], no_listener: ErrorCode, ops: int
+):
     partitions = tuple(
         schemas.build(
             module.MetadataResponsePartition,
@@ -143,5 +160,5 @@ def _describe_topic(module, topic: TopicImage, reachable: set[int], no_listener:
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=partitions,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=ops,
     )
