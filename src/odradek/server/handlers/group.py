@@ -19,6 +19,11 @@ from odradek.coordinator.service import GroupCoordinatorService
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorization import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ResourceType,
+    authorized_operations,
+)
 from odradek.server.context import RequestContext
 
 #: JoinGroup v4 made the member id required (KIP-394).
@@ -235,11 +240,24 @@ def _topic_ids(ctx: RequestContext) -> dict[str, uuid.UUID]:
 
 
 async def handle_offset_commit(ctx: RequestContext, request):
+    """Commit the offsets of partitions that exist; the others are UNKNOWN_TOPIC_OR_PARTITION.
+
+    As Kafka's KafkaApis, partitions are checked against the metadata before the
+    commit reaches the coordinator (which then sees only existing partitions and is
+    not called at all when none is left), so a commit to a topic that does not
+    exist fails instead of storing offsets nobody can consume.
+    """
     svc = _service(ctx)
+    metadata = ctx.broker.metadata
     # v10 names topics by id only; ids we do not know get UNKNOWN_TOPIC_ID.
     by_id = ctx.api_version >= TOPIC_IDS_SINCE
     names = {topic_id: name for name, topic_id in _topic_ids(ctx).items()} if by_id else {}
     resolved = [names.get(t.topic_id) if by_id else t.name for t in request.topics]
+
+    def exists(name: str, partition: int) -> bool:
+        topic = metadata.topic(name)
+        return topic is not None and 0 <= partition < len(topic.partitions)
+
     commits = [
         OffsetCommit(
             name,
@@ -251,24 +269,33 @@ async def handle_offset_commit(ctx: RequestContext, request):
         for t, name in zip(request.topics, resolved)
         if name is not None
         for p in t.partitions
+        if exists(name, p.partition_index)
     ]
     generation = getattr(
         request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1)
     )
-    try:
-        _error, errors = svc.call(
-            svc.core.commit_offsets,
-            [request.group_id],
-            request.group_id,
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-            generation,
-            commits,
-        )
-    except CoordinatorWriteError as e:
-        errors = [e.error_code] * len(commits)
+    errors: list[ErrorCode] = []
+    if commits:
+        try:
+            _error, errors = svc.call(
+                svc.core.commit_offsets,
+                [request.group_id],
+                request.group_id,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                generation,
+                commits,
+            )
+        except CoordinatorWriteError as e:
+            errors = [e.error_code] * len(commits)
     module = _module(ctx, ApiKey.OFFSET_COMMIT)
     it = iter(errors)
+
+    def error_of(name: str | None, partition: int) -> ErrorCode:
+        if name is None:
+            return ErrorCode.unknown_topic_id
+        return next(it) if exists(name, partition) else ErrorCode.unknown_topic_or_partition
+
     topics = tuple(
         schemas.build(
             module.OffsetCommitResponseTopic,
@@ -278,7 +305,7 @@ async def handle_offset_commit(ctx: RequestContext, request):
                 schemas.build(
                     module.OffsetCommitResponsePartition,
                     partition_index=p.partition_index,
-                    error_code=next(it) if name is not None else ErrorCode.unknown_topic_id,
+                    error_code=error_of(name, p.partition_index),
                 )
                 for p in t.partitions
             ),
@@ -421,6 +448,12 @@ async def handle_offset_delete(ctx: RequestContext, request):
 async def handle_describe_groups(ctx: RequestContext, request):
     core = _service(ctx).core
     module = _module(ctx, ApiKey.DESCRIBE_GROUPS)
+    include_ops = getattr(request, "include_authorized_operations", False)
+
+    def group_ops(group_id: str) -> int:
+        # As Kafka: reported for groups described without an error, when asked for.
+        return authorized_operations(ctx, ResourceType.GROUP, group_id, include_ops)
+
     described = []
     for group_id in request.groups:
         group = core.groups.get(group_id)
@@ -442,7 +475,9 @@ async def handle_describe_groups(ctx: RequestContext, request):
                     protocol_type="",
                     protocol_data="",
                     members=(),
-                    authorized_operations=-2147483648,
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
+                    if missing
+                    else group_ops(group_id),
                 )
             )
             continue
@@ -471,7 +506,7 @@ async def handle_describe_groups(ctx: RequestContext, request):
                 protocol_type=group.protocol_type or "",
                 protocol_data=(group.protocol_name or "") if stable else "",
                 members=members,
-                authorized_operations=-2147483648,
+                authorized_operations=group_ops(group_id),
             )
         )
     return schemas.build(
@@ -621,7 +656,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
                     assignment_epoch=-1,
                     assignor_name="",
                     members=(),
-                    authorized_operations=-2147483648,
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                 )
             )
             continue
@@ -653,7 +688,9 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
                 assignment_epoch=group.assignment_epoch,
                 assignor_name=group.preferred_assignor(),
                 members=members,
-                authorized_operations=-2147483648,
+                authorized_operations=authorized_operations(
+                    ctx, ResourceType.GROUP, group_id, request.include_authorized_operations
+                ),
             )
         )
     return schemas.build(
