@@ -55,7 +55,21 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(
         ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, _H + "configs:handle_incremental_alter_configs"
     ),
+    ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, _H + "partition_admin:handle_elect_leaders"),
+    ApiSpec(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        0,
+        1,
+        _H + "partition_admin:handle_alter_partition_reassignments",
+    ),
+    ApiSpec(
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        0,
+        0,
+        _H + "partition_admin:handle_list_partition_reassignments",
+    ),
     ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, _H + "cluster:handle_describe_cluster"),
+    ApiSpec(ApiKey.DESCRIBE_PRODUCERS, 0, 0, _H + "describe_producers:handle_describe_producers"),
     ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 6, _H + "producer_ids:handle_init_producer_id"),
     ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, _H + "group:handle_find_coordinator"),
     ApiSpec(ApiKey.JOIN_GROUP, 0, 9, _H + "group:handle_join_group"),
@@ -70,6 +84,15 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, _H + "group:handle_delete_groups"),
     ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, _H + "group:handle_consumer_group_heartbeat"),
     ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, _H + "group:handle_consumer_group_describe"),
+    ApiSpec(
+        ApiKey.LIST_CONFIG_RESOURCES, 0, 1, _H + "config_resources:handle_list_config_resources"
+    ),
+    ApiSpec(
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        0,
+        0,
+        _H + "describe_topic_partitions:handle_describe_topic_partitions",
+    ),
 ]
 
 API_TABLE: dict[int, ApiSpec] = {spec.api_key: spec for spec in API_SPECS}

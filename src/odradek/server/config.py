@@ -413,6 +413,13 @@ _DEFS = [
         "Largest session timeout a member may ask for.",
         at_least=0,
     ),
+    ConfigDef(
+        "max.request.partition.size.limit",
+        "int",
+        "2000",
+        "Most partitions one DescribeTopicPartitions response describes.",
+        at_least=1,
+    ),
 ]
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
