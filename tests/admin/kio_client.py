@@ -11,11 +11,14 @@ import socket
 import struct
 from typing import Any
 
+from kio.schema.incremental_alter_configs.v1 import request as alter_v1
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol import schemas
+
+API_VERSIONS = 18
 
 
 class KioClient:
@@ -53,7 +56,9 @@ class KioClient:
         body = self._recv(size)
         correlation_id = struct.unpack(">i", body[:4])[0]
         assert correlation_id == self._correlation_id
-        offset = 5 if flexible else 4  # response header v1 ends with an empty tagged-field section
+        # Response header v1 ends with an empty tagged-field section; ApiVersions always answers
+        # with header v0, so that a client can read it whatever version it asked for.
+        offset = 5 if flexible and api_key != API_VERSIONS else 4
         response, _ = entity_reader(schemas.response_schema(api_key, version))(
             memoryview(body)[offset:], 0
         )
@@ -67,3 +72,20 @@ class KioClient:
                 raise ConnectionError("broker closed the connection")
             chunks += chunk
         return chunks
+
+
+def incremental_alter(
+    client: KioClient, resource_type: int, name: str, ops: list[tuple[str, int, str | None]]
+):
+    """One resource's IncrementalAlterConfigs result; ``ops`` are (name, operation, value)."""
+    resource = alter_v1.AlterConfigsResource(
+        resource_type=resource_type,
+        resource_name=name,
+        configs=tuple(
+            alter_v1.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops
+        ),
+    )
+    (response,) = client.send(
+        alter_v1.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+    ).responses
+    return response

@@ -173,7 +173,12 @@ def test_broker_configs_describe(admin: AdminClient, odradek_broker) -> None:
     configs = future.result(TIMEOUT)
     assert configs["num.partitions"].value == "1"
     assert configs["log.retention.hours"].is_read_only is False
-    assert configs["listeners"].is_read_only is True
+    # As Kafka: read-only unless the config is one of Kafka's dynamic broker configs.
+    assert configs["log.dirs"].is_read_only is True
+    assert configs["listeners"].is_read_only is False
+    assert configs["sasl.kerberos.min.time.before.relogin"].is_read_only is False
+    assert configs["ssl.keystore.password"].is_sensitive is True
+    assert configs["ssl.keystore.password"].value is None
 
 
 def test_delete_records_moves_low_watermark(admin: AdminClient, odradek_broker) -> None:

@@ -9,11 +9,11 @@ import pytest
 from kio.schema.create_topics.v7 import request as create_v7
 from kio.schema.delete_topics.v6 import request as delete_v6
 from kio.schema.describe_configs.v4 import request as describe_configs_v4
-from kio.schema.incremental_alter_configs.v1 import request as alter_v1
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
 from kio.static.primitive import i32Timedelta
 from kio_client import KioClient
+from kio_client import incremental_alter as alter
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
@@ -67,20 +67,6 @@ def describe_topic(client: KioClient, name: str, keys: tuple[str, ...] | None = 
     )
     (result,) = client.send(request).results
     return result
-
-
-def alter(client: KioClient, resource_type: int, name: str, ops: list[tuple[str, int, str | None]]):
-    resource = alter_v1.AlterConfigsResource(
-        resource_type=resource_type,
-        resource_name=name,
-        configs=tuple(
-            alter_v1.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops
-        ),
-    )
-    (response,) = client.send(
-        alter_v1.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
-    ).responses
-    return response
 
 
 def test_create_topics_v7_returns_id_and_configs(odradek_broker) -> None:

@@ -71,6 +71,8 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "int": int,
     "long": int,
     "double": float,
+    "class": str,
+    "password": str,
 }
 
 
@@ -420,6 +422,70 @@ _DEFS = [
         "Most partitions one DescribeTopicPartitions response describes.",
         at_least=1,
     ),
+]
+
+#: Kafka's dynamic broker configs (see server/dynamic_broker_config.py) for features this
+#: broker does not have (TLS, SASL, metrics reporters, remote storage, replica fetchers,
+#: replication quotas): accepted with Kafka's types and defaults, stored and described, so
+#: tools that set them work, but nothing here reads them. (name, type, default).
+_ACCEPTED_DYNAMIC = [
+    ("ssl.keystore.type", "string", "JKS"),
+    ("ssl.keystore.location", "string", None),
+    ("ssl.keystore.password", "password", None),
+    ("ssl.key.password", "password", None),
+    ("ssl.keystore.certificate.chain", "password", None),
+    ("ssl.keystore.key", "password", None),
+    ("ssl.truststore.type", "string", "JKS"),
+    ("ssl.truststore.location", "string", None),
+    ("ssl.truststore.password", "password", None),
+    ("ssl.truststore.certificates", "password", None),
+    ("ssl.protocol", "string", "TLSv1.3"),
+    ("ssl.provider", "string", None),
+    ("ssl.cipher.suites", "list", None),
+    ("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3"),
+    ("ssl.keymanager.algorithm", "string", "SunX509"),
+    ("ssl.trustmanager.algorithm", "string", "PKIX"),
+    ("ssl.endpoint.identification.algorithm", "string", "https"),
+    ("ssl.secure.random.implementation", "string", None),
+    ("ssl.client.auth", "string", "none"),
+    ("ssl.engine.factory.class", "class", None),
+    (
+        "principal.builder.class",
+        "class",
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+    ),
+    ("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI"),
+    ("sasl.jaas.config", "password", None),
+    ("sasl.enabled.mechanisms", "list", "GSSAPI"),
+    ("sasl.kerberos.service.name", "string", None),
+    ("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit"),
+    ("sasl.kerberos.ticket.renew.window.factor", "double", "0.8"),
+    ("sasl.kerberos.ticket.renew.jitter", "double", "0.05"),
+    ("sasl.kerberos.min.time.before.relogin", "long", "60000"),
+    ("sasl.kerberos.principal.to.local.rules", "list", "DEFAULT"),
+    ("sasl.login.refresh.window.factor", "double", "0.8"),
+    ("sasl.login.refresh.window.jitter", "double", "0.05"),
+    ("sasl.login.refresh.min.period.seconds", "short", "60"),
+    ("sasl.login.refresh.buffer.seconds", "short", "300"),
+    ("max.connection.creation.rate", "int", "2147483647"),
+    ("log.cleaner.io.max.bytes.per.second", "double", "1.7976931348623157E308"),
+    ("num.replica.fetchers", "int", "1"),
+    ("num.recovery.threads.per.data.dir", "int", "2"),
+    ("background.threads", "int", "10"),
+    ("metric.reporters", "list", "org.apache.kafka.common.metrics.JmxReporter"),
+    ("transaction.partition.verification.enable", "boolean", "true"),
+    ("remote.log.index.file.cache.total.size.bytes", "long", "1073741824"),
+    ("remote.fetch.max.wait.ms", "int", "500"),
+    ("remote.log.manager.copy.max.bytes.per.second", "long", str(LONG_MAX)),
+    ("remote.log.manager.fetch.max.bytes.per.second", "long", str(LONG_MAX)),
+    ("remote.list.offsets.request.timeout.ms", "long", "30000"),
+    ("leader.replication.throttled.rate", "long", str(LONG_MAX)),
+    ("follower.replication.throttled.rate", "long", str(LONG_MAX)),
+    ("replica.alter.log.dirs.io.max.bytes.per.second", "long", str(LONG_MAX)),
+]
+_DEFS += [
+    ConfigDef(name, kind, default, "Accepted for compatibility (Kafka's dynamic config); not used.")
+    for name, kind, default in _ACCEPTED_DYNAMIC
 ]
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}

@@ -3,8 +3,9 @@
 Topic overrides live in the MetadataStore; the ReplicaManager hears of every
 change and hands the new LogConfig to the live Log, so a new retention.ms or
 max.message.bytes takes effect at once and survives a restart. Broker-level
-dynamic configs are the log.* defaults Kafka lets an operator change at run
-time (the broker synonyms of topic configs). As in Kafka they are kept per
+dynamic configs are those Kafka lets an operator change at run time
+(server/dynamic_broker_config.py); the log.* defaults of topic configs among
+them apply to live logs at once. As in Kafka they are kept per
 BROKER resource: "" is the cluster-wide default, a node id is that broker
 alone and wins over the default; both persist in the MetadataStore.
 """
@@ -12,6 +13,7 @@ alone and wins over the default; both persist in the MetadataStore.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from odradek.metadata.config_description import (
     BrokerConfigDefinition,
@@ -24,12 +26,17 @@ from odradek.metadata.config_description import (
 )
 from odradek.metadata.config_ops import apply_incremental
 from odradek.metadata.image import TopicImage
-from odradek.metadata.topic_config_synonyms import BROKER_TO_TOPIC, topic_defaults_from_broker
+from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.config import CONFIG_DEFS, BrokerConfig, ConfigError
 from odradek.server.context import RequestContext
+from odradek.server.dynamic_broker_config import (
+    DYNAMIC_BROKER_CONFIGS,
+    base_config_name,
+    check_dynamic_update,
+)
 from odradek.storage import LogConfig
 from odradek.storage.errors import InvalidConfig
 
@@ -98,9 +105,6 @@ def _set_topic_overrides(
 
 # -- broker configs ------------------------------------------------------------------------
 
-#: The broker configs AlterConfigs may change: the log.* defaults of topic configs, applied live.
-DYNAMIC_BROKER_CONFIGS = frozenset(BROKER_TO_TOPIC)
-
 BROKER_CONFIG_DEFINITIONS = {
     name: BrokerConfigDefinition(config_type(d.type), d.doc, dynamic=name in DYNAMIC_BROKER_CONFIGS)
     for name, d in CONFIG_DEFS.items()
@@ -131,9 +135,7 @@ def default_log_config(config: BrokerConfig, dynamic: Mapping[str, str]) -> LogC
 def _set_broker_configs(
     ctx: RequestContext, resource: str, configs: dict[str, str], validate_only: bool
 ) -> None:
-    not_dynamic = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS)
-    if not_dynamic:
-        raise InvalidRequest(f"Cannot update these configs dynamically: {', '.join(not_dynamic)}")
+    check_dynamic_update(configs, per_broker=resource != "")
     metadata = ctx.broker.metadata
     levels = {
         "": metadata.broker_configs(),
@@ -152,9 +154,24 @@ def _set_broker_configs(
 
 
 def describe_broker(ctx: RequestContext, name: str) -> list[DescribedConfig]:
-    return describe_broker_configs(
-        BROKER_CONFIG_DEFINITIONS, broker_layers(ctx), per_broker=name != ""
-    )
+    layers = broker_layers(ctx)
+    return describe_broker_configs(_with_listener_overrides(layers), layers, per_broker=name != "")
+
+
+def _with_listener_overrides(layers: BrokerConfigLayers) -> dict[str, BrokerConfigDefinition]:
+    """The definitions plus one for each listener-prefixed config set at some level.
+
+    As Kafka describes ``listener.name.<listener>.<config>``: with its config's type (so a
+    password stays hidden) and read-only, since the prefixed name itself is not among
+    Kafka's dynamic config names.
+    """
+    definitions = dict(BROKER_CONFIG_DEFINITIONS)
+    for level in (layers.dynamic_broker, layers.dynamic_default, layers.static):
+        for name in level:
+            base = BROKER_CONFIG_DEFINITIONS.get(base_config_name(name))
+            if name not in definitions and base is not None:
+                definitions[name] = replace(base, dynamic=False)
+    return definitions
 
 
 # -- DescribeConfigs -----------------------------------------------------------------------
