@@ -22,9 +22,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kio.schema.describe_configs.v4 import request as describe_configs_v4
-from kio.schema.incremental_alter_configs.v1 import request as alter_v1
 from kio.static.primitive import i32Timedelta
-from kio_client import KioClient
+from kio_client import KioClient, incremental_alter
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
@@ -83,17 +82,7 @@ def alter(
     ops: list[tuple[str, int, str | None]],
     resource_type: int = BROKER,
 ):
-    resource = alter_v1.AlterConfigsResource(
-        resource_type=resource_type,
-        resource_name=name,
-        configs=tuple(
-            alter_v1.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops
-        ),
-    )
-    (response,) = client.send(
-        alter_v1.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
-    ).responses
-    return response
+    return incremental_alter(client, resource_type, name, ops)
 
 
 def new_topic(broker: EmbeddedBroker) -> str:
