@@ -27,10 +27,13 @@ from kafka.errors import (
 from kafka.structs import OffsetAndMetadata
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as DescribeGroupsV5
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as DescribeGroupsV6
 from kio.schema.describe_topic_partitions.v0 import request as dtp_v0
 from kio.schema.elect_leaders.v2 import request as elect_v2
 from kio.schema.list_config_resources.v0.request import ListConfigResourcesRequest as LcrV0
 from kio.schema.list_config_resources.v1.request import ListConfigResourcesRequest as LcrV1
+from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.static.primitive import i8, i32Timedelta
 from kio_client import KioClient
@@ -42,8 +45,10 @@ TIMEOUT_MS = 30_000
 TIMEOUT = 30
 CAP = 3
 #: Kafka's bit fields with no authorizer: every operation that applies to the resource type.
-TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS"}
-TOPIC_OPS |= {"ALTER_CONFIGS"}
+TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE"} | {
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+}
 TOPIC_OPS_BITS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPS_BITS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
 GROUP_OPS_BITS = sum(1 << code for code in (3, 6, 8, 10, 11))
@@ -395,6 +400,26 @@ def test_authorized_operations_of_groups(ck_admin: AdminClient, admin) -> None:
     }
 
 
+def test_group_authorized_operations_only_when_asked(kio: KioClient, admin) -> None:
+    name, group = unique(), unique("group")
+    create(admin, (name, 1))
+    admin.alter_group_offsets(group, {TopicPartition(name, 0): OffsetAndMetadata(1, "", -1)})
+    (asked,) = kio.send(
+        DescribeGroupsV5(groups=(group,), include_authorized_operations=True)
+    ).groups
+    assert asked.authorized_operations == GROUP_OPS_BITS
+    (unasked,) = kio.send(
+        DescribeGroupsV5(groups=(group,), include_authorized_operations=False)
+    ).groups
+    assert unasked.authorized_operations == NOT_REQUESTED
+    # v6 answers GROUP_ID_NOT_FOUND for an unknown group, and no operations with an error.
+    (unknown,) = kio.send(
+        DescribeGroupsV6(groups=(unique("none"),), include_authorized_operations=True)
+    ).groups
+    assert unknown.error_code == ErrorCode.group_id_not_found
+    assert unknown.authorized_operations == NOT_REQUESTED
+
+
 def test_metadata_authorized_operations_when_asked(kio: KioClient, admin) -> None:
     name = unique()
     create(admin, (name, 1))
@@ -412,6 +437,17 @@ def test_metadata_authorized_operations_when_asked(kio: KioClient, admin) -> Non
     assert topic.topic_authorized_operations == TOPIC_OPS_BITS
     (topic,) = metadata(False).topics
     assert topic.topic_authorized_operations == NOT_REQUESTED
+    for include in (True, False):  # the cluster's operations: Metadata v8-v10 only
+        response = kio.send(
+            metadata_v10.MetadataRequest(
+                topics=(),
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=include,
+                include_topic_authorized_operations=False,
+            )
+        )
+        expected = CLUSTER_OPS_BITS if include else NOT_REQUESTED
+        assert response.cluster_authorized_operations == expected
 
 
 # -- Features --------------------------------------------------------------------------------
