@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from enum import IntEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from odradek.server.context import RequestContext
+from odradek.network.listener import ConnectionInfo
 
 #: What Kafka answers when the client did not ask for authorized operations.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -92,12 +91,13 @@ class Authorizer(Protocol):
 
     def authorized(
         self,
-        ctx: RequestContext,
+        connection: ConnectionInfo,
         resource_type: ResourceType,
         name: str,
         operations: Collection[AclOperation],
     ) -> Collection[AclOperation]:
-        """The subset of ``operations`` the request's principal may perform on the resource."""
+        """The subset of ``operations`` the connection's principal may perform on the resource
+        (the connection carries what Kafka's AuthorizableRequestContext does: listener, address)."""
 
 
 def to_bit_field(operations: Collection[AclOperation]) -> int:
@@ -108,8 +108,24 @@ def to_bit_field(operations: Collection[AclOperation]) -> int:
     return field
 
 
+class _Broker(Protocol):
+    @property
+    def authorizer(self) -> Authorizer | None: ...
+
+
+class _Request(Protocol):
+    """The parts of a RequestContext used here (naming the class would close an import circle:
+    the context names the Authorizer)."""
+
+    @property
+    def broker(self) -> _Broker: ...
+
+    @property
+    def connection(self) -> ConnectionInfo: ...
+
+
 def authorized_operations(
-    ctx: RequestContext, resource_type: ResourceType, name: str, requested: bool = True
+    ctx: _Request, resource_type: ResourceType, name: str, requested: bool = True
 ) -> int:
     """The authorized-operations field for one resource, or the "not requested" marker."""
     if not requested:
@@ -118,4 +134,4 @@ def authorized_operations(
     authorizer: Authorizer | None = ctx.broker.authorizer
     if authorizer is None:
         return to_bit_field(supported)
-    return to_bit_field(authorizer.authorized(ctx, resource_type, name, supported))
+    return to_bit_field(authorizer.authorized(ctx.connection, resource_type, name, supported))

@@ -10,9 +10,9 @@ protocol structurally; a test or a future node type can too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.metadata.local import LocalMetadataStore
+from odradek.metadata.store import MetadataStore
 from odradek.network.listener import ConnectionInfo
 from odradek.protocol.header import RequestHeader
 from odradek.replication.replica_manager import ReplicaManager
@@ -21,12 +21,14 @@ from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.purgatory import FetchPurgatory
 from odradek.storage import LogManager
 
+if TYPE_CHECKING:
+    from odradek.server.authorization import Authorizer
+
 
 class BrokerServices(Protocol):
     """The parts of a running broker that request handling uses."""
 
     config: BrokerConfig
-    metadata: LocalMetadataStore
     log_manager: LogManager
     replica_manager: ReplicaManager
     fetch_purgatory: FetchPurgatory
@@ -34,6 +36,12 @@ class BrokerServices(Protocol):
     #: Started components by name (server/components.py), e.g. "group_coordinator".
     components: dict[str, Any]
     node_id: int
+    #: None: every operation is allowed (Kafka without authorizer.class.name).
+    authorizer: Authorizer | None
+
+    @property
+    def metadata(self) -> MetadataStore:
+        """A read-only member, so the single node's store and a cluster's both satisfy it."""
 
     @property
     def advertised(self) -> tuple[str, int]: ...

@@ -274,7 +274,7 @@ async def handle_offset_commit(ctx: RequestContext, request):
     generation = getattr(
         request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1)
     )
-    errors: list[ErrorCode] = []
+    errors: list[int] = []
     if commits:
         try:
             _error, errors = svc.call(
@@ -291,7 +291,7 @@ async def handle_offset_commit(ctx: RequestContext, request):
     module = _module(ctx, ApiKey.OFFSET_COMMIT)
     it = iter(errors)
 
-    def error_of(name: str | None, partition: int) -> ErrorCode:
+    def error_of(name: str | None, partition: int) -> int:
         if name is None:
             return ErrorCode.unknown_topic_id
         return next(it) if exists(name, partition) else ErrorCode.unknown_topic_or_partition
