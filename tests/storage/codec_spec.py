@@ -19,7 +19,7 @@ XERIAL = b"\x82SNAPPY\x00"
 
 def compress(codec: int, data: bytes) -> bytes:
     if codec == 1:
-        return gzip.compress(data)
+        return gzip.compress(data, mtime=0)
     if codec == 2:  # raw snappy, as librdkafka writes it
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == 3:
