@@ -88,6 +88,10 @@ class KafkaPythonMember(Member):
                 "session_timeout_ms": 6000,
                 "heartbeat_interval_ms": 200,
                 "auto_commit_interval_ms": 100,
+                # A leader whose join raced its first metadata answer assigns nothing ("No
+                # partition metadata"); it rejoins on the next metadata refresh, which by
+                # default is five minutes away. Seen under load in the full suite.
+                "metadata_max_age_ms": 1000,
                 **self.options,
             }
         )
