@@ -51,7 +51,7 @@ def test_per_listener_limits_use_kafkas_prefix_in_any_case() -> None:
             {"max.connections.per.ip": "0"},
             "can be set to zero only if max.connections.per.ip.overrides",
         ),
-        ({"max.connections": "-1"}, "max.connections: value must be at least 0"),
+        ({"max.connections": "-1"}, "max.connections: Value must be at least 0"),
         (
             {"listener.name.plaintext.max.connections": "x"},
             "listener.name.plaintext.max.connections",

@@ -55,7 +55,7 @@ def test_kafkas_names_defaults_and_bounds() -> None:
     config = BrokerConfig({})
     assert (config["log.cleaner.threads"], config["log.cleaner.backoff.ms"]) == (1, 15000)
     for name in ("log.cleaner.threads", "log.cleaner.backoff.ms"):
-        with pytest.raises(ConfigError, match=f"{name}: value must be at least 0"):
+        with pytest.raises(ConfigError, match=f"{name}: Value must be at least 0"):
             BrokerConfig({name: "-1"})
 
 

@@ -49,7 +49,7 @@ class Endpoint:
 def _bool(value: str) -> bool:
     v = value.strip().lower()
     if v not in ("true", "false"):
-        raise ValueError("expected true or false")
+        raise ValueError("Expected value to be either true or false")
     return v == "true"
 
 
@@ -63,17 +63,54 @@ _NUMERIC_RANGES = {
     "int": (-(2**31), INT_MAX),
     "long": (-(2**63), LONG_MAX),
 }
+#: What Java's Integer/Long/Short.parseInt accept once trimmed: ASCII digits with an optional sign
+#: (Python's int() would also take "1_000" and non-ASCII digits).
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _integer(kind: str) -> Callable[[str], int]:
+    low, high = _NUMERIC_RANGES[kind]
+
+    def parse(value: str) -> int:
+        text = value.strip()
+        if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
+            raise ValueError(f"Not a number of type {kind.upper()}")
+        return int(text)
+
+    return parse
+
+
+def _double(value: str) -> float:
+    try:
+        return float(value.strip())
+    except ValueError:
+        raise ValueError("Not a number of type DOUBLE") from None
+
+
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "boolean": _bool,
     "list": _list,
     "string": str,
-    "short": int,
-    "int": int,
-    "long": int,
-    "double": float,
+    "short": _integer("short"),
+    "int": _integer("int"),
+    "long": _integer("long"),
+    "double": _double,
     "class": str,
     "password": str,
 }
+
+
+def parse_config_value(name: str, kind: str, raw: str) -> Any:
+    """``raw`` read as Kafka's ConfigDef type ``kind``; ConfigError says what Kafka's ConfigException says.
+
+    Kafka's message names the key, the value as given and the expected type ("Invalid value x
+    for configuration num.partitions: Not a number of type INT"), so an operator sees at once
+    which setting to fix. Topic configs use the same parser (their types are the same names).
+    """
+    try:
+        return _PARSERS[kind](raw)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value {raw} for configuration {name}: {e}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +128,13 @@ class ConfigDef:
     reader: Callable[[str], Any] | None = None
 
     def parse(self, raw: str) -> Any:
-        value = (self.reader or _PARSERS[self.type])(raw)
-        low, high = _NUMERIC_RANGES.get(self.type, (None, None))
-        if low is not None and not low <= value <= high:
-            raise ValueError(f"not a number of type {self.type.upper()}")
-        return value
+        """The value ``raw`` gives; ConfigError (Kafka's wording) when it is not of this type."""
+        if self.reader is None:
+            return parse_config_value(self.name, self.type, raw)
+        try:
+            return self.reader(raw)
+        except ValueError as e:
+            raise ConfigError(f"Invalid value {raw} for configuration {self.name}: {e}") from None
 
 
 _DEFS = [
@@ -531,21 +570,16 @@ class BrokerConfig:
 
     @staticmethod
     def _parse(definition: ConfigDef, raw: str) -> Any:
-        try:
-            value = definition.parse(raw)
-        except ValueError as e:
-            raise ConfigError(
-                f"Invalid value {raw!r} for configuration {definition.name}: {e}"
-            ) from None
+        value = definition.parse(raw)
         if definition.at_least is not None and value < definition.at_least:
             raise ConfigError(
-                f"Invalid value {raw!r} for configuration {definition.name}: "
-                f"value must be at least {definition.at_least}"
+                f"Invalid value {raw} for configuration {definition.name}: "
+                f"Value must be at least {definition.at_least}"
             )
         if definition.at_most is not None and not 0 < value <= definition.at_most:
             raise ConfigError(
-                f"Invalid value {raw!r} for configuration {definition.name}: "
-                f"value must be above 0 and at most {definition.at_most}"
+                f"Invalid value {raw} for configuration {definition.name}: "
+                f"Value must be above 0 and no more than {definition.at_most}"
             )
         return value
 

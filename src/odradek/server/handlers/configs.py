@@ -30,7 +30,7 @@ from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.server.config import CONFIG_DEFS, BrokerConfig, ConfigError
+from odradek.server.config import CONFIG_DEFS, BrokerConfig, ConfigError, parse_config_value
 from odradek.server.context import RequestContext
 from odradek.server.dynamic_broker_config import (
     DYNAMIC_BROKER_CONFIGS,
@@ -60,13 +60,22 @@ def topic_config_names() -> frozenset[str]:
 
 
 def validated_topic_config(ctx: RequestContext, overrides: Mapping[str, str | None]) -> LogConfig:
-    """The LogConfig these overrides give on this broker; InvalidConfig names the bad key."""
-    known = topic_config_names()
+    """The LogConfig these overrides give on this broker; InvalidConfig names the bad key.
+
+    Each value is first read as its Kafka type by the broker configs' parser, so a value of
+    the wrong type is answered in Kafka's words (key, value, expected type); ranges and
+    allowed values are then LogConfig's to check.
+    """
+    kinds = {name: kind for name, kind, *_ in LogConfig.definitions()}
     for name, value in overrides.items():
-        if name not in known:
+        if name not in kinds:
             raise InvalidConfig(f"Unknown topic config name: {name}")
         if value is None:
             raise InvalidConfig(f"Null value not supported for topic configs: {name}")
+        try:
+            parse_config_value(name, kinds[name], value)
+        except ConfigError as exc:
+            raise InvalidConfig(str(exc)) from None
     try:
         return LogConfig.from_properties(overrides, base=ctx.broker.replica_manager.default_config)
     except InvalidConfig:
