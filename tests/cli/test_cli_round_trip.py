@@ -3,27 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 
-TIMEOUT = 60
 
-
-def odradek(broker, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the CLI; connection options go right after the (sub)command, as with Kafka's tools."""
-    split = 2 if args[0] in ("topics", "configs") else 1
-    argv = [*args[:split], "--bootstrap-server", broker.bootstrap_servers, *args[split:]]
-    return subprocess.run(
-        [sys.executable, "-m", "odradek", *argv],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-
-
-def test_create_produce_consume_round_trip(odradek_broker) -> None:
+def test_create_produce_consume_round_trip(odradek, odradek_broker) -> None:
     topic = f"cli-{uuid.uuid4().hex[:10]}"
     created = odradek(
         odradek_broker,
@@ -109,7 +92,7 @@ def test_create_produce_consume_round_trip(odradek_broker) -> None:
     assert by_time.stdout.splitlines() == ["hello"]
 
 
-def test_configs_alter_and_describe(odradek_broker) -> None:
+def test_configs_alter_and_describe(odradek, odradek_broker) -> None:
     topic = f"cli-{uuid.uuid4().hex[:10]}"
     assert odradek(odradek_broker, "topics", "create", "--topic", topic).returncode == 0
     altered = odradek(
@@ -147,7 +130,7 @@ def test_configs_alter_and_describe(odradek_broker) -> None:
     assert "retention.ms" not in after.stdout
 
 
-def test_topics_alter_delete_and_errors(odradek_broker) -> None:
+def test_topics_alter_delete_and_errors(odradek, odradek_broker) -> None:
     topic = f"cli-{uuid.uuid4().hex[:10]}"
     assert odradek(odradek_broker, "topics", "create", "--topic", topic).returncode == 0
     again = odradek(odradek_broker, "topics", "create", "--topic", topic)

@@ -8,8 +8,9 @@ options mirror Kafka's own command-line tools: ``--bootstrap-server``,
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -58,10 +59,16 @@ def add_key_value_arg(parser: argparse.ArgumentParser, *flags: str, **kwargs: st
 
 
 def client_config(
-    args: argparse.Namespace, extra: Iterable[tuple[str, str]] = ()
-) -> dict[str, str]:
-    """The confluent-kafka configuration the options describe; later sources win."""
-    config: dict[str, str] = {"bootstrap.servers": args.bootstrap_server}
+    args: argparse.Namespace,
+    extra: Iterable[tuple[str, str]] = (),
+    defaults: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The confluent-kafka configuration the options describe; later sources win.
+
+    ``defaults`` (the tool's own settings, such as its error callback) come first, then
+    the --command-config file, ``extra`` (the tool's options) and -X properties.
+    """
+    config: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server, **(defaults or {})}
     if args.command_config is not None:
         config.update(read_properties(args.command_config))
     config.update(extra)

@@ -1,13 +1,19 @@
-"""``odradek configs describe|alter``: kafka-configs.sh for topics and brokers on any Kafka-compatible broker."""
+"""``odradek configs describe|alter``: kafka-configs.sh for topics and brokers on any Kafka-compatible broker.
+
+A broker's configs can only be asked of that broker: a client sends the request to the node
+the resource names and waits for it to appear in the metadata, so a broker id the cluster does
+not have would wait the whole timeout. As kafka-configs.sh, the name must be an integer; and
+the tool first checks the cluster's brokers, so an unknown id is one line at once. A config
+without a value (``log.flush.interval.ms`` by default) prints as ``null``, as kafka-configs.sh
+prints it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -15,9 +21,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.cli.client_options import add_connection_args, client_config
+from odradek.cli.broker_calls import BrokerWatch, admin_client
+from odradek.cli.client_options import add_connection_args
+from odradek.cli.errors import ToolError
 
-TIMEOUT_S = 30.0
 ENTITY_TYPES = {"topics": ResourceType.TOPIC, "brokers": ResourceType.BROKER}
 
 
@@ -67,16 +74,36 @@ def _resource(args: argparse.Namespace) -> ConfigResource:
     return ConfigResource(ENTITY_TYPES[args.entity_type], args.entity_name)
 
 
-def _describe(args: argparse.Namespace) -> int:
-    admin = AdminClient(client_config(args))
-    (future,) = admin.describe_configs([_resource(args)]).values()
+def _entity(args: argparse.Namespace) -> str:
+    return f"{args.entity_type[:-1]} {args.entity_name}"
+
+
+def _check_broker(admin, watch: BrokerWatch, args: argparse.Namespace) -> None:
+    """ToolError unless a brokers entity names a broker of the cluster (see the module docstring).
+
+    An empty name is Kafka's cluster-wide default resource, which any broker answers.
+    """
+    if args.entity_type != "brokers" or args.entity_name == "":
+        return
     try:
-        entries = future.result(timeout=TIMEOUT_S)
-    except KafkaException as exc:
-        print(f"Error: {exc.args[0].str()}", file=sys.stderr)
-        return 1
+        broker_id = int(args.entity_name)
+    except ValueError:
+        raise ToolError(
+            f"The entity name for brokers must be a valid integer broker id, found: {args.entity_name}"
+        ) from None
+    brokers = watch.metadata(admin).brokers
+    if broker_id not in brokers:
+        known = ", ".join(str(b) for b in sorted(brokers))
+        raise ToolError(f"broker {broker_id} is not in the cluster (its brokers: {known})")
+
+
+def _describe(args: argparse.Namespace) -> int:
+    admin, watch = admin_client(args)
+    _check_broker(admin, watch, args)
+    (future,) = admin.describe_configs([_resource(args)]).values()
+    entries = watch.result(admin, future, f"the configs of {_entity(args)}")
     overrides = {ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG}
-    print(f"Configs for {args.entity_type[:-1]} {args.entity_name}:")
+    print(f"Configs for {_entity(args)}:")
     for entry in sorted(entries.values(), key=lambda e: e.name):
         source = ConfigSource(entry.source)
         if args.all or source in overrides:
@@ -85,7 +112,7 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _format_entry(entry: ConfigEntry) -> str:
-    value = "<sensitive>" if entry.is_sensitive else entry.value
+    value = "<sensitive>" if entry.is_sensitive else "null" if entry.value is None else entry.value
     return f"{entry.name}={value}"
 
 
@@ -105,12 +132,9 @@ def _alter(args: argparse.Namespace) -> int:
     resource = ConfigResource(
         ENTITY_TYPES[args.entity_type], args.entity_name, incremental_configs=entries
     )
-    admin = AdminClient(client_config(args))
+    admin, watch = admin_client(args)
+    _check_broker(admin, watch, args)
     (future,) = admin.incremental_alter_configs([resource]).values()
-    try:
-        future.result(timeout=TIMEOUT_S)
-    except KafkaException as exc:
-        print(f"Error: {exc.args[0].str()}", file=sys.stderr)
-        return 1
-    print(f"Completed updating config for {args.entity_type[:-1]} {args.entity_name}.")
+    watch.result(admin, future, f"altering the configs of {_entity(args)}")
+    print(f"Completed updating config for {_entity(args)}.")
     return 0

@@ -3,6 +3,16 @@
 Without ``--group`` the tool assigns partitions itself (no group coordinator, no
 commits), so it can start from the beginning, an offset or a timestamp on any
 broker. With ``--group`` it subscribes and commits like any group member.
+
+``--timeout-ms`` ("exit if no message is available for consumption for the specified
+interval", Kafka's words) counts from the moment the consumer has partitions to read: with
+``--group`` from each assignment, without it from the assignment the tool makes. Kafka's
+ConsoleConsumer counts from the start of each ``poll``, and the Java consumer's poll does not
+wait for a group join, so there a new group's first rebalance, which the coordinator holds
+back for group.initial.rebalance.delay.ms (3 s by default), eats the timeout and a
+``--timeout-ms 3000`` prints nothing although records are there. Here the wait for the first
+assignment is not idle time; it ends when the group coordinator answers, or at once with an
+error when no broker can be reached.
 """
 
 from __future__ import annotations
@@ -19,13 +29,15 @@ from confluent_kafka import (
     OFFSET_END,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     TopicPartition,
 )
 
+from odradek.cli.broker_calls import TIMEOUT_S, BrokerWatch, error_text
 from odradek.cli.client_options import add_connection_args, add_key_value_arg, client_config
+from odradek.cli.errors import ToolError
 
-METADATA_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.2
 
 
@@ -115,15 +127,19 @@ def _start_offset(args: argparse.Namespace) -> int:
     return int(args.offset)
 
 
-def _assignment(consumer: Consumer, args: argparse.Namespace) -> list[TopicPartition]:
-    metadata = consumer.list_topics(args.topic, timeout=METADATA_TIMEOUT_S)
-    topic = metadata.topics[args.topic]
+def _assignment(
+    consumer: Consumer, watch: BrokerWatch, args: argparse.Namespace
+) -> list[TopicPartition]:
+    topic = watch.metadata(consumer, args.topic).topics[args.topic]
     if topic.error is not None:
-        raise LookupError(f"topic {args.topic}: {topic.error.str()}")
+        raise ToolError(f"topic {args.topic}: {topic.error.str()}")
     partitions = sorted(topic.partitions) if args.partition is None else [args.partition]
     if args.timestamp is not None:
         wanted = [TopicPartition(args.topic, p, args.timestamp) for p in partitions]
-        found = consumer.offsets_for_times(wanted, timeout=METADATA_TIMEOUT_S)
+        try:
+            found = consumer.offsets_for_times(wanted, timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise ToolError(f"offsets for --timestamp: {error_text(exc)}") from None
         return [
             TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END)
             for tp in found
@@ -143,13 +159,38 @@ def _validate(args: argparse.Namespace) -> str | None:
     return None
 
 
+class IdleClock:
+    """When the consumer last had something to do: ``--timeout-ms`` counts from here.
+
+    It starts at an assignment (the group's, through ``on_assign``, or the tool's own) and
+    restarts at each record; until the first assignment nothing counts as idle.
+    """
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def restart(self, *_: object) -> None:
+        self.since = time.monotonic()
+
+    @property
+    def assigned(self) -> bool:
+        return self.since is not None
+
+    def idle_for(self, timeout_ms: int | None) -> bool:
+        return (
+            timeout_ms is not None
+            and self.since is not None
+            and (time.monotonic() - self.since) * 1000 >= timeout_ms
+        )
+
+
 def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     out = stdout or sys.stdout
     problem = _validate(args)
     if problem:
         print(f"Error: {problem}", file=sys.stderr)
         return 2
-    extra = dict(args.consumer_property)
+    extra = {}
     if args.group:
         extra |= {
             "group.id": args.group,
@@ -157,35 +198,33 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         }
     else:
         extra |= {"group.id": "odradek-console-consumer", "enable.auto.commit": "false"}
-    consumer = Consumer(client_config(args, extra.items()))
+    extra |= dict(args.consumer_property)
+    watch = BrokerWatch(args.bootstrap_server)
+    consumer = Consumer(client_config(args, extra.items(), defaults=watch.client_config()))
     formatter = Formatter(args.format, dict(args.property))
+    clock = IdleClock()
     printed = 0
     try:
         if args.group:
-            consumer.subscribe([args.topic])
+            consumer.subscribe([args.topic], on_assign=clock.restart)
         else:
-            consumer.assign(_assignment(consumer, args))
-        idle_since = time.monotonic()
+            consumer.assign(_assignment(consumer, watch, args))
+            clock.restart()
         while args.max_messages is None or printed < args.max_messages:
             msg = consumer.poll(POLL_INTERVAL_S)
             if msg is None:
-                if (
-                    args.timeout_ms is not None
-                    and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms
-                ):
+                if not clock.assigned:
+                    watch.check()  # before the first assignment: no broker, no waiting
+                if clock.idle_for(args.timeout_ms):
                     break
                 continue
             if msg.error() is not None:
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     continue
-                print(f"Error: {msg.error().str()}", file=sys.stderr)
-                return 1
+                raise ToolError(msg.error().str())
             print(formatter.format(msg), file=out, flush=True)
             printed += 1
-            idle_since = time.monotonic()
-    except LookupError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+            clock.restart()
     except KeyboardInterrupt:
         pass
     finally:

@@ -14,9 +14,9 @@ from datetime import datetime
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from odradek.cli.client_options import add_connection_args, client_config
-
-TIMEOUT_S = 30
+from odradek.cli.broker_calls import TIMEOUT_S, BrokerWatch, admin_client, error_text
+from odradek.cli.client_options import add_connection_args
+from odradek.cli.errors import ToolError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,10 +71,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_reset_offsets)
 
 
-def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(client_config(args))
-
-
 def _table(rows: list[list[object]]) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
@@ -99,7 +95,7 @@ def _state_name(state) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     from confluent_kafka import ConsumerGroupState, ConsumerGroupType
 
-    admin = _admin(args)
+    admin, watch = admin_client(args)
     lowered = {k.lower(): v for k, v in _STATE_NAMES.items()}
     try:
         states = {ConsumerGroupState[lowered[s.lower()]] for s in args.state}
@@ -108,9 +104,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 2
     # ListGroups v5 (KIP-848): classic or consumer protocol groups.
     types = {ConsumerGroupType[t.upper()] for t in args.type}
-    result = admin.list_consumer_groups(
-        states=states, types=types, request_timeout=TIMEOUT_S
-    ).result()
+    result = watch.result(
+        admin,
+        admin.list_consumer_groups(states=states, types=types, request_timeout=TIMEOUT_S),
+        "the list of groups",
+    )
+    if result.errors:  # a broker that did not answer: the list would be incomplete
+        raise ToolError(f"listing groups: {'; '.join(e.str() for e in result.errors)}")
     rows = [["GROUP", "TYPE", "STATE"]] + sorted(
         [g.group_id, g.type.name.lower(), _state_name(g.state)] for g in result.valid
     )
@@ -119,7 +119,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _end_offsets(
-    admin: AdminClient, partitions: list[TopicPartition], spec
+    admin: AdminClient, watch: BrokerWatch, partitions: list[TopicPartition], spec
 ) -> dict[tuple[str, int], int]:
     if not partitions:
         return {}
@@ -127,27 +127,35 @@ def _end_offsets(
         {TopicPartition(tp.topic, tp.partition): spec for tp in partitions},
         request_timeout=TIMEOUT_S,
     )
-    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+    return {
+        (tp.topic, tp.partition): watch.result(admin, f, f"the offsets of {tp.topic}").offset
+        for tp, f in futures.items()
+    }
 
 
-def committed_offsets(admin: AdminClient, group: str) -> list[TopicPartition]:
+def committed_offsets(admin: AdminClient, watch: BrokerWatch, group: str) -> list[TopicPartition]:
     future = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S
-    )
-    return sorted(future[group].result().topic_partitions, key=lambda tp: (tp.topic, tp.partition))
+    )[group]
+    offsets = watch.result(admin, future, f"the offsets of group {group}")
+    return sorted(offsets.topic_partitions, key=lambda tp: (tp.topic, tp.partition))
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    description = admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT_S)[
-        args.group
-    ].result()
+    admin, watch = admin_client(args)
+    description = watch.result(
+        admin,
+        admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT_S)[args.group],
+        f"group {args.group}",
+    )
+    if _state_name(description.state) == "Dead":  # Kafka's answer for a group it does not have
+        raise ToolError(f"Consumer group '{args.group}' does not exist.")
     owners = {}
     for member in description.members:
         for tp in member.assignment.topic_partitions if member.assignment else []:
             owners[(tp.topic, tp.partition)] = member
-    committed = [tp for tp in committed_offsets(admin, args.group) if tp.offset >= 0]
-    ends = _end_offsets(admin, committed, OffsetSpec.latest())
+    committed = [tp for tp in committed_offsets(admin, watch, args.group) if tp.offset >= 0]
+    ends = _end_offsets(admin, watch, committed, OffsetSpec.latest())
     print(
         f"Group {args.group} is {_state_name(description.state)} with {len(description.members)} member(s)."
     )
@@ -185,48 +193,55 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin, watch = admin_client(args)
     status = 0
     for group, future in admin.delete_consumer_groups(
         args.group, request_timeout=TIMEOUT_S
     ).items():
+        watch.wait(admin, future, f"deleting group {group}")
         try:
             future.result()
             print(f"Deleted group {group}.")
         except KafkaException as exc:
-            print(f"Could not delete group {group}: {exc.args[0].str()}", file=sys.stderr)
+            print(f"Could not delete group {group}: {error_text(exc)}", file=sys.stderr)
             status = 1
     return status
 
 
-def _partitions(admin: AdminClient, topics: list[str]) -> list[TopicPartition]:
-    metadata = admin.list_topics(timeout=TIMEOUT_S)
+def _partitions(admin: AdminClient, watch: BrokerWatch, topics: list[str]) -> list[TopicPartition]:
+    metadata = watch.metadata(admin)
     out = []
     for item in topics:
         name, _, parts = item.partition(":")
         if name not in metadata.topics or metadata.topics[name].error is not None:
-            raise SystemExit(f"unknown topic {name}")
-        numbers = (
-            [int(p) for p in parts.split(",")]
-            if parts
-            else sorted(metadata.topics[name].partitions)
-        )
+            raise ToolError(f"topic {name} does not exist")
+        try:
+            numbers = (
+                [int(p) for p in parts.split(",")]
+                if parts
+                else sorted(metadata.topics[name].partitions)
+            )
+        except ValueError:
+            raise ToolError(f"--topic {item}: partitions must be numbers, TOPIC:P1,P2") from None
         out += [TopicPartition(name, p) for p in numbers]
     return out
 
 
 def cmd_reset_offsets(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    partitions = _partitions(admin, args.topic)
-    earliest = _end_offsets(admin, partitions, OffsetSpec.earliest())
-    latest = _end_offsets(admin, partitions, OffsetSpec.latest())
+    admin, watch = admin_client(args)
+    partitions = _partitions(admin, watch, args.topic)
+    earliest = _end_offsets(admin, watch, partitions, OffsetSpec.earliest())
+    latest = _end_offsets(admin, watch, partitions, OffsetSpec.latest())
     if args.to_earliest:
         targets = earliest
     elif args.to_latest:
         targets = latest
     elif args.to_datetime is not None:
-        ms = int(datetime.fromisoformat(args.to_datetime).timestamp() * 1000)
-        by_time = _end_offsets(admin, partitions, OffsetSpec.for_timestamp(ms))
+        try:
+            ms = int(datetime.fromisoformat(args.to_datetime).timestamp() * 1000)
+        except ValueError:
+            raise ToolError(f"--to-datetime {args.to_datetime}: not an ISO 8601 time") from None
+        by_time = _end_offsets(admin, watch, partitions, OffsetSpec.for_timestamp(ms))
         # No record at or after the time: the end of the log, as Kafka's tool does.
         targets = {k: (v if v >= 0 else latest[k]) for k, v in by_time.items()}
     else:
@@ -241,14 +256,6 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     request = ConsumerGroupTopicPartitions(
         args.group, [TopicPartition(t, p, o) for (t, p), o in targets.items()]
     )
-    try:
-        admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[
-            args.group
-        ].result()
-    except KafkaException as exc:
-        print(
-            f"Could not reset offsets of {args.group} (is the group empty?): {exc.args[0].str()}",
-            file=sys.stderr,
-        )
-        return 1
+    future = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[args.group]
+    watch.result(admin, future, f"resetting the offsets of {args.group} (is the group empty?)")
     return 0

@@ -1,7 +1,9 @@
 """The `odradek` command: one argparse subcommand per module in COMMAND_MODULES.
 
 Each module exposes ``register(subparsers)``, which adds its subcommand(s) with
-``set_defaults(func=...)``; ``func(args)`` returns the exit status.
+``set_defaults(func=...)``; ``func(args)`` returns the exit status. A tool fails by raising
+``ToolError`` (one line on stderr, status 1); a closed stdout ends it quietly, as it ends
+Unix tools, and Ctrl-C with status 130: no subcommand ends in a traceback for these.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import argparse
 import importlib
 import logging
 import sys
+
+from odradek.cli.errors import ToolError, stdout_closed
 
 COMMAND_MODULES = [
     "odradek.cli.serve",
@@ -62,7 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return int(args.func(args) or 0)
+    try:
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()
+    except ToolError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return stdout_closed()
+    except KeyboardInterrupt:
+        return 130
+    return status
 
 
 if __name__ == "__main__":

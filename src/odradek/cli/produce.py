@@ -13,6 +13,7 @@ from typing import TextIO
 
 from confluent_kafka import KafkaError, Producer
 
+from odradek.cli.broker_calls import BrokerWatch
 from odradek.cli.client_options import add_connection_args, add_key_value_arg, client_config
 
 FLUSH_TIMEOUT_S = 60.0
@@ -64,7 +65,8 @@ class LineReader:
 
 def run(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
     reader = LineReader(dict(args.property), args.key_separator)
-    producer = Producer(client_config(args, args.producer_property))
+    watch = BrokerWatch(args.bootstrap_server)
+    producer = Producer(client_config(args, args.producer_property, defaults=watch.client_config()))
     failures: list[KafkaError] = []
 
     def on_delivery(error: KafkaError | None, _msg: object) -> None:
@@ -87,6 +89,8 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
                 producer.poll(0.1)
         producer.poll(0)
     remaining = producer.flush(FLUSH_TIMEOUT_S)
+    if failures or remaining:
+        watch.check()  # undelivered because no broker could be reached: say that, once
     for error in failures[:10]:
         print(f"Error: {error.name()}: {error.str()}", file=sys.stderr)
     if remaining:

@@ -16,9 +16,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.cli.client_options import add_connection_args, add_key_value_arg, client_config
-
-TIMEOUT_S = 30.0
+from odradek.cli.broker_calls import TIMEOUT_S, BrokerWatch, admin_client, error_text
+from odradek.cli.client_options import add_connection_args, add_key_value_arg
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,21 +75,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     delete.set_defaults(func=_delete)
 
 
-def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(client_config(args))
-
-
-def _wait(futures: dict[str, Future], ignore: frozenset[str] = frozenset()) -> int:
-    """Print one line per result; return 1 if any failed with an error not in ``ignore``."""
+def _wait(
+    admin: AdminClient,
+    watch: BrokerWatch,
+    futures: dict[str, Future],
+    ignore: frozenset[str] = frozenset(),
+) -> int:
+    """Print one line per failed topic; return 1 if any failed with an error not in ``ignore``."""
     status = 0
     for name, future in futures.items():
+        watch.wait(admin, future, f"topic {name}")
         try:
-            future.result(timeout=TIMEOUT_S)
+            future.result()
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.name() in ignore:
+            if exc.args[0].name() in ignore:
                 continue
-            print(f"Error for {name}: {error.name()}: {error.str()}", file=sys.stderr)
+            print(f"Error for {name}: {error_text(exc)}", file=sys.stderr)
             status = 1
     return status
 
@@ -102,20 +102,19 @@ def _create(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         config=dict(args.config),
     )
-    admin = _admin(args)  # must outlive the futures: a destroyed handle fails them
+    admin, watch = admin_client(args)  # must outlive the futures: a destroyed handle fails them
     futures = admin.create_topics(
         [topic], validate_only=args.validate_only, operation_timeout=TIMEOUT_S
     )
     ignore = frozenset({"TOPIC_ALREADY_EXISTS"}) if args.if_not_exists else frozenset()
-    status = _wait(futures, ignore)
+    status = _wait(admin, watch, futures, ignore)
     if status == 0:
         verb = "Validated" if args.validate_only else "Created"
         print(f"{verb} topic {args.topic}.")
     return status
 
 
-def _topic_names(admin: AdminClient, exclude_internal: bool) -> list[str]:
-    metadata = admin.list_topics(timeout=TIMEOUT_S)
+def _topic_names(metadata, exclude_internal: bool) -> list[str]:
     names = sorted(metadata.topics)
     if exclude_internal:
         names = [n for n in names if not n.startswith("__")]
@@ -123,15 +122,16 @@ def _topic_names(admin: AdminClient, exclude_internal: bool) -> list[str]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    for name in _topic_names(_admin(args), args.exclude_internal):
+    admin, watch = admin_client(args)
+    for name in _topic_names(watch.metadata(admin), args.exclude_internal):
         print(name)
     return 0
 
 
 def _describe(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    metadata = admin.list_topics(timeout=TIMEOUT_S)
-    names = args.topic or _topic_names(admin, args.exclude_internal)
+    admin, watch = admin_client(args)
+    metadata = watch.metadata(admin)
+    names = args.topic or _topic_names(metadata, args.exclude_internal)
     missing = [n for n in names if n not in metadata.topics or metadata.topics[n].error is not None]
     if missing:
         print(f"Error: topic(s) {', '.join(missing)} do not exist", file=sys.stderr)
@@ -139,7 +139,8 @@ def _describe(args: argparse.Namespace) -> int:
     resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
     configs = admin.describe_configs(resources) if resources else {}
     overrides = {
-        resource.name: future.result(timeout=TIMEOUT_S) for resource, future in configs.items()
+        resource.name: watch.result(admin, future, f"the configs of topic {resource.name}")
+        for resource, future in configs.items()
     }
     for name in names:
         topic = metadata.topics[name]
@@ -163,21 +164,21 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _alter(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin, watch = admin_client(args)
     futures = admin.create_partitions(
         [NewPartitions(args.topic, args.partitions)], operation_timeout=TIMEOUT_S
     )
-    status = _wait(futures)
+    status = _wait(admin, watch, futures)
     if status == 0:
         print(f"Topic {args.topic} now has {args.partitions} partitions.")
     return status
 
 
 def _delete(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin, watch = admin_client(args)
     futures = admin.delete_topics(args.topic, operation_timeout=TIMEOUT_S)
     ignore = frozenset({"UNKNOWN_TOPIC_OR_PART"}) if args.if_exists else frozenset()
-    status = _wait(futures, ignore)
+    status = _wait(admin, watch, futures, ignore)
     if status == 0:
         print(f"Deleted topic(s) {', '.join(args.topic)}.")
     return status
