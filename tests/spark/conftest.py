@@ -1,8 +1,14 @@
-"""One local[2] SparkSession for the Spark tests, and helpers to make topics on a real broker."""
+"""One local[2] SparkSession for the Spark tests, and helpers to make topics on a real broker.
+
+Spark runs on a JVM. Where none is found (as spark-class looks: $JAVA_HOME/bin/java, else
+`java` on the PATH), pyspark cannot be imported, or the JVM does not start, every test here is
+skipped with that reason instead of erroring one by one; on a machine with Java they all run.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 import uuid
@@ -13,13 +19,46 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
+def _spark_unavailable() -> str | None:
+    """Why Spark cannot run on this machine, or None."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        where = f"$JAVA_HOME/bin/java ({java_home})" if java_home else "java on the PATH"
+        return f"Spark needs a JVM and no {where} was found"
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        return f"pyspark cannot be imported: {exc}"
+    return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_available() -> None:
+    """Skips every test of this directory, with the reason, where Spark cannot run."""
+    reason = _spark_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     # Python workers must run this interpreter, which can import pyspark_odradek.
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    session = (
+    try:
+        session = _session(SparkSession)
+    except PySparkRuntimeError as exc:  # JAVA_GATEWAY_EXITED: the JVM did not start
+        pytest.skip(f"the JVM for Spark did not start: {exc}")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _session(SparkSession):
+    return (
         SparkSession.builder.master("local[2]")
         .appName("odradek-spark-tests")
         .config("spark.ui.enabled", "false")
@@ -29,9 +68,6 @@ def spark() -> Iterator[object]:
         .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
         .getOrCreate()
     )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")
