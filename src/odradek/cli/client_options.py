@@ -51,10 +51,18 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_key_value_arg(parser: argparse.ArgumentParser, *flags: str, **kwargs: str) -> None:
+def add_key_value_arg(
+    parser: argparse.ArgumentParser, *flags: str, help: str, dest: str | None = None
+) -> None:
     """A repeatable ``KEY=VALUE`` option collected as a list of pairs, as Kafka's tools take them."""
-    parser.add_argument(
-        *flags, action="append", type=parse_key_value, default=[], metavar="KEY=VALUE", **kwargs
+    parser.add_argument(  # dest=None: argparse names it after the first long flag
+        *flags,
+        action="append",
+        type=parse_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help=help,
+        dest=dest,
     )
 
 

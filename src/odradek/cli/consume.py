@@ -107,6 +107,11 @@ def _json_bytes(data: bytes | None) -> str | dict[str, str] | None:
         return {"base64": base64.b64encode(data).decode()}
 
 
+def _headers(msg: Message) -> list[tuple[str, bytes | None]]:
+    """A record's headers as (key, value) pairs; confluent-kafka's stubs type them loosely."""
+    return list(msg.headers() or [])  # type: ignore[arg-type]
+
+
 def _as_json(msg: Message) -> dict[str, object]:
     return {
         "topic": msg.topic(),
@@ -115,7 +120,7 @@ def _as_json(msg: Message) -> dict[str, object]:
         "timestamp": msg.timestamp()[1],
         "key": _json_bytes(msg.key()),
         "value": _json_bytes(msg.value()),
-        "headers": [[k, _json_bytes(v)] for k, v in (msg.headers() or [])],
+        "headers": [[k, _json_bytes(v)] for k, v in _headers(msg)],
     }
 
 
@@ -190,7 +195,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     if problem:
         print(f"Error: {problem}", file=sys.stderr)
         return 2
-    extra = {}
+    extra: dict[str, str] = {}
     if args.group:
         extra |= {
             "group.id": args.group,
@@ -218,10 +223,11 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
                 if clock.idle_for(args.timeout_ms):
                     break
                 continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise ToolError(msg.error().str())
+                raise ToolError(error.str())
             print(formatter.format(msg), file=out, flush=True)
             printed += 1
             clock.restart()

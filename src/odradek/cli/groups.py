@@ -159,7 +159,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     print(
         f"Group {args.group} is {_state_name(description.state)} with {len(description.members)} member(s)."
     )
-    rows = [
+    rows: list[list[object]] = [
         [
             "GROUP",
             "TOPIC",
@@ -247,7 +247,7 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     else:
         # A given offset is clamped into the partition's current range.
         targets = {k: min(max(args.to_offset, earliest[k]), latest[k]) for k in latest}
-    rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
+    rows: list[list[object]] = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
     rows += [[args.group, t, p, targets[(t, p)]] for t, p in sorted(targets)]
     print(_table(rows))
     if not args.execute:
