@@ -130,6 +130,8 @@ def test_broker_down_is_one_line_for_every_tool(odradek) -> None:
         ("groups", "describe", "--group", "g"),
         ("consume", "--topic", "t", "--timeout-ms", "1000"),
         ("consume", "--topic", "t", "--group", "g", "--timeout-ms", "1000"),
+        ("perf", "produce", "--topic", "t", "--records", "10"),
+        ("perf", "consume", "--topic", "t"),
     ):
         result = odradek(down, *argv)
         _assert_one_line_error(result, f"cannot reach any broker at {down.bootstrap_servers}")

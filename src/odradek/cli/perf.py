@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.cli.client_options import add_connection_args, client_config
+from odradek.cli.errors import ToolError
 
 #: Latency samples to aim for; every k-th record is timed so the client's own cost stays small.
 TARGET_SAMPLES = 100_000
@@ -174,20 +175,23 @@ def producer_config(args: argparse.Namespace, default_linger_ms: float) -> dict[
 def ensure_topic(args: argparse.Namespace) -> int:
     """Create the topic with ``--partitions`` if it does not exist; returns its partition count."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient(client_config(args))
-    existing = admin.list_topics(timeout=30).topics.get(args.topic)
+    from odradek.cli.broker_calls import admin_client, error_text
+
+    admin, watch = admin_client(args)
+    existing = watch.metadata(admin).topics.get(args.topic)
     if existing is not None and not existing.error:
         return len(existing.partitions)
     future = admin.create_topics([NewTopic(args.topic, args.partitions, 1)], operation_timeout=30)[
         args.topic
     ]
+    watch.wait(admin, future, f"creating topic {args.topic}", timeout=60)
     try:
-        future.result(60)
+        future.result()
     except KafkaException as e:
         if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
+            raise ToolError(f"creating topic {args.topic}: {error_text(e)}") from None
     return args.partitions
 
 
@@ -377,8 +381,11 @@ def consumer_config(args: argparse.Namespace) -> dict[str, str]:
 def run_consume(args: argparse.Namespace) -> int:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer(consumer_config(args))
-    topic = consumer.list_topics(args.topic, timeout=30).topics[args.topic]
+    from odradek.cli.broker_calls import BrokerWatch
+
+    watch = BrokerWatch(args.bootstrap_server)
+    consumer = Consumer({**watch.client_config(), **consumer_config(args)})
+    topic = watch.metadata(consumer, args.topic).topics[args.topic]
     if topic.error:
         print(f"odradek perf: topic {args.topic}: {topic.error}", file=sys.stderr)
         return 1
