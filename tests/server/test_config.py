@@ -221,3 +221,23 @@ def test_a_bad_broker_compression_type_names_the_key() -> None:
         LogConfig.from_properties(
             BrokerConfig({"compression.type": "brotli"}).log_config_properties()
         )
+
+
+def test_queued_max_request_bytes_is_finite_and_holds_the_largest_request() -> None:
+    assert BrokerConfig({})["queued.max.request.bytes"] == 256 * 1024 * 1024
+    assert BrokerConfig({"queued.max.request.bytes": "-1"})["queued.max.request.bytes"] == -1
+    config = BrokerConfig({"socket.request.max.bytes": "1000", "queued.max.request.bytes": "1000"})
+    assert config["queued.max.request.bytes"] == 1000
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"queued.max.request.bytes": "1000"}, "larger or equal to socket.request.max.bytes"),
+        ({"socket.request.max.bytes": str(300 * 2**20)}, "queued.max.request.bytes"),
+        ({"queued.max.request.bytes": "lots"}, "queued.max.request.bytes"),
+    ],
+)
+def test_queued_max_request_bytes_errors(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(props)

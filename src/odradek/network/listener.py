@@ -23,6 +23,15 @@ which consults the broker's shared ``ConnectionQuotas``: at ``max.connections``
 (broker-wide or per listener) it waits for a slot before taking the next
 connection, and a connection above its address's ``max.connections.per.ip``
 (or override) is closed at once.
+
+Request memory is held against the broker's ``MemoryPool`` (``queued.max.request.bytes``,
+shared by every listener): a connection charges the pool for the request bytes it
+receives and gives them back when the request has been handled or the connection
+closes. While the pool is exhausted a connection is muted after its read (its
+transport stops reading), and while it is exhausted a read takes at most
+``SHORT_READ`` bytes, so the pool is overrun by little besides the one request that
+holds the pool's pass (see ``memory_pool``). Muted connections are not idle: the
+idle timeout does not close them.
 """
 
 from __future__ import annotations
@@ -39,7 +48,8 @@ from typing import Any
 
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.framing import FrameReader
-from odradek.protocol.frames import InvalidFrame, size_prefix
+from odradek.network.memory_pool import MemoryPool
+from odradek.protocol.frames import SIZE_PREFIX_LEN, InvalidFrame, size_prefix
 from odradek.protocol.response import EncodedResponse, Region
 
 log = logging.getLogger(__name__)
@@ -48,6 +58,8 @@ log = logging.getLogger(__name__)
 MAX_BURST = 16
 #: Received but unanswered request bytes above which a connection stops reading (TCP backpressure).
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
+#: Most bytes one read takes while request memory is exhausted (before the connection is muted).
+SHORT_READ = 4 * 1024
 
 
 class CloseConnection(Exception):
@@ -82,12 +94,18 @@ class Listener:
     """One listening socket and its connections."""
 
     def __init__(
-        self, config: ListenerConfig, dispatch: Dispatch, quotas: ConnectionQuotas | None = None
+        self,
+        config: ListenerConfig,
+        dispatch: Dispatch,
+        quotas: ConnectionQuotas | None = None,
+        memory_pool: MemoryPool | None = None,
     ) -> None:
         self.config = config
         self._dispatch = dispatch
         #: Shared by every listener of a broker (max.connections counts them all); unlimited by default.
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
+        #: Shared by every listener of a broker; queued.max.request.bytes's default when not given.
+        self.memory_pool = memory_pool if memory_pool is not None else MemoryPool()
         self._acceptor: asyncio.Task | None = None
         self._socket: socket.socket | None = None
         self._connections: set[_Connection] = set()
@@ -204,6 +222,9 @@ class _Connection(asyncio.BufferedProtocol):
     def __init__(self, listener: Listener, info: ConnectionInfo) -> None:
         self._listener = listener
         self._reader = FrameReader(listener.config.socket_request_max_bytes)
+        self._pool = listener.memory_pool
+        self._accounted = 0  # the reader's ``charged`` already charged to the pool
+        self._held = 0  # request bytes charged to the pool and not yet given back
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._socket_fd = -1
@@ -216,7 +237,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._busy = False  # a request is being handled
         self._closed = False  # the transport is gone or going
         self._eof = False  # the peer has finished sending
-        self._reading = True
+        self._reading = True  # the transport is reading (neither reason below holds)
+        self._backlogged = False  # too many received requests wait to be handled
+        self._pool_muted = False  # waiting for request memory
         self._writable = True  # the transport's write buffer is below its high-water mark
         self._out: list[bytes | memoryview] = []  # response bytes not yet given to the transport
         self._last_active = self._loop.time()
@@ -237,21 +260,36 @@ class _Connection(asyncio.BufferedProtocol):
         self._arm_idle_timer(self._listener.config.connections_max_idle_ms / 1000)
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        pool = self._pool
+        if pool.exhausted and not pool.may_read(self):
+            return self._reader.buffer(SHORT_READ)
         return self._reader.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self._last_active = self._loop.time()
+        reader, pool = self._reader, self._pool
+        frames = len(reader.frames)
         try:
-            self._reader.received(nbytes)
+            reader.received(nbytes)
         except InvalidFrame as e:
             log.warning("closing connection %s: %s", self.info.connection_id, e)
             self.abort()
             return
-        if self._reader.frames:
-            if self._reader.queued_bytes > MAX_QUEUED_BYTES:
-                self._reading = False
-                self._transport.pause_reading()
+        finally:
+            charged = reader.charged - self._accounted
+            self._accounted = reader.charged
+            self._held += charged
+            pool.allocate(charged)
+        if len(reader.frames) > frames:
+            pool.request_completed(self)
+            if reader.queued_bytes > MAX_QUEUED_BYTES:
+                self._backlogged = True
+                self._update_reading()
             self._wake()
+        if pool.exhausted and not pool.may_read(self):
+            self._pool_muted = True
+            self._update_reading()
+            pool.mute(self)
 
     def eof_received(self) -> bool:
         # Keep the transport open: the frames already received are still answered.
@@ -261,12 +299,43 @@ class _Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._pool.leave(self)
+        self._give_back(self._held)
         if self.counted and self in self._listener._connections:
             self._listener._connections.discard(self)
             self._listener._release(self.info)
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._wake()
+
+    # -- request memory ----------------------------------------------------------------------
+
+    @property
+    def partial(self) -> bool:
+        """Whether part of a request has been received (the pool's pass lets it finish)."""
+        return self._reader.partial
+
+    def resume(self) -> None:
+        """The memory pool has room again, or gave this connection the pass."""
+        self._pool_muted = False
+        self._last_active = self._loop.time()
+        self._update_reading()
+
+    def _give_back(self, nbytes: int) -> None:
+        """Return request memory to the pool (never more than this connection holds)."""
+        nbytes = min(nbytes, self._held)
+        self._held -= nbytes
+        self._pool.release(nbytes)
+
+    def _update_reading(self) -> None:
+        """Read while neither the backlog nor the memory pool says stop."""
+        reading = not (self._backlogged or self._pool_muted)
+        if reading != self._reading and not self._closed:
+            self._reading = reading
+            if reading:
+                self._transport.resume_reading()
+            else:
+                self._transport.pause_reading()
 
     def pause_writing(self) -> None:
         self._writable = False
@@ -317,7 +386,7 @@ class _Connection(asyncio.BufferedProtocol):
         quiet = self._loop.time() - self._last_active
         if self._closed:
             return
-        if self._busy or self._reader.frames or quiet < idle:
+        if self._busy or self._reader.frames or self._pool_muted or quiet < idle:
             self._arm_idle_timer(max(idle - quiet, 0.001) if not self._busy else idle)
             return
         what = "truncated frame: no bytes" if self._reader.partial else "idle"
@@ -342,9 +411,9 @@ class _Connection(asyncio.BufferedProtocol):
                     self._flush()
                     if self._eof or listener._stopping:
                         break
-                    if not self._reading:
-                        self._reading = True
-                        self._transport.resume_reading()
+                    if self._backlogged:
+                        self._backlogged = False
+                        self._update_reading()
                     self._last_active = self._loop.time()
                     burst = 0
                     await self._sleep_until_woken()
@@ -359,10 +428,13 @@ class _Connection(asyncio.BufferedProtocol):
                     continue
                 burst += 1
                 self._busy = True
+                frame = reader.take()
                 try:
-                    response = await self._dispatch_eagerly(dispatch(info, reader.take()))
+                    response = await self._dispatch_eagerly(dispatch(info, frame))
                 finally:
                     self._busy = False
+                    self._give_back(SIZE_PREFIX_LEN + len(frame))
+                    del frame
                 if response is not None and not self._closed:
                     await self._queue(response)
                 if listener._stopping:

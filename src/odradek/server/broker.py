@@ -19,6 +19,7 @@ from odradek.metadata.image import BrokerImage
 from odradek.metadata.local import LocalMetadataStore
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
+from odradek.network.memory_pool import MemoryPool
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.authorization import Authorizer
 from odradek.server.components import COMPONENTS
@@ -42,6 +43,8 @@ class Broker:
             per_ip_overrides=config["max.connections.per.ip.overrides"],
             listener_max_connections=config.listener_max_connections(),
         )
+        #: queued.max.request.bytes: request memory of all listeners' connections together.
+        self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
         #: One Listener per entry of ``listeners``, each tagging its connections with its listener name.
         self.listeners = [
             Listener(
@@ -54,6 +57,7 @@ class Broker:
                 ),
                 self._dispatch,
                 self.connection_quotas,
+                self.memory_pool,
             )
             for endpoint in config.listeners()
         ]

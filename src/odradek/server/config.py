@@ -18,6 +18,7 @@ from typing import Any
 
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.network.connection_quotas import parse_overrides
+from odradek.network.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +231,14 @@ _DEFS = [
         at_least=-131072,
     ),
     ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request frame.", at_least=1),
+    ConfigDef(
+        "queued.max.request.bytes",
+        "long",
+        str(DEFAULT_QUEUED_MAX_REQUEST_BYTES),
+        "Request bytes held across all connections (being received or waiting) before connections "
+        "stop reading until memory frees; at least socket.request.max.bytes, <= 0 unbounded "
+        "(Kafka's default -1; 256 MiB here so requests cannot exhaust a small machine).",
+    ),
     ConfigDef(
         "connections.max.idle.ms",
         "long",
@@ -561,6 +570,7 @@ class BrokerConfig:
                 "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
                 "property is set."
             )
+        self._check_queued_max_request_bytes()
         self._listener_max_connections = self._per_listener_max_connections()
         for name in props:
             if name not in CONFIG_DEFS and not _LISTENER_MAX_CONNECTIONS.fullmatch(name):
@@ -661,6 +671,16 @@ class BrokerConfig:
             raise ConfigError(
                 "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
                 "Use a routable IP address."
+            )
+
+    def _check_queued_max_request_bytes(self) -> None:
+        """As Kafka: the request memory pool must hold the largest request the broker accepts."""
+        queued = self["queued.max.request.bytes"]
+        if 0 < queued < self["socket.request.max.bytes"]:
+            raise ConfigError(
+                f"Invalid value {queued} for configuration queued.max.request.bytes: "
+                f"must be larger or equal to socket.request.max.bytes "
+                f"({self['socket.request.max.bytes']}), or <= 0 for no limit"
             )
 
     def _per_listener_max_connections(self) -> dict[str, int]:
