@@ -161,10 +161,6 @@ def test_partial_requests_cost_what_arrived_and_other_clients_are_served(
     finally:
         for hog in hogs:
             hog.close()
-    # The hogs' memory is returned: a request larger than what they sent is served again.
-    assert (
-        round_trip(broker.bootstrap_servers, value=b"x" * 500_000, count=2) == [b"x" * 500_000] * 2
-    )
 
 
 def test_a_connection_muted_by_a_full_pool_resumes_and_is_answered(
@@ -185,12 +181,16 @@ def test_a_connection_muted_by_a_full_pool_resumes_and_is_answered(
         assert producer.flush(3) == 1
         first.close()  # 2.5 MiB released: the pool has room, muted connections read again
         assert producer.flush(60) == 0
+        # Both closed: what they held is back (were it leaked, the pool would stay exhausted and
+        # mute every client after its first request), and a client's requests pass in turn.
+        second.close()
+        assert (
+            round_trip(broker.bootstrap_servers, value=b"n" * 900_000, count=3)
+            == [b"n" * 900_000] * 3
+        )
     finally:
         first.close()
         second.close()
-    assert (
-        round_trip(broker.bootstrap_servers, value=b"n" * 100_000, count=2) == [b"n" * 100_000] * 2
-    )
 
 
 def test_partial_requests_that_fill_the_pool_between_them_all_complete(

@@ -261,7 +261,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         pool = self._pool
-        if pool.exhausted and not pool.may_read(self):
+        if pool.used >= pool.limit and not pool.may_read(self):  # exhausted, and no pass
             return self._reader.buffer(SHORT_READ)
         return self._reader.buffer()
 
@@ -271,22 +271,22 @@ class _Connection(asyncio.BufferedProtocol):
         frames = len(reader.frames)
         try:
             reader.received(nbytes)
-        except InvalidFrame as e:
+        except InvalidFrame as e:  # what it took is not charged, so nothing is to give back
             log.warning("closing connection %s: %s", self.info.connection_id, e)
             self.abort()
             return
-        finally:
-            charged = reader.charged - self._accounted
-            self._accounted = reader.charged
-            self._held += charged
-            pool.allocate(charged)
+        charged = reader.charged
+        self._held += charged - self._accounted
+        pool.used += charged - self._accounted
+        self._accounted = charged
         if len(reader.frames) > frames:
-            pool.request_completed(self)
+            if pool.holder is self:
+                pool.request_completed(self)
             if reader.queued_bytes > MAX_QUEUED_BYTES:
                 self._backlogged = True
                 self._update_reading()
             self._wake()
-        if pool.exhausted and not pool.may_read(self):
+        if pool.used >= pool.limit and not pool.may_read(self):
             self._pool_muted = True
             self._update_reading()
             pool.mute(self)
@@ -300,7 +300,8 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._pool.leave(self)
-        self._give_back(self._held)
+        self._pool.release(self._held)  # with the request being handled, if any
+        self._held = 0
         if self.counted and self in self._listener._connections:
             self._listener._connections.discard(self)
             self._listener._release(self.info)
@@ -320,12 +321,6 @@ class _Connection(asyncio.BufferedProtocol):
         self._pool_muted = False
         self._last_active = self._loop.time()
         self._update_reading()
-
-    def _give_back(self, nbytes: int) -> None:
-        """Return request memory to the pool (never more than this connection holds)."""
-        nbytes = min(nbytes, self._held)
-        self._held -= nbytes
-        self._pool.release(nbytes)
 
     def _update_reading(self) -> None:
         """Read while neither the backlog nor the memory pool says stop."""
@@ -433,7 +428,10 @@ class _Connection(asyncio.BufferedProtocol):
                     response = await self._dispatch_eagerly(dispatch(info, frame))
                 finally:
                     self._busy = False
-                    self._give_back(SIZE_PREFIX_LEN + len(frame))
+                    handled = SIZE_PREFIX_LEN + len(frame)
+                    if handled <= self._held:  # else the connection closed and gave all back
+                        self._held -= handled
+                        self._pool.release(handled)
                     del frame
                 if response is not None and not self._closed:
                     await self._queue(response)

@@ -35,6 +35,7 @@ moves on.
 
 from __future__ import annotations
 
+import sys
 from typing import Protocol
 
 #: Default of ``queued.max.request.bytes``; see the module docstring for why 256 MiB.
@@ -60,72 +61,72 @@ class MemoryPool:
     ``capacity`` <= 0 means no limit (Kafka's ``MemoryPool.NONE`` for -1).
     """
 
-    __slots__ = ("_holder", "_muted", "capacity", "used")
+    __slots__ = ("_muted", "capacity", "holder", "limit", "used")
 
     def __init__(self, capacity: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES) -> None:
         self.capacity = capacity
+        #: ``used`` at which the pool is exhausted. Plain attributes, not properties, because the
+        #: listener compares them on every read: ``used >= limit`` is ``exhausted``.
+        self.limit = capacity if capacity > 0 else sys.maxsize
         #: Request bytes held now, by every connection together (may exceed ``capacity``).
+        #: Connections add what they take to it directly; taking is never refused.
         self.used = 0
         #: Connections muted by the pool, longest-muted first.
         self._muted: dict[PoolMember, None] = {}
         #: The connection that may read on while the pool is exhausted.
-        self._holder: PoolMember | None = None
+        self.holder: PoolMember | None = None
 
     @property
     def exhausted(self) -> bool:
         """Kafka's ``isOutOfMemory``: nothing left, connections that want to read more must wait."""
-        return 0 < self.capacity <= self.used
+        return self.used >= self.limit
 
     @property
     def muted(self) -> int:
         """How many connections are waiting for memory."""
         return len(self._muted)
 
-    def allocate(self, nbytes: int) -> None:
-        """Charge ``nbytes`` that a connection now holds (never refused: muting keeps the total bounded)."""
-        self.used += nbytes
-
     def release(self, nbytes: int) -> None:
         """``nbytes`` were handled or dropped; resume every muted connection once the pool has room."""
         self.used -= nbytes
-        if not self.exhausted:
-            self._holder = None
+        if self.used < self.limit:
+            self.holder = None
             if self._muted:
                 muted, self._muted = self._muted, {}
                 for member in muted:
                     member.resume()
-        elif self._holder is None:
+        elif self.holder is None:
             self._pass_on()
 
     def may_read(self, member: PoolMember) -> bool:
         """Whether ``member`` may keep reading although the pool is exhausted: it holds the pass,
         or it is in the middle of a request and nobody holds it (it takes the pass)."""
-        if self._holder is member:
+        if self.holder is member:
             return True
-        if self._holder is None and member.partial:
-            self._holder = member
+        if self.holder is None and member.partial:
+            self.holder = member
             return True
         return False
 
     def mute(self, member: PoolMember) -> None:
         """``member`` stopped reading for lack of memory; ``resume`` is called when it may go on."""
-        if self._holder is member:
-            self._holder = None
+        if self.holder is member:
+            self.holder = None
         self._muted[member] = None
-        if self._holder is None:
+        if self.holder is None:
             self._pass_on()
 
     def request_completed(self, member: PoolMember) -> None:
         """``member`` finished receiving a request: if it held the pass, the pass moves on."""
-        if self._holder is member:
-            self._holder = None
+        if self.holder is member:
+            self.holder = None
             self._pass_on()
 
     def leave(self, member: PoolMember) -> None:
         """``member`` closed (its bytes are released separately)."""
         self._muted.pop(member, None)
-        if self._holder is member:
-            self._holder = None
+        if self.holder is member:
+            self.holder = None
             self._pass_on()
 
     def _pass_on(self) -> None:
@@ -135,6 +136,6 @@ class MemoryPool:
         for member in self._muted:
             if member.partial:
                 del self._muted[member]
-                self._holder = member
+                self.holder = member
                 member.resume()
                 return
