@@ -103,7 +103,14 @@ def api_versions(correlation_id: int, software_name: str) -> bytes:
 def round_trip(bootstrap: str, value: bytes = b"v", count: int = 5) -> list[bytes]:
     """Produce ``count`` records to a new topic and consume them back, with librdkafka."""
     topic = f"t-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": 0,
+            "message.max.bytes": 8 * MIB,
+        }
+    )
     for i in range(count):
         producer.produce(topic, value=value, key=str(i).encode())
     assert producer.flush(60) == 0
@@ -112,7 +119,7 @@ def round_trip(bootstrap: str, value: bytes = b"v", count: int = 5) -> list[byte
             "bootstrap.servers": bootstrap,
             "group.id": topic,
             "auto.offset.reset": "earliest",
-            "fetch.max.bytes": 2 * MIB,
+            "fetch.max.bytes": 8 * MIB,
         }
     )
     consumer.subscribe([topic])
@@ -129,7 +136,7 @@ def round_trip(bootstrap: str, value: bytes = b"v", count: int = 5) -> list[byte
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
     """Default request limits: socket.request.max.bytes 100 MiB, queued.max.request.bytes 256 MiB."""
-    with EmbeddedBroker() as b:
+    with EmbeddedBroker(config={"message.max.bytes": str(8 * MIB)}) as b:
         yield b
 
 
@@ -161,6 +168,15 @@ def test_partial_requests_cost_what_arrived_and_other_clients_are_served(
     finally:
         for hog in hogs:
             hog.close()
+
+
+def test_a_request_received_into_a_growing_mapping_is_stored_and_served(
+    broker: EmbeddedBroker,
+) -> None:
+    """A Produce request above 2 MiB is received into memory that grows as it arrives; its
+    records go to the log from there and come back whole."""
+    value = bytes(range(256)) * (3 * MIB // 256)
+    assert round_trip(broker.bootstrap_servers, value=value, count=2) == [value] * 2
 
 
 def test_a_connection_muted_by_a_full_pool_resumes_and_is_answered(
