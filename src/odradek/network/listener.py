@@ -30,8 +30,10 @@ receives and gives them back when the request has been handled or the connection
 closes. While the pool is exhausted a connection is muted after its read (its
 transport stops reading), and while it is exhausted a read takes at most
 ``SHORT_READ`` bytes, so the pool is overrun by little besides the one request that
-holds the pool's pass (see ``memory_pool``). Muted connections are not idle: the
-idle timeout does not close them.
+holds the pool's pass (see ``memory_pool``). A muted connection ages like any
+other, as in Kafka, whose idle expiry does not look at muting: one that has sent
+nothing for ``connections.max.idle.ms`` is closed, so connections stalled in the
+middle of requests cannot hold the pool for longer than that.
 """
 
 from __future__ import annotations
@@ -319,7 +321,6 @@ class _Connection(asyncio.BufferedProtocol):
     def resume(self) -> None:
         """The memory pool has room again, or gave this connection the pass."""
         self._pool_muted = False
-        self._last_active = self._loop.time()
         self._update_reading()
 
     def _update_reading(self) -> None:
@@ -381,7 +382,7 @@ class _Connection(asyncio.BufferedProtocol):
         quiet = self._loop.time() - self._last_active
         if self._closed:
             return
-        if self._busy or self._reader.frames or self._pool_muted or quiet < idle:
+        if self._busy or self._reader.frames or quiet < idle:
             self._arm_idle_timer(max(idle - quiet, 0.001) if not self._busy else idle)
             return
         what = "truncated frame: no bytes" if self._reader.partial else "idle"
