@@ -183,7 +183,16 @@ class Log:
             # As Kafka's recovery: offsets only increase; gaps are allowed anywhere, since a follower
             # copies compacted batches from its leader above its own cleaner offset.
             cut = seg.load(recover=recover, contiguous=False)
+            if not recover and seg.recovered_producer_batches is not None:
+                # The clean load found damage (load logged it): the rest of this partition is
+                # recovered as after a crash, since what follows damage is in doubt too.
+                clean_shutdown = False
+                self.recovery_point = min(self.recovery_point, base)
             self._add_segment(seg)
+            if cut and bases[i + 1 : i + 2] == [seg.next_offset]:
+                # Only bytes after its last batch were cut: the next segment starts right after
+                # it, so nothing is missing between them and the later segments stay.
+                continue
             if cut:
                 for later in bases[i + 1 :]:
                     log.warning(

@@ -38,6 +38,16 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+class CorruptSegment(Exception):
+    """A batch header of a segment loaded without recovery that cannot be right; the
+    segment is recovered (validated batch by batch, cut at the first bad one)."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(f"{reason} at position {position}")
+        self.position = position
+        self.reason = reason
+
+
 class FileRegion(NamedTuple):
     """A byte range of an open segment file, ready for os.sendfile / loop.sock_sendfile
     (a NamedTuple, like BatchMeta: every fetch makes one)."""
@@ -207,7 +217,9 @@ class LogSegment:
     # -- loading and recovery ------------------------------------------------
     def load(self, *, recover: bool, contiguous: bool = True) -> int:
         """Open an existing segment. With ``recover``, validate every batch, cut a torn or
-        corrupt tail and rebuild the indexes; otherwise trust the indexes if they are sane.
+        corrupt tail and rebuild the indexes; otherwise trust the indexes if they are sane
+        and every batch header read to find the end checks out (see _load_from_indexes),
+        and recover when either does not.
 
         Returns the number of bytes cut.
         """
@@ -219,26 +231,88 @@ class LogSegment:
                 self._indexes_changed()
                 return 0
             except CorruptIndex as exc:
-                log.warning("rebuilding indexes of %s: %s", self.path, exc)
+                log.warning("rebuilding indexes of %s (%d bytes): %s", self.path, self.size, exc)
+            except CorruptSegment as exc:
+                log.warning(
+                    "%s (%d bytes) is damaged at position %d: %s; recovering it",
+                    self.path,
+                    self.size,
+                    exc.position,
+                    exc.reason,
+                )
         return self.recover(contiguous=contiguous)
 
     def _load_from_indexes(self) -> None:
-        # Scan only the batches after the last offset index entry to find the end.
-        _, position = self.offset_index.lookup(2**63 - 1)
+        """Find the end of a segment a clean shutdown closed without reading all of it: from
+        the last offset index entry, batch header by batch header.
+
+        Nothing read here is trusted: a clean shutdown says the process finished its
+        writes, not that the disk kept them (a bad sector, a file system repair, a copy
+        cut short). A header with a length below the v2 header would stall this walk or
+        run it backwards, one past the end of the file would make the log serve bytes it
+        does not have, and stray bytes after the last batch would sit under the next
+        append. So each header is checked as _checked_header does, and so are the index's
+        last entry (a batch starting at the offset it names, within the file) and the
+        first batch (its timestamp decides segment.ms rolls); any doubt raises
+        CorruptSegment and the segment is recovered as after a crash. The walk always
+        moves forward by at least a header, so it ends.
+        """
+        size = self.size
+        indexed, position = self.offset_index.lookup(_NEVER)
+        if position > size:
+            raise CorruptSegment(position, f"index entry points past the end of the file ({size})")
+        first = self._checked_header(0, self.base_offset - 1) if size else None
+        self.first_batch_timestamp = None if first is None else first.max_timestamp
         last = self.time_index.last_entry
         if last is not None:
             self.max_timestamp, self.offset_of_max_timestamp = last
-        for b in self.scan_headers(position):
+        previous = indexed - 1  # the batch at an indexed position starts at the indexed offset
+        b = first if position == 0 else self._checked_header(position, previous)
+        if b is not None and self.offset_index.keys and b.base_offset != indexed:
+            raise CorruptSegment(position, f"the batch there does not start at offset {indexed}")
+        while b is not None:
             if b.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
-            self.next_offset = b.last_offset + 1
-            end = b.position + b.size
-            if end > self.size:
-                raise CorruptIndex(f"{self.path}: torn batch at {b.position}")
-        first = next(self.scan_headers(0), None)
-        self.first_batch_timestamp = first.max_timestamp if first else None
+            previous = b.last_offset
+            position += b.size
+            b = self._checked_header(position, previous) if position < size else None
+        self.next_offset = previous + 1 if size else self.base_offset
+        if last is not None and last[1] >= self.next_offset:
+            raise CorruptIndex(f"{self.time_index.path}: offset {last[1]} is past the last batch")
         if self.offset_index.keys:
             self._bytes_since_index = 0
+
+    def _checked_header(self, position: int, previous_last: int) -> BatchMeta:
+        """The header at ``position`` if it can be a batch of this segment that follows one
+        ending at offset ``previous_last``: magic 2, a length at least the v2 header's and
+        within the file, offsets increasing and within a 32-bit delta of the segment's
+        base. Raises CorruptSegment naming what is wrong."""
+        size = self.size
+        if position + _HEADER_SIZE > size:
+            raise CorruptSegment(
+                position, f"{size - position} bytes after the last batch, fewer than a header"
+            )
+        head = os.pread(self.fd, _HEADER_SIZE, position)
+        if len(head) < _HEADER_SIZE:
+            raise CorruptSegment(position, "the file ends within a batch header")
+        base, length, _, magic, _, _, delta, _, max_ts = _unpack_scan(head)
+        if length < _HEADER_SIZE - _LOG_OVERHEAD:
+            raise CorruptSegment(position, f"batchLength {length} is smaller than the header")
+        if position + _LOG_OVERHEAD + length > size:
+            raise CorruptSegment(
+                position, f"batchLength {length} runs past the end of the file ({size})"
+            )
+        if magic != 2:
+            raise CorruptSegment(position, f"magic {magic}, not 2")
+        if delta < 0:
+            raise CorruptSegment(position, f"lastOffsetDelta {delta} is negative")
+        if base <= previous_last or base + delta > self.base_offset + INT_MAX:
+            raise CorruptSegment(
+                position,
+                f"batch offsets {base}..{base + delta} do not follow {previous_last} "
+                f"within segment {self.base_offset}",
+            )
+        return BatchMeta(position, _LOG_OVERHEAD + length, base, base + delta, max_ts, head)
 
     def recover(self, *, contiguous: bool = True) -> int:
         """Re-validate every batch (CRC32C included), truncate at the first bad one, rebuild indexes.
