@@ -158,12 +158,15 @@ class LogManager:
             loaded = [load(item) for item in partition_dirs]
         for lg in loaded:
             self._add_log(lg)
-        log.info(
-            "loaded %d partitions from %s (%s shutdown)",
-            len(loaded),
-            d,
-            "clean" if clean else "unclean",
-        )
+        if loaded:
+            log.info(
+                "loaded %d partitions from %s (%s shutdown)",
+                len(loaded),
+                d,
+                "clean" if clean else "unclean",
+            )
+        else:  # a new dir has no marker, yet nothing in it was cut short
+            log.info("log dir %s holds no partitions", d)
         marker.unlink(missing_ok=True)
 
     @staticmethod
