@@ -64,3 +64,43 @@ def test_retention_runs_on_the_configured_check_interval() -> None:
         finally:
             consumer.close()
     assert earliest > 0, "retention did not run within 20 s of retention.ms=1"
+
+
+def test_an_idle_topic_of_old_records_is_emptied_after_retention_ms() -> None:
+    """Records two days old in the one (active) segment of a topic with retention.ms of an
+    hour: the next retention check rolls the log and deletes them, as Kafka's deleteSegments."""
+    topic = f"idle-{uuid.uuid4().hex[:10]}"
+    old = int(time.time() * 1000) - 2 * 86_400_000
+    with EmbeddedBroker(config={"log.retention.check.interval.ms": "200"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        (created,) = admin.create_topics(
+            [NewTopic(topic, 1, 1, config={"retention.ms": "3600000"})]
+        ).values()
+        created.result(TIMEOUT)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+        for i in range(10):
+            producer.produce(topic, b"old-%d" % i, timestamp=old)
+        assert producer.flush(TIMEOUT) == 0
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            tp = TopicPartition(topic, 0)
+            deadline = time.monotonic() + 20
+            watermarks = consumer.get_watermark_offsets(tp, timeout=TIMEOUT, cached=False)
+            while watermarks != (10, 10) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                watermarks = consumer.get_watermark_offsets(tp, timeout=TIMEOUT, cached=False)
+            assert watermarks == (10, 10), "the old records were not deleted within 20 s"
+            producer.produce(topic, b"new")  # the log goes on at the log end offset
+            assert producer.flush(TIMEOUT) == 0
+            consumer.assign([TopicPartition(topic, 0, 0)])  # below the start: reset to earliest
+            msg = consumer.poll(TIMEOUT)
+            assert msg is not None and msg.error() is None
+            assert (msg.offset(), msg.value()) == (10, b"new")
+        finally:
+            consumer.close()

@@ -860,44 +860,74 @@ class Log:
 
     # -- retention ---------------------------------------------------------------------
     @_storage_io
-    def delete_old_segments(self, now_ms: int) -> int:
-        """Apply retention.ms and retention.bytes (never the active segment); returns segments deleted."""
+    def delete_old_segments(self, now_ms: int, high_watermark: int | None = None) -> int:
+        """Apply retention.ms, then retention.bytes, as Kafka's UnifiedLog.deleteOldSegments;
+        returns the number of segments deleted.
+
+        The active segment counts too: a topic that stops receiving data is emptied once
+        its last record is older than retention.ms (see _delete_segments). Nothing at or
+        above ``high_watermark`` goes (None: the log end offset, as on a single node where
+        an append moves the high watermark at once).
+        """
         cfg = self.config
         if not cfg.delete:
             return 0
+        hw = self.log_end_offset if high_watermark is None else high_watermark
         deleted = 0
         if cfg.retention_ms >= 0:
             deleted += self._delete_segments(
-                lambda seg, nxt: (
-                    nxt is not None and now_ms - _segment_timestamp(seg) > cfg.retention_ms
-                ),
-                now_ms,
+                lambda seg, nxt: now_ms - _segment_timestamp(seg) > cfg.retention_ms, now_ms, hw
             )
-        if cfg.retention_bytes >= 0:
-            excess = self.size_in_bytes - cfg.retention_bytes
+        excess = self.size_in_bytes - cfg.retention_bytes
+        if cfg.retention_bytes >= 0 and excess > 0:
 
             def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
                 nonlocal excess
-                if nxt is None or excess < seg.size:
+                if excess < seg.size:
                     return False
                 excess -= seg.size
                 return True
 
-            deleted += self._delete_segments(over_size, now_ms)
+            deleted += self._delete_segments(over_size, now_ms, hw)
         return deleted
 
     def _delete_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
+        self,
+        predicate: Callable[[LogSegment, LogSegment | None], bool],
+        now_ms: int,
+        high_watermark: int | None = None,
     ) -> int:
+        """Delete the oldest segments while ``predicate(segment, next segment or None)`` holds,
+        as Kafka's deletableSegments and deleteSegments: a segment only when every offset
+        in it lies below ``high_watermark`` (default: the log end offset), so the log
+        start offset never passes it; the active segment too when it holds data. When
+        every segment goes the log first rolls, so it keeps an empty active segment at the
+        log end offset, which becomes the log start offset."""
+        hw = self.log_end_offset if high_watermark is None else high_watermark
+        segments = self.segments
         count = 0
-        while len(self.segments) > 1 and predicate(self.segments[0], self.segments[1]):
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            end = self.log_end_offset if nxt is None else nxt.base_offset
+            if hw < end or not predicate(seg, nxt) or (nxt is None and seg.size == 0):
+                break
+            count += 1
+        if not count:
+            return 0
+        if count == len(segments):
+            self.roll(now_ms)
+        for _ in range(count):
             seg = self.segments.pop(0)
             self._bases.pop(0)
             self._retire_segment(seg, now_ms)
-            count += 1
-        if count:
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        log.info(
+            "%s: deleted %d segments; log start offset %d",
+            self.topic_partition,
+            count,
+            self.log_start_offset,
+        )
         return count
 
     def _retire_segment(self, seg: LogSegment, now_ms: int) -> None:

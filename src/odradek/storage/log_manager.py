@@ -385,8 +385,9 @@ class LogManager:
         for lg in self.all_logs():
             if lg.offline:
                 continue
+            hw = self.high_watermark(lg.topic_partition) if self.high_watermark else None
             try:
-                deleted += lg.delete_old_segments(now_ms)
+                deleted += lg.delete_old_segments(now_ms, hw)
                 lg.remove_deleted_files(now_ms)
             except errors.KafkaStorageError:
                 continue
