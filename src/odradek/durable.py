@@ -14,11 +14,17 @@ from pathlib import Path
 
 
 def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text``; when this fails before the rename (a full disk), the
+    old file is left whole and the temporary file removed."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

@@ -11,6 +11,13 @@ As in Kafka, an index holds no file descriptor: the file is opened only to be
 resized (preallocate, trim, truncate) and mapped, or fsynced, then closed at once. A
 broker with tens of thousands of partitions would otherwise keep two extra
 descriptors per partition and hit the process's open-file limit.
+
+Preallocation only sets the file's size: the file stays sparse. A store into a page
+of the map that has no disk block yet makes the kernel allocate one, and on a full
+file system that fails with SIGBUS, which would kill the broker. So make_room gives
+the entries about to be stored real blocks first (fallocate, ALLOCATE_STEP bytes at a
+time), where a full disk is an ordinary OSError (ENOSPC) raised before the segment
+writes anything.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ _libc.mmap.argtypes = (
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _MAP_FAILED = ctypes.c_void_p(-1).value
+#: Bytes of an index file given disk blocks at a time, ahead of the entries stored there.
+ALLOCATE_STEP = 64 * 1024
 
 
 class _Mapping:
@@ -80,6 +89,8 @@ class _SparseIndex:
         self._map: _Mapping | None = None
         #: Entries the mapped file has room for (appends check this, not the map).
         self._capacity = 0
+        #: Entries below which the file has disk blocks (see make_room); 0 after a reopen.
+        self.allocated = 0
         self._pack_into = self.entry.pack_into
         self._entry_size = self.entry.size
         self._resize(None)
@@ -95,6 +106,7 @@ class _SparseIndex:
                 self._capacity = 0
             if size is not None:
                 os.ftruncate(fd, size)
+                self.allocated = min(self.allocated, size // self.entry.size)
             else:
                 size = os.fstat(fd).st_size
             if size:
@@ -147,6 +159,27 @@ class _SparseIndex:
         assert self._map is not None
         return self._map.buf
 
+    def make_room(self, entries: int) -> None:
+        """Give the file disk blocks for ``entries`` more entries (and the map room for them),
+        so storing them cannot fault on a full disk; raises OSError (ENOSPC) instead.
+        Segment appends call this before writing their batches; it costs a comparison but
+        once every ALLOCATE_STEP bytes of entries."""
+        if len(self.keys) + entries > self.allocated:
+            self._allocate(len(self.keys) + entries)
+
+    def _allocate(self, entries: int) -> None:
+        """Disk blocks for the first ``entries`` entries, and ALLOCATE_STEP bytes more."""
+        self._ensure_room(entries)
+        size = self._entry_size
+        start = self.allocated * size
+        end = min(max(entries * size, start + ALLOCATE_STEP), self._capacity * size)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, start, end - start)
+        finally:
+            os.close(fd)
+        self.allocated = end // size
+
     def append(self, key: int, value: int) -> bool:
         """Add an entry after the last one (the caller knows it is larger) with one store into
         the map, key and value as stored (offsets relative to the segment's base offset);
@@ -164,6 +197,8 @@ class _SparseIndex:
         """Write every entry held back while ``deferred`` in one go."""
         if self.keys:
             data = b"".join(map(self.entry.pack, self.keys, self.values))
+            if len(self.keys) > self.allocated:
+                self._allocate(len(self.keys))
             self._ensure_room(len(self.keys))[: len(data)] = data
         self.deferred = False
 

@@ -4,11 +4,27 @@ A sans-I/O-ish core: every method takes the clock as an argument and does its
 file work synchronously; the LogManager decides which thread runs it. The hot
 path appends a records blob with one write after checking each batch's header
 and CRC, patching offsets and leader epoch in place.
+
+Disk errors. As Kafka, a failed write (EIO, or ENOSPC anywhere but the one case
+below) takes the whole log dir offline until the broker restarts: every partition in
+it answers KAFKA_STORAGE_ERROR, which clients treat as retriable (they refresh
+metadata and try again), and the other dirs keep serving. After a failed fsync or a
+half-done roll or checkpoint nothing in the page cache can be trusted to reach the
+disk, so only a restart, which recovers the dir, brings it back.
+
+One case does better than Kafka: an append that finds the disk full. The segment
+writes nothing unless everything fits (its index entries get disk blocks first, and a
+short write is cut off again), so the log is exactly as before, and only that request
+answers KAFKA_STORAGE_ERROR; the partition and the dir stay online, reads go on, and
+the producer's retries succeed as soon as space is freed (retention, deleted topics or
+an operator). Nothing acknowledged is lost either way: an append is acknowledged only
+after its write returned whole.
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import functools
 import itertools
 import logging
@@ -31,7 +47,7 @@ from odradek.storage.config import LONG_MAX, LogConfig
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from odradek.storage.recompress import recompress_batches
-from odradek.storage.segment import FileRegion, LogSegment
+from odradek.storage.segment import FileRegion, LogSegment, NothingAppended
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +141,8 @@ class Log:
         self.topic_partition = TopicPartition.from_dir_name(self.dir.name)
         self.config = config
         self.offline = False
+        #: Whether the last append found the disk full (logged once, see _out_of_space).
+        self._disk_full = False
         #: Set by LogManager.delete_log; the object then answers KAFKA_STORAGE_ERROR.
         self.deleted = False
         self.on_io_error = on_io_error
@@ -147,6 +165,18 @@ class Log:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self._load(clean_shutdown, self.last_flush_ms)
+
+    def _out_of_space(self, exc: OSError) -> errors.KafkaStorageError:
+        """An append refused for a full disk, the log left as it was: the error for that
+        request alone (see the module docstring); logged once until an append succeeds."""
+        if not self._disk_full:
+            self._disk_full = True
+            log.error(
+                "%s: %s; appends answer KAFKA_STORAGE_ERROR until there is space",
+                self.topic_partition,
+                exc,
+            )
+        return errors.KafkaStorageError(f"no space left for {self.topic_partition}: {exc}")
 
     def _io_failed(self, exc: OSError) -> errors.KafkaStorageError:
         """Take the log (and its dir) offline after an I/O error; the error to raise."""
@@ -450,7 +480,15 @@ class Log:
                 roll = last_offset - seg.base_offset > INT_MAX
             if roll:
                 seg = self._roll(batches[0][2], now_ms)
-            seg.append(pieces, size, batches)
+            try:
+                seg.append(pieces, size, batches)
+            except NothingAppended as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                raise self._out_of_space(exc) from exc
+            if self._disk_full:
+                self._disk_full = False
+                log.warning("%s: appends go on, the disk has space again", self.topic_partition)
             if producer_batch is not None:
                 self.producer_state.update(*producer_batch)
             elif pending:

@@ -2,13 +2,19 @@
 
 Start-up locks every dir, loads (and after an unclean stop recovers) every
 partition, in parallel when there are many. A dir whose I/O fails goes offline
-alone: its partitions answer KAFKA_STORAGE_ERROR while the others keep serving.
+alone: its partitions answer KAFKA_STORAGE_ERROR while the others keep serving,
+until the broker restarts (as Kafka; see the Log module for the full-disk append,
+which takes nothing offline). A checkpoint that finds the disk full is the other
+exception: it is written to a temporary file and renamed, so the previous one stays
+whole and merely older (a restart after a crash then recovers a little more), and it
+is written again at the next interval; the dir stays online.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import fcntl
 import logging
 import os
@@ -377,7 +383,8 @@ class LogManager:
                 write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, hws)
             except OSError as exc:
                 log.error("checkpoint of %s failed: %s", d, exc)
-                self._mark_offline(d)
+                if exc.errno != errno.ENOSPC:
+                    self._mark_offline(d)
 
     def cleanup_logs(self, now_ms: int) -> int:
         """Retention on every log, and removal of .deleted files past file.delete.delay.ms."""

@@ -48,6 +48,11 @@ class CorruptSegment(Exception):
         self.reason = reason
 
 
+class NothingAppended(OSError):
+    """An append that failed leaving the segment exactly as it was (its errno tells why:
+    ENOSPC for a full disk), so the log may go on once the cause is gone."""
+
+
 class FileRegion(NamedTuple):
     """A byte range of an open segment file, ready for os.sendfile / loop.sock_sendfile
     (a NamedTuple, like BatchMeta: every fetch makes one)."""
@@ -134,17 +139,36 @@ class LogSegment:
     ) -> None:
         """Write ``pieces`` (``size`` bytes in all) with one writev, then index their batches,
         given as (position relative to the start of the write, size, base offset, last offset,
-        max timestamp)."""
+        max timestamp).
+
+        All or nothing: disk blocks for the index entries are taken first (see
+        OffsetIndex.make_room), and what a failed write left is cut off again, so a
+        failure raises NothingAppended (with the errno of the cause) and the segment is as
+        it was; should the cut fail too, that OSError is raised instead."""
         start = self.size
         end = start + size
-        if end > self._reserved:
-            self._reserve(end)
-        if len(pieces) > _IOV_MAX:
-            pieces = [b"".join(pieces)]
-        written = os.writev(self.fd, pieces)
-        if written != size:
-            os.ftruncate(self.fd, start)  # leave the segment as it was: all or nothing
-            raise OSError(f"short write to {self.path}: {written} of {size} bytes")
+        count = len(batches)
+        offset_index, time_index = self.offset_index, self.time_index
+        try:
+            if len(offset_index.keys) + count > offset_index.allocated:
+                offset_index.make_room(count)
+            if len(time_index.keys) + count > time_index.allocated:
+                time_index.make_room(count)
+            if end > self._reserved:
+                self._reserve(end)
+            if len(pieces) > _IOV_MAX:
+                pieces = [b"".join(pieces)]
+            written = os.writev(self.fd, pieces)  # raises only when it wrote nothing
+            if written != size:  # the rest once more: it ends the write or says why it cannot
+                rest = memoryview(b"".join(pieces))[written:]  # a copy, but on this rare path only
+                while rest:
+                    rest = rest[os.write(self.fd, rest) :]
+        except OSError as exc:
+            if os.fstat(self.fd).st_size != start:
+                os.ftruncate(self.fd, start)  # leave the segment as it was: all or nothing
+                self._holds_reserve = False  # the cut gave the reserved blocks back
+                self._reserved = max(start, PREALLOCATE_FROM)
+            raise NothingAppended(exc.errno, f"append to {self.path}: {exc.strerror}") from exc
         self._index_batches(batches, start)
         self.size = end
 
