@@ -222,3 +222,22 @@ def test_a_new_log_dir_is_not_an_unclean_shutdown(tmp_path, caplog):
     lm.shutdown()
     assert not any("unclean" in m for m in caplog.messages)
     assert any("holds no partitions" in m for m in caplog.messages)
+
+
+@pytest.mark.parametrize("content", [b"0\n1\nzz top\n", b"0\n3\n0 0\n", b"\xff\xfe", b"7\n"])
+def test_a_corrupt_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path, content):
+    """Regression: a leader-epoch-checkpoint that is not two integers per line stopped the
+    broker with a ValueError. The epochs are in the batches: the partition is recovered."""
+    path = tmp_path / "t-0"
+    log = Log(path, CFG, now_ms=NOW)
+    log.leader_epoch_cache.assign(3, 0)
+    log.append(build_batch([(b"k", b"v", NOW)]), leader_epoch=3, now_ms=NOW)
+    log.leader_epoch_cache.assign(5, 1)
+    log.append(build_batch([(b"k", b"w", NOW)]), leader_epoch=5, now_ms=NOW)
+    log.close()
+    (path / "leader-epoch-checkpoint").write_bytes(content)
+    loaded = reopen(path, 2)
+    assert loaded.leader_epoch_cache.entries == [(3, 0), (5, 1)]
+    assert (path / "leader-epoch-checkpoint").read_text() == "0\n2\n3 0\n5 1\n"
+    assert served(loaded) == [(b"v", 0), (b"w", 1)]
+    loaded.close()

@@ -14,11 +14,14 @@ metadata when the broker starts.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from odradek.storage.checkpoint import read_checkpoint_lines, write_checkpoint_lines
+
+log = logging.getLogger(__name__)
 
 UNDEFINED = -1
 
@@ -32,9 +35,19 @@ class LeaderEpochFileCache:
         self.latest_epoch = UNDEFINED
         #: Bumped by every change; flush() writes when it differs from the version on disk.
         self._version = 0
-        self._set(
-            [(int(e), int(o)) for e, o in (line.split() for line in read_checkpoint_lines(path))]
-        )
+        #: Whether the file could not be read; the log then recovers every segment, whose
+        #: batches carry their epochs, rather than stopping the broker for a rebuildable file.
+        self.corrupt = False
+        try:
+            self._set(
+                [
+                    (int(e), int(o))
+                    for e, o in (line.split() for line in read_checkpoint_lines(path))
+                ]
+            )
+        except ValueError as exc:  # CorruptCheckpoint too; a line that is not two integers
+            log.warning("ignoring corrupt %s: %s; the epochs are read from the batches", path, exc)
+            self.corrupt = True
         self._flushed_version = self._version
         self._write_lock = threading.Lock()  # flushes from a LogManager thread and from close()
 

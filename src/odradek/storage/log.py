@@ -164,6 +164,8 @@ class Log:
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
+        if self.leader_epoch_cache.corrupt:  # every batch's epoch is read again by recovery
+            clean_shutdown, self.recovery_point = False, 0
         self._load(clean_shutdown, self.last_flush_ms)
 
     def _out_of_space(self, exc: OSError) -> errors.KafkaStorageError:
