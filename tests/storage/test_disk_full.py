@@ -164,3 +164,48 @@ def test_a_checkpoint_on_a_full_disk_keeps_the_old_one_and_the_dir_online(small_
     lm.checkpoint()
     assert (data / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
     lm.shutdown()
+
+
+def idempotent_producers(log, count: int) -> None:
+    """One batch from each of ``count`` idempotent producers: the producer snapshot a roll
+    writes (46 bytes per producer) then needs more than the roll frees first (the spare
+    blocks of the old segment's indexes, ALLOCATE_STEP each)."""
+    for pid in range(count):
+        batch = build_batch([(b"k", b"p", NOW)], producer_id=pid, producer_epoch=0, base_sequence=0)
+        log.append(batch, leader_epoch=0, now_ms=NOW)
+
+
+def test_a_roll_on_a_full_disk_refuses_the_append_and_takes_nothing_offline(small_disk):
+    """Regression: the roll's producer snapshot failing for a full disk took the dir offline."""
+    lm = LogManager([str(small_disk / "data")], LogConfig(segment_ms=1000))
+    lm.startup()
+    (log,) = lm.get_or_create_logs([TP])
+    idempotent_producers(log, 5000)
+    fill_until_full(small_disk / "ballast")
+    later = NOW + 5000  # segment.ms has passed: this append rolls first
+    with pytest.raises(errors.KafkaStorageError, match="no space left"):
+        log.append(build_batch([(b"k", b"w", later)]), leader_epoch=0, now_ms=later)
+    assert lm.offline_dirs == set() and not log.offline
+    assert [s.base_offset for s in log.segments] == [0] and not list(log.dir.glob("*.tmp"))
+    (small_disk / "ballast").unlink()
+    log.append(build_batch([(b"k", b"w", later)]), leader_epoch=0, now_ms=later)
+    assert [s.base_offset for s in log.segments] == [0, 5000]
+    assert served(lm, TP) == [b"p"] * 5000 + [b"w"]
+    lm.shutdown()
+
+
+def test_retention_on_a_full_disk_deletes_what_it_can_and_the_rest_later(small_disk):
+    cfg = LogConfig(retention_ms=1000, segment_bytes=200_000)
+    lm = LogManager([str(small_disk / "data")], cfg)
+    lm.startup()
+    (log,) = lm.get_or_create_logs([TP])
+    idempotent_producers(log, 5000)
+    assert len(log.segments) == 2
+    fill_until_full(small_disk / "ballast")
+    assert lm.cleanup_logs(now_ms=NOW + 5000) == 1  # the roll cannot be written: not the active
+    assert lm.offline_dirs == set() and not log.offline
+    assert log.log_start_offset == log.active.base_offset > 0 and len(log.segments) == 1
+    (small_disk / "ballast").unlink()
+    assert lm.cleanup_logs(now_ms=NOW + 5000) == 1
+    assert (log.log_start_offset, log.log_end_offset) == (5000, 5000)
+    lm.shutdown()

@@ -14,7 +14,8 @@ disk, so only a restart, which recovers the dir, brings it back.
 
 One case does better than Kafka: an append that finds the disk full. The segment
 writes nothing unless everything fits (its index entries get disk blocks first, and a
-short write is cut off again), so the log is exactly as before, and only that request
+short write is cut off again), and a roll whose producer snapshot does not fit keeps the
+old segment active (see _roll), so the log is exactly as before, and only that request
 answers KAFKA_STORAGE_ERROR; the partition and the dir stay online, reads go on, and
 the producer's retries succeed as soon as space is freed (retention, deleted topics or
 an operator). Nothing acknowledged is lost either way: an append is acknowledged only
@@ -480,9 +481,9 @@ class Log:
                 )
             else:
                 roll = last_offset - seg.base_offset > INT_MAX
-            if roll:
-                seg = self._roll(batches[0][2], now_ms)
             try:
+                if roll:
+                    seg = self._roll(batches[0][2], now_ms)
                 seg.append(pieces, size, batches)
             except NothingAppended as exc:
                 if exc.errno != errno.ENOSPC:
@@ -772,10 +773,24 @@ class Log:
         return self._roll(self.log_end_offset, now_ms)
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
-        # fsync of the old segment, the snapshot and the directory is left to flush(), which the
-        # LogManager runs in a thread soon after a roll: no fsync on the event loop.
-        self.active.on_become_inactive()
-        self._unsynced_snapshots.append(self.producer_state.take_snapshot(base_offset, sync=False))
+        """Start a new active segment at ``base_offset``.
+
+        When the producer snapshot, a roll's one write of data, finds the disk full, the
+        old segment simply stays active (giving back its spare index and reserved blocks,
+        as first done here, is harmless to a segment that goes on: they are taken again
+        when needed), and NothingAppended (ENOSPC) is raised, which an append answers as a
+        full disk and retention retries at its next run, instead of taking the log dir
+        offline. The fsync of the old segment, the snapshot and the directory is left to
+        flush(), which the LogManager runs in a thread soon after a roll: no fsync on the
+        event loop."""
+        self.active.on_become_inactive()  # frees blocks first, which the snapshot may need
+        try:
+            snapshot = self.producer_state.take_snapshot(base_offset, sync=False)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise NothingAppended(exc.errno, f"roll of {self.dir}: {exc.strerror}") from exc
+        self._unsynced_snapshots.append(snapshot)
         seg = self._new_segment(base_offset, now_ms)
         seg.on_become_active()
         self._add_segment(seg)
@@ -955,7 +970,15 @@ class Log:
         if not count:
             return 0
         if count == len(segments):
-            self.roll(now_ms)
+            try:
+                self.roll(now_ms)
+            except NothingAppended as exc:  # a full disk: the rest goes, the active segment later
+                log.warning(
+                    "%s: %s; the active segment is deleted later", self.topic_partition, exc
+                )
+                count -= 1
+                if not count:
+                    return 0
         for _ in range(count):
             seg = self.segments.pop(0)
             self._bases.pop(0)

@@ -229,11 +229,15 @@ class ProducerStateManager:
         data = struct.pack(">hI", _SNAPSHOT_VERSION, crc32c(tail)) + tail
         path = self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            if sync:
-                os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                if sync:
+                    os.fsync(f.fileno())
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: the older snapshots stay as they were
+            raise
         os.replace(tmp, path)
         if sync:
             fsync_dir(self.directory)
