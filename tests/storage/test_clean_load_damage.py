@@ -241,3 +241,27 @@ def test_a_corrupt_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path,
     assert (path / "leader-epoch-checkpoint").read_text() == "0\n2\n3 0\n5 1\n"
     assert served(loaded) == [(b"v", 0), (b"w", 1)]
     loaded.close()
+
+
+def test_rebuilds_and_deletions_are_logged_with_their_byte_counts(tmp_path, caplog):
+    path = tmp_path / "t-0"
+    records, closed = written_log(path)
+    first, second, third = closed.segments[:3]
+    first.offset_index.path.unlink()
+    with open(second.path, "r+b") as f:  # a batch inside the second segment loses its length
+        f.seek(second.offset_index.values[-1] + 8)
+        f.write(struct.pack(">i", -12))
+    with caplog.at_level(logging.WARNING):
+        loaded = reopen(path, closed.log_end_offset)
+    assert any(
+        str(first.path) in m and f"rebuilding them from {first.size} bytes" in m
+        for m in caplog.messages
+    )
+    assert any(
+        "t-0" in m and third.path.name in m and f"({third.size} bytes)" in m
+        for m in caplog.messages
+    )
+    assert any(str(second.path) in m and "truncating" in m for m in caplog.messages)
+    survivors = served(loaded)
+    assert survivors == records[: len(survivors)] and len(survivors) >= second.base_offset
+    loaded.close()

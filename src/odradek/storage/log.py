@@ -213,6 +213,10 @@ class Log:
             recover = (not clean_shutdown and end_bound > self.recovery_point) or (
                 indexes_missing and seg.size > 0
             )
+            if clean_shutdown and recover:
+                log.warning(
+                    "%s: indexes missing; rebuilding them from %d bytes", seg.path, seg.size
+                )
             # As Kafka's recovery: offsets only increase; gaps are allowed anywhere, since a follower
             # copies compacted batches from its leader above its own cleaner offset.
             cut = seg.load(recover=recover, contiguous=False)
@@ -228,8 +232,12 @@ class Log:
                 continue
             if cut:
                 for later in bases[i + 1 :]:
+                    path = self.dir / f"{later:020d}.log"
                     log.warning(
-                        "recovery of %s: deleting segment %d after the corruption", self.dir, later
+                        "recovery of %s: deleting %s (%d bytes), which follows the corruption",
+                        self.dir,
+                        path.name,
+                        path.stat().st_size,
                     )
                     for suffix in (".log", ".index", ".timeindex"):
                         (self.dir / f"{later:020d}{suffix}").unlink(missing_ok=True)
