@@ -2,13 +2,27 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: serve test install bench lint
+.PHONY: serve test install install-zookeeper bench lint
+
+# Cluster mode (zookeeper.connect) and its tests run Debian's ZooKeeper server from this script.
+ZKSERVER := /usr/share/zookeeper/bin/zkServer.sh
 
 $(PY):
 	python3 -m venv $(VENV)
 
-install: $(PY)
+install: $(PY) install-zookeeper
 	$(PY) -m pip install -q -e '.[test,spark]'
+
+install-zookeeper:
+	@if [ ! -x $(ZKSERVER) ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y zookeeper; \
+		else \
+			echo "missing: $(ZKSERVER) (Debian package zookeeper, needed by cluster mode and its tests);" \
+				"install it as root with: apt-get update && apt-get install -y zookeeper" >&2; \
+			exit 1; \
+		fi; \
+	fi
 
 serve: install
 	$(VENV)/bin/odradek serve --data-dir ./data
