@@ -17,6 +17,7 @@ from odradek.cli.errors import ToolError, stdout_closed
 
 COMMAND_MODULES = [
     "odradek.cli.serve",
+    "odradek.cli.cluster",
     "odradek.cli.pipeline",
     "odradek.cli.topics",
     "odradek.cli.produce",

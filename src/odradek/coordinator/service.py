@@ -17,6 +17,7 @@ from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorRuntime
+from odradek.metadata.store import TopicExists
 
 log = logging.getLogger(__name__)
 
@@ -80,13 +81,16 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
         configs = dict(
             OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(self.config.offsets_topic_segment_bytes)}
         )
-        metadata.create_topic(
-            OFFSETS_TOPIC,
-            self.config.offsets_topic_num_partitions,
-            replication,
-            configs,
-            internal=True,
-        )
+        try:
+            metadata.create_topic(
+                OFFSETS_TOPIC,
+                self.config.offsets_topic_num_partitions,
+                replication,
+                configs,
+                internal=True,
+            )
+        except TopicExists:
+            pass  # another broker of the cluster created it first
 
     def due_work(self, now_ms: int) -> list[tuple[Callable[..., object], str]]:
         """Each due group's deadlines, and once per retention interval every group's offsets."""

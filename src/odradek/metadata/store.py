@@ -131,6 +131,15 @@ class MetadataStore(ABC):
     def commit_new_topic(self, topic: TopicImage) -> TopicImage:
         """Make a reserved topic durable and tell the listeners."""
 
+    async def await_published(self, topic: TopicImage, timeout_s: float = 30.0) -> TopicImage:
+        """The committed ``topic`` as the listeners were given it.
+
+        A single node publishes on commit. A cluster publishes once the
+        controller has elected the new partitions' leaders, so ZooKeeper's store
+        waits (up to ``timeout_s``, then returns ``topic`` as committed).
+        """
+        return self.topic(topic.name) or topic
+
     @abstractmethod
     def abandon_new_topic(self, name: str) -> None:
         """Drop a reservation whose creation failed."""

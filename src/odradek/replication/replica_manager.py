@@ -36,6 +36,10 @@ class UnknownTopicOrPartition(KafkaError):
     error_code = ErrorCode.unknown_topic_or_partition
 
 
+class NotLeaderOrFollower(KafkaError):
+    error_code = ErrorCode.not_leader_or_follower
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -75,11 +79,19 @@ class ReplicaManager:
         for p in after.partitions:
             tp = TopicPartition(after.name, p.partition)
             partition = self._partitions.get(tp)
-            if partition is None:
-                if p.leader == self.node_id:
-                    new.append(p)
-            elif before is not None and before.configs != after.configs:
-                partition.log.update_config(config)
+            if p.leader != self.node_id:
+                # Leadership moved elsewhere (cluster mode): stop serving it; the log stays.
+                self._partitions.pop(tp, None)
+            elif partition is None:
+                new.append(p)
+            else:
+                if partition.leader_epoch != p.leader_epoch:
+                    partition.leader_epoch = p.leader_epoch
+                    partition.log.leader_epoch_cache.assign(
+                        p.leader_epoch, partition.log.log_end_offset
+                    )
+                if before is not None and before.configs != after.configs:
+                    partition.log.update_config(config)
         # Logs made by create_topic/create_partitions already exist; these calls only look them up.
         for p, log_ in zip(new, self._open_logs(after.name, new, config)):
             self._partitions[log_.topic_partition] = Partition(log_, self.node_id, p.leader_epoch)
@@ -134,7 +146,7 @@ class ReplicaManager:
             self.metadata.abandon_new_topic(name)
             self._delete_logs(name, topic.partitions)
             raise
-        return self.metadata.commit_new_topic(topic)
+        return await self.metadata.await_published(self.metadata.commit_new_topic(topic))
 
     async def create_partitions(self, name: str, total: int) -> TopicImage:
         """Grow a topic to ``total`` partitions without holding the event loop (see ``create_topic``)."""
@@ -143,7 +155,7 @@ class ReplicaManager:
             added = grown.partitions[len(self.metadata.topic(name).partitions) :]  # type: ignore[union-attr]
             try:
                 await self._create_logs(grown, added)
-                return self.metadata.commit_partitions(grown)
+                return await self.metadata.await_published(self.metadata.commit_partitions(grown))
             except BaseException:
                 current = self.metadata.topic(name)
                 # Deleted meanwhile, or not committed: the new logs belong to nobody. (Re-created
@@ -169,6 +181,12 @@ class ReplicaManager:
     def partition(self, tp: TopicPartition) -> Partition:
         partition = self._partitions.get(tp)
         if partition is None:
+            topic = self.metadata.topic(tp.topic)
+            if topic is not None and 0 <= tp.partition < len(topic.partitions):
+                # Kafka's answer for a partition that exists but is not led here.
+                raise NotLeaderOrFollower(
+                    f"Broker {self.node_id} is not the leader of {tp.topic}-{tp.partition}"
+                )
             raise UnknownTopicOrPartition(
                 f"This server does not host this topic-partition: {tp.topic}-{tp.partition}"
             )

@@ -5,6 +5,13 @@ and recover the data dirs), metadata, replicas, components (coordinators), then
 accept connections on every listener. Stop is the reverse: stop accepting and let in-flight
 requests finish (long polls are woken), stop components, then shut the logs
 down (flush, checkpoints, clean-shutdown marker, unlock).
+
+With ``zookeeper.connect`` the metadata is the cluster's (``server.zk_cluster``):
+the ZooKeeper session is opened before meta.properties is checked (the cluster
+id is ZooKeeper's), the broker registers once its listeners are bound, its
+controller starts after the replicas, and its session is closed before the logs
+shut down, so the cluster sees it leave at once. Without it nothing of the
+cluster code (nor kazoo) is imported.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 
 from odradek.metadata.image import BrokerImage
 from odradek.metadata.local import LocalMetadataStore
+from odradek.metadata.store import MetadataStore
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.network.memory_pool import MemoryPool
@@ -72,7 +80,9 @@ class Broker:
         self.node_id: int = -1
         self.cluster_id: str = ""
         self.log_manager: LogManager
-        self.metadata: LocalMetadataStore
+        self.metadata: MetadataStore
+        #: Cluster mode only: the ZooKeeper session, controller and their shutdown.
+        self.cluster: Any = None
         self.replica_manager: ReplicaManager
         self._request_channel: RequestChannel
         self._background: asyncio.Task | None = None
@@ -132,23 +142,32 @@ class Broker:
             )
             self.log_manager.startup()
             self._logs_started = True
+            cluster_id = self.config.get("cluster.id")
+            if self.config["zookeeper.connect"]:
+                from odradek.server.zk_cluster import ZkCluster
+
+                self.cluster = ZkCluster(self)
+                cluster_id = await self.cluster.connect(cluster_id)
             self.node_id, self.cluster_id = self.log_manager.ensure_meta_properties(
-                self.config.node_id, self.config.get("cluster.id")
+                self.config.node_id, cluster_id
             )
             endpoints = tuple(
                 (name, host, port) for name, (host, port) in self.advertised_listeners.items()
             )
-            self.metadata = LocalMetadataStore(
-                self.config.log_dirs[0],
-                self.node_id,
-                self.cluster_id,
-                BrokerImage(self.node_id, endpoints),
-            )
+            broker_image = BrokerImage(self.node_id, endpoints, self.config["broker.rack"])
+            if self.cluster is not None:
+                self.metadata = await self.cluster.join(broker_image)
+            else:
+                self.metadata = LocalMetadataStore(
+                    self.config.log_dirs[0], self.node_id, self.cluster_id, broker_image
+                )
             self.replica_manager = ReplicaManager(
                 self.log_manager, self.metadata, self.node_id, self.default_log_config
             )
             self.replica_manager.append_listeners.append(self.fetch_purgatory.notify)
             self.replica_manager.startup()
+            if self.cluster is not None:
+                self.cluster.start_controller()
             self._background = asyncio.create_task(self.log_manager.run_background())
             for name, path in COMPONENTS.items():
                 module, _, factory = path.partition(":")
@@ -170,6 +189,9 @@ class Broker:
                 await self.components.pop(name).stop()
             except Exception:
                 log.exception("stopping component %s failed", name)
+        if self.cluster is not None:
+            await self.cluster.leave()
+            self.cluster = None
         if self._background is not None:
             self._background.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

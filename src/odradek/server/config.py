@@ -182,6 +182,33 @@ _DEFS = [
         at_least=-1,
     ),
     ConfigDef("broker.id", "int", "-1", "Legacy name of node.id.", at_least=-1),
+    ConfigDef("broker.rack", "string", None, "Rack of this broker, for rack-aware assignment."),
+    ConfigDef(
+        "zookeeper.connect",
+        "string",
+        None,
+        "host:port[,host:port...][/chroot] of ZooKeeper; set, the broker joins that cluster.",
+    ),
+    ConfigDef(
+        "zookeeper.session.timeout.ms",
+        "int",
+        "18000",
+        "ZooKeeper session timeout: a broker silent this long is dead to the cluster.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "zookeeper.connection.timeout.ms",
+        "int",
+        None,
+        "Longest wait for a ZooKeeper connection; zookeeper.session.timeout.ms when unset.",
+        at_least=1,
+    ),
+    ConfigDef(
+        "unclean.leader.election.enable",
+        "boolean",
+        "false",
+        "Let a replica outside the ISR become leader when no ISR member is live (data loss).",
+    ),
     ConfigDef("cluster.id", "string", None, "Cluster id for a new data dir; generated when unset."),
     ConfigDef(
         "num.partitions", "int", "1", "Default partition count of auto-created topics.", at_least=1

@@ -10,7 +10,10 @@ Brokers are described by their endpoint on the listener the request came in
 on (advertised.listeners, matched by listener name). A leader not advertised
 on that listener makes its partitions answer LISTENER_NOT_FOUND (v6+) or
 LEADER_NOT_AVAILABLE, and a broker without such an endpoint is left out, as
-Kafka's metadata cache does.
+Kafka's metadata cache does. In a cluster, a partition without a live leader
+(leader -1 after its last in-sync replica died) answers LEADER_NOT_AVAILABLE
+with leader -1, and replicas on brokers that are not registered are listed as
+offline_replicas.
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ async def handle(ctx: RequestContext, request):
     )
 
     include_topic_ops = getattr(request, "include_topic_authorized_operations", False)
+    live = set(endpoints)
 
     def _ops(name: str | None) -> int:
         return authorized_operations(ctx, ResourceType.TOPIC, name or "", include_topic_ops)
 
     def _topic(topic: TopicImage):
-        return _describe_topic(module, topic, reachable, no_listener, _ops(topic.name))
+        return _describe_topic(module, topic, live, reachable, no_listener, _ops(topic.name))
 
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     topics = []
@@ -137,19 +141,30 @@ def _error_topic(module, name, wanted, code, ops: int):
     )
 
 
+def _partition_error(leader: int, live: set[int], reachable: set[int], no_listener: ErrorCode):
+    if leader in reachable:
+        return ErrorCode.none
+    return no_listener if leader in live else ErrorCode.leader_not_available
+
+
 def _describe_topic(
-    module, topic: TopicImage, reachable: set[int], no_listener: ErrorCode, ops: int
+    module,
+    topic: TopicImage,
+    live: set[int],
+    reachable: set[int],
+    no_listener: ErrorCode,
+    ops: int,
 ):
     partitions = tuple(
         schemas.build(
             module.MetadataResponsePartition,
-            error_code=ErrorCode.none if p.leader in reachable else no_listener,
+            error_code=_partition_error(p.leader, live, reachable, no_listener),
             partition_index=p.partition,
             leader_id=p.leader if p.leader in reachable else -1,
             leader_epoch=p.leader_epoch,
             replica_nodes=p.replicas,
             isr_nodes=p.isr,
-            offline_replicas=(),
+            offline_replicas=tuple(r for r in p.replicas if r not in live),
         )
         for p in topic.partitions
     )

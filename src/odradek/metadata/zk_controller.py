@@ -1,0 +1,256 @@
+"""ZkController: the controller's ZooKeeper shell around the decisions in ``controller``.
+
+Every broker runs one; at most one is active at a time. Election is Kafka's
+(``registerControllerAndIncrementControllerEpoch``): read ``/controller_epoch``
+with its version, then in one multi-op create the ephemeral ``/controller``
+and write epoch + 1 conditional on that version. Whoever's multi-op succeeds
+is controller with that epoch; when its session ends ``/controller`` goes and
+every broker's watch tries again.
+
+Fencing: each controller write is a multi-op whose first op checks that
+``/controller_epoch`` still has the version this controller wrote. A controller
+that lost its session (a "zombie" that has not noticed yet) fails that check
+once a successor was elected, and nothing it decided lands. Partition state
+writes are also conditional on the state znode's version, so a decision made
+from a stale view fails instead of overwriting a newer one; the watches then
+bring the newer view and the controller decides again.
+
+The active controller reconciles level-triggered: after any change it computes
+the state writes the whole view calls for (``controller.partition_state_changes``)
+and performs them, and it deletes the topics queued in ``/admin/delete_topics``
+(states, partitions, assignment, config, then the queue entry, in one fenced
+multi-op). One reconciliation runs at a time; changes arriving meanwhile mark it
+to run again. ZooKeeper calls are kazoo's asynchronous ones, awaited on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient, TransactionRequest
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from odradek.metadata import zk_layout as layout
+from odradek.metadata.controller import StateChange, partition_state_changes
+from odradek.metadata.zk_store import ZkMetadataStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerFence:
+    """The epoch this controller won and the ``/controller_epoch`` version it wrote."""
+
+    epoch: int
+    zk_version: int
+
+
+class ControllerMoved(RuntimeError):
+    """The epoch check failed: another controller was elected since (Kafka's ControllerMovedException)."""
+
+
+def elect(client: KazooClient, node_id: int) -> ControllerFence | None:
+    """Try to become controller; the fence on success, None if another broker is controller."""
+    while True:
+        try:
+            data, stat = client.get(layout.CONTROLLER_EPOCH)
+        except NoNodeError:
+            try:
+                client.create(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(0))
+            except NodeExistsError:
+                pass
+            continue
+        epoch = layout.decode_controller_epoch(data) + 1
+        tx = client.transaction()
+        tx.create(layout.CONTROLLER, layout.encode_controller(node_id), ephemeral=True)
+        tx.set_data(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(epoch), stat.version)
+        results = tx.commit()
+        if isinstance(results[0], NodeExistsError):
+            return None
+        if isinstance(results[1], BadVersionError):
+            continue  # another election bumped the epoch meanwhile: read it again
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return ControllerFence(epoch, results[1].version)
+
+
+def fenced(client: KazooClient, fence: ControllerFence) -> TransactionRequest:
+    """A multi-op that only commits while ``fence`` is the current controller's."""
+    tx = client.transaction()
+    tx.check(layout.CONTROLLER_EPOCH, fence.zk_version)
+    return tx
+
+
+def check_fence(results: list[Any]) -> None:
+    """ControllerMoved if a fenced multi-op failed on its epoch check."""
+    if results and isinstance(results[0], BadVersionError):
+        raise ControllerMoved("/controller_epoch changed: another controller was elected")
+
+
+def add_state_change(tx: TransactionRequest, change: StateChange) -> None:
+    path = layout.state_path(change.topic, change.partition)
+    data = layout.encode_partition_state(change.state)
+    if change.expected_version is None:
+        tx.create(path, data)
+    else:
+        tx.set_data(path, data, change.expected_version)
+
+
+class ZkController:
+    """Election and the active controller's work, on the broker's event loop."""
+
+    def __init__(
+        self,
+        store: ZkMetadataStore,
+        unclean_leader_election: Callable[[str, dict[str, str]], bool],
+    ) -> None:
+        """``unclean_leader_election(topic, overrides)``: the topic's effective
+        unclean.leader.election.enable (its override, else the broker default)."""
+        self.store = store
+        self.client = store.client
+        self.node_id = store.node_id
+        self._unclean = unclean_leader_election
+        self.fence: ControllerFence | None = None
+        self._task: asyncio.Task | None = None
+        self._again = False
+        self._stopped = False
+
+    @property
+    def active(self) -> bool:
+        return self.fence is not None
+
+    def start(self) -> None:
+        self.store.change_listeners.append(self._on_change)
+        self._on_change()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self.fence = None
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def _on_change(self) -> None:
+        if self._stopped:
+            return
+        if self.fence is not None and self.store.controller_id not in (-1, self.node_id):
+            log.info("broker %d is no longer controller", self.node_id)
+            self.fence = None
+        if not self.client.connected:
+            self.fence = None
+            return
+        self._again = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while self._again and not self._stopped:
+            self._again = False
+            try:
+                if self.fence is None and self.store.controller_id == -1:
+                    self.fence = await asyncio.to_thread(elect, self.client, self.node_id)
+                    if self.fence is not None:
+                        log.info(
+                            "broker %d is controller, epoch %d", self.node_id, self.fence.epoch
+                        )
+                if self.fence is not None:
+                    await self._reconcile(self.fence)
+            except ControllerMoved as e:
+                log.info("broker %d resigns as controller: %s", self.node_id, e)
+                self.fence = None
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller step failed; retrying on the next change")
+
+    async def _reconcile(self, fence: ControllerFence) -> None:
+        store = self.store
+        deleting = store.topics_to_delete()
+        changes = partition_state_changes(
+            store.assignments(),
+            store.partition_states(),
+            store.live_broker_ids(),
+            fence.epoch,
+            lambda topic: self._unclean(topic, store.topic_config_overrides(topic)),
+            deleting,
+        )
+        pending = [self._write_state(fence, change) for change in changes]
+        pending += [self._delete_topic(fence, topic) for topic in deleting]
+        for result in await asyncio.gather(*pending, return_exceptions=True):
+            if isinstance(result, ControllerMoved):
+                raise result
+            if isinstance(result, Exception):
+                log.warning("controller write failed (retried on the next change): %r", result)
+
+    async def _write_state(self, fence: ControllerFence, change: StateChange) -> None:
+        if change.expected_version is None:
+            await self._call(
+                self.client.ensure_path_async(layout.partition_path(change.topic, change.partition))
+            )
+        tx = fenced(self.client, fence)
+        add_state_change(tx, change)
+        check_fence(await self._call(tx.commit_async()))
+
+    async def _delete_topic(self, fence: ControllerFence, topic: str) -> None:
+        """Remove a queued topic's znodes bottom-up in one fenced multi-op."""
+        paths = []
+        if await self._call(self.client.exists_async(layout.topic_path(topic))) is not None:
+            try:
+                partitions = await self._call(
+                    self.client.get_children_async(layout.partitions_path(topic))
+                )
+            except NoNodeError:
+                partitions = []
+            for p in partitions:
+                partition_path = f"{layout.partitions_path(topic)}/{p}"
+                children = await self._call(self.client.get_children_async(partition_path))
+                paths += [f"{partition_path}/{child}" for child in children]
+                paths.append(partition_path)
+            if partitions:
+                paths.append(layout.partitions_path(topic))
+            paths.append(layout.topic_path(topic))
+        if await self._call(self.client.exists_async(layout.topic_config_path(topic))):
+            paths.append(layout.topic_config_path(topic))
+        paths.append(layout.delete_topic_path(topic))
+        tx = fenced(self.client, fence)
+        for path in paths:
+            tx.delete(path)
+        results = await self._call(tx.commit_async())
+        check_fence(results)
+        if any(isinstance(r, Exception) for r in results):
+            log.info("deletion of topic %s raced another change; retried", topic)
+        else:
+            log.info("controller deleted topic %s", topic)
+
+    def _call(self, async_result) -> asyncio.Future:
+        """Await a kazoo IAsyncResult on the loop."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def settle(result) -> None:
+            try:
+                value = result.get_nowait()
+            except Exception as e:
+                loop.call_soon_threadsafe(_settle, future, None, e)
+            else:
+                loop.call_soon_threadsafe(_settle, future, value, None)
+
+        async_result.rawlink(settle)
+        return future
+
+
+def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)

@@ -1,0 +1,294 @@
+"""Kafka's ZooKeeper layout: the paths and JSON of every znode cluster mode reads or writes.
+
+Byte-compatible with what Kafka 3.x (ZooKeeper mode, ``kafka.zk.ZkData``) writes,
+so tools that read the layout (Burrow, kafka-topics --zookeeper era scripts,
+zkCli inspection) understand an Odradek cluster:
+
+- ``/cluster/id``: ``{"version":"1","id":...}`` (the version is a string there)
+- ``/brokers/ids/<id>`` (ephemeral): version 5 broker info with host/port of the
+  first endpoint for old clients, ``endpoints`` as ``NAME://host:port``,
+  ``listener_security_protocol_map``, ``rack`` only when set, ``features``
+- ``/brokers/topics/<t>``: version 3 assignment ``{"partitions": {"0": [1,2]}}``
+  with ``adding_replicas``/``removing_replicas`` and ``topic_id``
+- ``/brokers/topics/<t>/partitions/<p>/state``: version 1 leader and ISR with
+  ``controller_epoch``
+- ``/controller`` (ephemeral): version 2 ``brokerid``, ``timestamp`` (a string),
+  ``kraftControllerEpoch`` -1; ``/controller_epoch``: the epoch as a decimal string
+- ``/config/<type>/<name>``: ``{"version":1,"config":{...}}``; a change is
+  announced by a persistent sequential ``/config/changes/config_change_`` node
+  ``{"version":2,"entity_path":"topics/<t>"}``
+- ``/admin/delete_topics/<t>`` (empty), ``/admin/reassign_partitions``,
+  ``/isr_change_notification/isr_change_`` (version 1 list of partitions)
+
+Pure functions over bytes: no client here, so both the store and the controller
+share one definition and the tests can check the shapes without a server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+from odradek.metadata.image import BrokerImage
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+SEQID = "/brokers/seqid"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG = "/config"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+#: The persistent paths Kafka's broker creates at start-up (KafkaZkClient.createTopLevelPaths).
+PERSISTENT_PATHS = (
+    "/consumers",
+    BROKER_IDS,
+    TOPICS,
+    CONFIG_CHANGES,
+    "/admin",
+    DELETE_TOPICS,
+    "/brokers/seqid",
+    ISR_CHANGE_NOTIFICATION,
+    "/latest_producer_id_block",
+    "/log_dir_event_notification",
+    "/config/topics",
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    "/config/ips",
+)
+#: The BROKER config entity that holds cluster-wide defaults.
+DEFAULT_BROKER_ENTITY = "<default>"
+#: ``LeaderAndIsr.NoLeader``.
+NO_LEADER = -1
+BROKER_INFO_VERSION = 5
+
+
+def _encode(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG}/topics/{topic}"
+
+
+def broker_config_path(resource: str) -> str:
+    """``resource`` "" (the cluster default) is Kafka's ``<default>`` entity."""
+    return f"{CONFIG}/brokers/{resource or DEFAULT_BROKER_ENTITY}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+# -- /cluster/id ---------------------------------------------------------------------------
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _encode({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return json.loads(data)["id"]
+
+
+# -- /brokers/ids/<id> ---------------------------------------------------------------------
+
+
+def encode_broker(broker: BrokerImage, security_protocols: dict[str, str]) -> bytes:
+    """``security_protocols``: listener name -> security protocol of each advertised endpoint."""
+    name, host, port = broker.endpoints[0]
+    info: dict[str, object] = {
+        "version": BROKER_INFO_VERSION,
+        # Kafka puts a PLAINTEXT endpoint here for old clients, else host null and port -1.
+        "host": host if security_protocols.get(name) == "PLAINTEXT" else None,
+        "port": port if security_protocols.get(name) == "PLAINTEXT" else -1,
+        "endpoints": [f"{n}://{h}:{p}" for n, h, p in broker.endpoints],
+        "jmx_port": -1,
+        "timestamp": str(int(time.time() * 1000)),
+        "listener_security_protocol_map": {
+            n: security_protocols[n] for n, _, _ in broker.endpoints
+        },
+        "features": {},
+    }
+    if broker.rack is not None:
+        info["rack"] = broker.rack
+    return _encode(info)
+
+
+def decode_broker(node_id: int, data: bytes) -> BrokerImage:
+    info = json.loads(data)
+    endpoints = []
+    for uri in info.get("endpoints", ()):
+        name, _, address = uri.partition("://")
+        host, _, port = address.rpartition(":")
+        endpoints.append((name, host.strip("[]"), int(port)))
+    if not endpoints and info.get("host"):
+        endpoints.append(("PLAINTEXT", info["host"], int(info["port"])))
+    return BrokerImage(node_id, tuple(endpoints), info.get("rack"))
+
+
+# -- /brokers/topics/<t> -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """What ``/brokers/topics/<t>`` holds: the topic id and each partition's replicas."""
+
+    topic_id: uuid.UUID | None
+    replicas: dict[int, tuple[int, ...]]
+    adding: dict[int, tuple[int, ...]]
+    removing: dict[int, tuple[int, ...]]
+
+
+def encode_assignment(
+    topic_id: uuid.UUID,
+    replicas: dict[int, tuple[int, ...]],
+    adding: dict[int, tuple[int, ...]] | None = None,
+    removing: dict[int, tuple[int, ...]] | None = None,
+) -> bytes:
+    return _encode(
+        {
+            "partitions": {str(p): list(r) for p, r in sorted(replicas.items())},
+            "topic_id": _kafka_uuid(topic_id),
+            "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items())},
+            "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items())},
+            "version": 3,
+        }
+    )
+
+
+def decode_assignment(data: bytes) -> TopicAssignment:
+    info = json.loads(data)
+
+    def parts(key: str) -> dict[int, tuple[int, ...]]:
+        return {int(p): tuple(r) for p, r in (info.get(key) or {}).items()}
+
+    raw_id = info.get("topic_id")
+    return TopicAssignment(
+        _parse_kafka_uuid(raw_id) if raw_id else None,
+        parts("partitions"),
+        parts("adding_replicas"),
+        parts("removing_replicas"),
+    )
+
+
+def _kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def _parse_kafka_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+# -- /brokers/topics/<t>/partitions/<p>/state ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """``LeaderIsrAndControllerEpoch``: what the controller last decided for one partition."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    return _encode(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_partition_state(data: bytes) -> PartitionState:
+    info = json.loads(data)
+    return PartitionState(
+        info["leader"], info["leader_epoch"], tuple(info["isr"]), info["controller_epoch"]
+    )
+
+
+# -- /controller, /controller_epoch --------------------------------------------------------
+
+
+def encode_controller(node_id: int) -> bytes:
+    return _encode(
+        {
+            "version": 2,
+            "brokerid": node_id,
+            "timestamp": str(int(time.time() * 1000)),
+            "kraftControllerEpoch": -1,
+        }
+    )
+
+
+def decode_controller(data: bytes) -> int:
+    return int(json.loads(data)["brokerid"])
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data)
+
+
+# -- /config -------------------------------------------------------------------------------
+
+
+def encode_config(configs: dict[str, str]) -> bytes:
+    return _encode({"version": 1, "config": dict(configs)})
+
+
+def decode_config(data: bytes | None) -> dict[str, str]:
+    if not data:
+        return {}
+    return {k: str(v) for k, v in (json.loads(data).get("config") or {}).items()}
+
+
+def encode_config_change(entity_type: str, entity_name: str) -> bytes:
+    return _encode({"version": 2, "entity_path": f"{entity_type}/{entity_name}"})
+
+
+# -- /isr_change_notification --------------------------------------------------------------
+
+
+def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+    return _encode(
+        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+    )

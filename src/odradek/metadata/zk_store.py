@@ -1,0 +1,647 @@
+"""ZkMetadataStore: the cluster image kept in ZooKeeper, in Kafka's layout (``zk_layout``).
+
+Every broker keeps its image current from watches, level-triggered. kazoo's
+DataWatch and ChildrenWatch re-arm ZooKeeper's one-shot watches and report the
+latest value, not every intermediate one, so a watch firing only means "look
+again": the callback carries the znode's current data and version, and the
+image is brought to it. Nothing depends on seeing each change.
+
+kazoo calls back on its own threads; each callback hands the value it read to
+the broker's event loop with ``loop.call_soon_threadsafe``, so updates are
+applied in order on the loop, where all partition state lives, and a value
+older than the one held (by the znode's mzxid) is ignored.
+
+What is watched: ``/brokers/ids`` (live brokers), ``/brokers/topics`` and, per
+topic, its assignment, its config and each partition's state, ``/controller``,
+``/admin/delete_topics`` (for the controller), ``/config/brokers/*``. A topic is
+published to the listeners (the ReplicaManager) once the controller has written
+the state of its partitions: a partition without state has no leader yet, and
+Metadata answers LEADER_NOT_AVAILABLE for the topic meanwhile, as Kafka does.
+
+Writes follow Kafka's ZooKeeper-mode broker: CreateTopics and CreatePartitions
+compute the assignment on the broker that received them and write
+``/brokers/topics/<t>`` (the controller then elects leaders), DeleteTopics
+writes ``/admin/delete_topics/<t>`` (the controller deletes), config changes
+write ``/config/<type>/<name>`` plus a ``/config/changes`` notification. These
+admin writes are synchronous ZooKeeper round trips on the event loop (well
+under a millisecond on a local ensemble), because the MetadataStore interface
+is synchronous; the produce and fetch paths never touch ZooKeeper.
+
+The broker registers ``/brokers/ids/<id>`` as an ephemeral node. After a crash
+the previous session's node lingers until that session expires; a restarted
+broker waits for it to go (up to the session timeout) instead of failing as
+Kafka does, so an operator's restart after kill -9 simply takes a little longer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from odradek.metadata import zk_layout as layout
+from odradek.metadata.image import BrokerImage, PartitionImage, TopicImage
+from odradek.metadata.replica_assignment import assign_replicas
+from odradek.metadata.store import (
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    MetadataStore,
+    TopicExists,
+    UnknownTopic,
+)
+from odradek.metadata.topic_names import INTERNAL_TOPICS
+from odradek.metadata.zk_layout import PartitionState, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+
+class ZooKeeperUnavailable(ConnectionError):
+    """No ZooKeeper session could be made within zookeeper.connection.timeout.ms (an OSError,
+    so ``odradek serve`` reports it as a start-up failure)."""
+
+
+class BrokerIdInUse(ConnectionError):
+    """``/brokers/ids/<id>`` stayed held by another live session."""
+
+
+@dataclass(frozen=True, slots=True)
+class ZkSettings:
+    """``zookeeper.connect`` (``host:port[,host:port...][/chroot]``) and its timeouts."""
+
+    connect: str
+    session_timeout_ms: int = 18000
+    connection_timeout_ms: int | None = None
+
+
+def new_cluster_id() -> str:
+    """Kafka's cluster id form: a random UUID in URL-safe base64, 22 characters."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ZkMetadataStore(MetadataStore):
+    """The image of a ZooKeeper-backed cluster as one broker sees it."""
+
+    def __init__(
+        self,
+        settings: ZkSettings,
+        security_protocols: Mapping[str, str],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        #: Known once ``start`` is given this broker's registration.
+        self.node_id = -1
+        self._security_protocols = dict(security_protocols)
+        self._loop = loop
+        self.client = KazooClient(
+            hosts=settings.connect, timeout=settings.session_timeout_ms / 1000
+        )
+        self._cluster_id = ""
+        self._broker: BrokerImage | None = None
+        #: Called on the loop after every applied change (the controller listens).
+        self.change_listeners: list[Callable[[], None]] = []
+        # -- the image, touched on the loop only --
+        self._brokers: dict[int, BrokerImage] = {}
+        self._controller_id = -1
+        self._topic_names: set[str] = set()
+        self._assignments: dict[str, tuple[TopicAssignment, int, int]] = {}
+        self._states: dict[tuple[str, int], tuple[PartitionState, int, int]] = {}
+        self._topic_configs: dict[str, tuple[dict[str, str], int]] = {}
+        self._broker_configs: dict[str, tuple[dict[str, str], int]] = {}
+        self._deleting: set[str] = set()
+        self._topics: dict[str, TopicImage] = {}
+        self._topic_ids: dict[uuid.UUID, TopicImage] = {}
+        self._pending: set[str] = set()
+        self._published = asyncio.Event()
+        # -- watch bookkeeping, touched on kazoo's threads (and the loop while starting) --
+        self._watch_lock = threading.Lock()
+        self._watched: set[str] = set()
+        self._closed = False
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def connect(self, cluster_id: str | None) -> str:
+        """Open the session, create Kafka's top-level paths, agree on the cluster id.
+
+        ``/cluster/id`` wins: the first broker of a new cluster writes its id (``cluster_id``
+        or a new one); later brokers read it. Blocking, at start-up only.
+        """
+        hosts, slash, chroot = self.settings.connect.partition("/")
+        if slash and chroot.strip("/"):
+            # As Kafka, create the chroot first (a chrooted session cannot).
+            root = KazooClient(hosts=hosts, timeout=self.settings.session_timeout_ms / 1000)
+            self._start_session(root)
+            try:
+                root.ensure_path("/" + chroot.strip("/"))
+            finally:
+                root.stop()
+                root.close()
+        self._start_session(self.client)
+        for path in layout.PERSISTENT_PATHS:
+            self.client.ensure_path(path)
+        try:
+            self.client.create(
+                layout.CLUSTER_ID,
+                layout.encode_cluster_id(cluster_id or new_cluster_id()),
+                makepath=True,
+            )
+        except NodeExistsError:
+            pass
+        self._cluster_id = layout.decode_cluster_id(self.client.get(layout.CLUSTER_ID)[0])
+        return self._cluster_id
+
+    def _start_session(self, client: KazooClient) -> None:
+        timeout_ms = self.settings.connection_timeout_ms or self.settings.session_timeout_ms
+        try:
+            client.start(timeout=timeout_ms / 1000)
+        except KazooTimeoutError:
+            client.close()
+            raise ZooKeeperUnavailable(
+                f"cannot connect to ZooKeeper at zookeeper.connect={self.settings.connect} "
+                f"within zookeeper.connection.timeout.ms={timeout_ms}"
+            ) from None
+
+    async def start(self, broker: BrokerImage) -> None:
+        """Register this broker and follow the cluster; returns once the image is loaded."""
+        self._broker = broker
+        self.node_id = broker.node_id
+        await asyncio.to_thread(self._register)
+        self.client.add_listener(self._on_session_state)
+        ChildrenWatch(self.client, layout.BROKER_IDS, self._watch_brokers)
+        DataWatch(self.client, layout.CONTROLLER, self._watch_controller)
+        ChildrenWatch(self.client, layout.DELETE_TOPICS, self._watch_deleting)
+        ChildrenWatch(self.client, f"{layout.CONFIG}/brokers", self._watch_broker_config_names)
+        ChildrenWatch(self.client, layout.TOPICS, self._watch_topic_names)
+        # Every value read while the watches were set is queued on the loop before this.
+        barrier = self._loop.create_future()
+        self._loop.call_soon_threadsafe(barrier.set_result, None)
+        await barrier
+
+    def close(self) -> None:
+        """End the session: this broker's ephemeral nodes go at once."""
+        self._closed = True
+        try:
+            self.client.stop()
+        finally:
+            self.client.close()
+
+    def _register(self) -> None:
+        """Create ``/brokers/ids/<id>``, waiting out a previous session's node if need be."""
+        assert self._broker is not None
+        path = layout.broker_path(self.node_id)
+        data = layout.encode_broker(self._broker, self._security_protocols)
+        timeout_ms = self.settings.session_timeout_ms + (
+            self.settings.connection_timeout_ms or self.settings.session_timeout_ms
+        )
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            try:
+                self.client.create(path, data, ephemeral=True)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self.client.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.client.client_id[0]:
+                    return
+                if time.monotonic() > deadline:
+                    raise BrokerIdInUse(
+                        f"{path} is held by another ZooKeeper session (is broker "
+                        f"{self.node_id} running elsewhere?)"
+                    ) from None
+                gone = threading.Event()
+                if self.client.exists(path, watch=lambda _event, gone=gone: gone.set()):
+                    gone.wait(1.0)
+
+    def _on_session_state(self, state: str) -> None:
+        # On kazoo's connection thread: never block here.
+        if state == KazooState.LOST and not self._closed:
+            self._post(self._on_session_lost)
+
+    def _on_session_lost(self) -> None:
+        log.warning("ZooKeeper session of broker %d expired; registering again", self.node_id)
+        self._notify()
+        task = asyncio.ensure_future(asyncio.to_thread(self._register_when_connected))
+        task.add_done_callback(lambda t: t.exception() and log.error("%s", t.exception()))
+
+    def _register_when_connected(self) -> None:
+        while not self._closed and not self.client.connected:
+            time.sleep(0.1)
+        if not self._closed:
+            self._register()
+
+    # -- watches: kazoo threads read, the loop applies ---------------------------------------
+
+    def _post(self, fn: Callable, *args: object) -> None:
+        if not self._closed:
+            self._loop.call_soon_threadsafe(fn, *args)
+
+    def _watch_once(self, path: str) -> bool:
+        """True the first time ``path`` is seen: the caller sets its watch (kept for the
+        store's life, so a topic deleted and created again is followed by the same watch)."""
+        with self._watch_lock:
+            if path in self._watched:
+                return False
+            self._watched.add(path)
+            return True
+
+    def _watch_brokers(self, children: list[str]) -> None:
+        brokers = {}
+        for child in children:
+            try:
+                data, _ = self.client.get(layout.broker_path(int(child)))
+            except (NoNodeError, ValueError):
+                continue
+            brokers[int(child)] = layout.decode_broker(int(child), data)
+        self._post(self._apply_brokers, brokers)
+
+    def _watch_controller(self, data: bytes | None, stat, event=None) -> None:
+        self._post(self._apply_controller, layout.decode_controller(data) if data else -1)
+
+    def _watch_deleting(self, children: list[str]) -> None:
+        self._post(self._apply_deleting, set(children))
+
+    def _watch_broker_config_names(self, children: list[str]) -> None:
+        for name in children:
+            path = f"{layout.CONFIG}/brokers/{name}"
+            if self._watch_once(path):
+                resource = "" if name == layout.DEFAULT_BROKER_ENTITY else name
+                DataWatch(self.client, path, self._config_watcher(self._broker_configs, resource))
+
+    def _watch_topic_names(self, children: list[str]) -> None:
+        self._post(self._apply_topic_names, set(children))
+        for topic in children:
+            path = layout.topic_path(topic)
+            if self._watch_once(path):
+                DataWatch(self.client, path, partial(self._watch_assignment, topic))
+                DataWatch(
+                    self.client,
+                    layout.topic_config_path(topic),
+                    self._config_watcher(self._topic_configs, topic),
+                )
+
+    def _watch_assignment(self, topic: str, data: bytes | None, stat, event=None) -> None:
+        assignment = layout.decode_assignment(data) if data else None
+        if assignment is not None:
+            for p in assignment.replicas:
+                path = layout.state_path(topic, p)
+                if self._watch_once(path):
+                    DataWatch(self.client, path, partial(self._watch_state, topic, p))
+        self._post(self._apply_assignment, topic, assignment, stat)
+
+    def _watch_state(
+        self, topic: str, partition: int, data: bytes | None, stat, event=None
+    ) -> None:
+        state = layout.decode_partition_state(data) if data else None
+        self._post(self._apply_state, topic, partition, state, stat)
+
+    def _config_watcher(self, target: dict, name: str) -> Callable:
+        def watch(data: bytes | None, stat, event=None) -> None:
+            self._post(self._apply_config, target, name, layout.decode_config(data), stat)
+
+        return watch
+
+    # -- applying on the loop -----------------------------------------------------------------
+
+    def _notify(self) -> None:
+        for listener in self.change_listeners:
+            listener()
+
+    def _apply_brokers(self, brokers: dict[int, BrokerImage]) -> None:
+        if brokers != self._brokers:
+            self._brokers = brokers
+            self._notify()
+
+    def _apply_controller(self, controller_id: int) -> None:
+        self._controller_id = controller_id
+        self._notify()
+
+    def _apply_deleting(self, names: set[str]) -> None:
+        self._deleting = names
+        self._notify()
+
+    def _apply_topic_names(self, names: set[str]) -> None:
+        gone = self._topic_names - names
+        self._topic_names = names
+        for topic in gone:
+            self._assignments.pop(topic, None)
+            self._reconcile(topic)
+        self._notify()
+
+    @staticmethod
+    def _newer(held: int | None, stat) -> bool:
+        """A value read with ``stat`` (None: the znode is gone) replaces one read at ``held``."""
+        return stat is None or held is None or stat.mzxid >= held
+
+    def _apply_assignment(self, topic: str, assignment: TopicAssignment | None, stat) -> None:
+        held = self._assignments.get(topic)
+        if not self._newer(held[2] if held else None, stat):
+            return
+        if assignment is None:
+            self._assignments.pop(topic, None)
+        else:
+            self._assignments[topic] = (assignment, stat.version, stat.mzxid)
+        self._reconcile(topic)
+        self._notify()
+
+    def _apply_state(self, topic: str, partition: int, state: PartitionState | None, stat) -> None:
+        key = (topic, partition)
+        held = self._states.get(key)
+        if not self._newer(held[2] if held else None, stat):
+            return
+        if state is None:
+            self._states.pop(key, None)
+        else:
+            self._states[key] = (state, stat.version, stat.mzxid)
+        self._reconcile(topic)
+        self._notify()
+
+    def _apply_config(self, target: dict, name: str, configs: dict[str, str], stat) -> None:
+        held = target.get(name)
+        if not self._newer(held[1] if held else None, stat):
+            return
+        if stat is None:
+            target.pop(name, None)
+        else:
+            target[name] = (configs, stat.mzxid)
+        if target is self._topic_configs:
+            self._reconcile(name)
+        self._notify()
+
+    def _image(self, topic: str) -> TopicImage | None:
+        """The topic as published: its partitions up to the first without a leader decision."""
+        held = self._assignments.get(topic)
+        if held is None or held[0].topic_id is None:
+            return None
+        assignment = held[0]
+        partitions = []
+        for p in range(len(assignment.replicas)):
+            state = self._states.get((topic, p))
+            if state is None or p not in assignment.replicas:
+                break
+            s = state[0]
+            partitions.append(
+                PartitionImage(p, s.leader, s.leader_epoch, assignment.replicas[p], s.isr)
+            )
+        if not partitions:
+            return None
+        configs = self._topic_configs.get(topic)
+        return TopicImage(
+            topic,
+            assignment.topic_id,
+            tuple(partitions),
+            dict(configs[0]) if configs else {},
+            internal=topic in INTERNAL_TOPICS,
+        )
+
+    def _reconcile(self, topic: str) -> None:
+        before, after = self._topics.get(topic), self._image(topic)
+        if before == after:
+            return
+        if before is not None and (after is None or after.topic_id != before.topic_id):
+            del self._topics[topic]
+            self._topic_ids.pop(before.topic_id, None)
+            self._publish(before, None)
+            before = None
+        if after is not None:
+            self._topics[topic] = after
+            self._topic_ids[after.topic_id] = after
+            self._publish(before, after)
+        self._published.set()
+        self._published = asyncio.Event()
+
+    # -- the controller's view ------------------------------------------------------------------
+
+    def live_broker_ids(self) -> set[int]:
+        return set(self._brokers)
+
+    def assignments(self) -> dict[str, TopicAssignment]:
+        return {t: a for t, (a, _, _) in self._assignments.items()}
+
+    def partition_states(self) -> dict[tuple[str, int], tuple[PartitionState, int]]:
+        return {key: (state, version) for key, (state, version, _) in self._states.items()}
+
+    def topics_to_delete(self) -> set[str]:
+        return set(self._deleting)
+
+    def topic_config_overrides(self, topic: str) -> dict[str, str]:
+        held = self._topic_configs.get(topic)
+        return dict(held[0]) if held else {}
+
+    # -- MetadataStore ------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        return self._controller_id
+
+    def brokers(self) -> list[BrokerImage]:
+        return [self._brokers[node] for node in sorted(self._brokers)]
+
+    def topics(self) -> dict[str, TopicImage]:
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        return self._topic_ids.get(topic_id)
+
+    def pending_topics(self) -> set[str]:
+        """Reserved here, or written to ZooKeeper and still waiting for the controller."""
+        return self._pending | {t for t in self._assignments if t not in self._topics}
+
+    def new_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+        internal: bool = False,
+    ) -> TopicImage:
+        if name in self._topics or name in self._pending or name in self._assignments:
+            raise TopicExists(f"Topic '{name}' already exists.")
+        if replication_factor < 1:
+            raise InvalidReplicationFactor("Replication factor must be larger than 0.")
+        assignment = assign_replicas(self.brokers(), partitions, replication_factor)
+        self._pending.add(name)
+        return TopicImage(
+            name=name,
+            topic_id=uuid.uuid4(),
+            partitions=self._proposed(assignment),
+            configs=dict(configs or {}),
+            internal=internal,
+        )
+
+    def _proposed(self, assignment: dict[int, tuple[int, ...]]) -> tuple[PartitionImage, ...]:
+        """Partitions as the controller will start them while every replica is live."""
+        return tuple(
+            PartitionImage(p, replicas[0], 0, replicas, replicas)
+            for p, replicas in sorted(assignment.items())
+        )
+
+    def commit_new_topic(self, topic: TopicImage) -> TopicImage:
+        """Write the topic's config and assignment; the controller elects its leaders."""
+        self._pending.discard(topic.name)
+        tx = self.client.transaction()
+        config_path = layout.topic_config_path(topic.name)
+        if self.client.exists(config_path) is None:
+            tx.create(config_path, layout.encode_config(topic.configs))
+        else:
+            tx.set_data(config_path, layout.encode_config(topic.configs))
+        tx.create(
+            layout.topic_path(topic.name),
+            layout.encode_assignment(
+                topic.topic_id, {p.partition: p.replicas for p in topic.partitions}
+            ),
+        )
+        results = tx.commit()
+        if any(isinstance(r, NodeExistsError) for r in results):
+            raise TopicExists(f"Topic '{topic.name}' already exists.")
+        _raise_failure(results)
+        return topic
+
+    def abandon_new_topic(self, name: str) -> None:
+        self._pending.discard(name)
+
+    async def await_published(self, topic: TopicImage, timeout_s: float = 30.0) -> TopicImage:
+        """Wait until the watches bring ``topic`` (this id, at least these partitions) back."""
+        deadline = self._loop.time() + timeout_s
+        while True:
+            current = self._topics.get(topic.name)
+            if (
+                current is not None
+                and current.topic_id == topic.topic_id
+                and len(current.partitions) >= len(topic.partitions)
+            ):
+                return current
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                return topic
+            try:
+                await asyncio.wait_for(self._published.wait(), remaining)
+            except TimeoutError:
+                return topic
+
+    def delete_topic(self, name: str) -> TopicImage:
+        """Queue the topic for the controller (``/admin/delete_topics/<t>``), as Kafka does."""
+        before = self._require(name)
+        try:
+            self.client.create(layout.delete_topic_path(name))
+        except NodeExistsError:
+            pass
+        return before
+
+    def grown_topic(self, name: str, total: int) -> TopicImage:
+        before = self._require(name)
+        current = len(before.partitions)
+        if total <= current:
+            raise InvalidPartitions(
+                f"Topic currently has {current} partitions, which is higher than or "
+                f"equal to the requested {total}."
+            )
+        # Kafka continues the assignment from the broker holding partition 0's first replica.
+        brokers = self.brokers()
+        first = before.partitions[0].replicas[0]
+        start = next((i for i, b in enumerate(brokers) if b.node_id >= first), 0)
+        added = assign_replicas(
+            brokers,
+            total - current,
+            before.replication_factor,
+            fixed_start_index=start,
+            start_partition=current,
+        )
+        return replace(before, partitions=before.partitions + self._proposed(added))
+
+    def commit_partitions(self, grown: TopicImage) -> TopicImage:
+        """Write the grown assignment, conditional on the one it was computed from."""
+        held = self._assignments.get(grown.name)
+        if held is None or held[0].topic_id != grown.topic_id:
+            raise UnknownTopic(
+                f"Topic '{grown.name}' was deleted while its partitions were being created."
+            )
+        assignment, version, _ = held
+        if len(grown.partitions) <= len(assignment.replicas):
+            raise InvalidPartitions(
+                f"Topic currently has {len(assignment.replicas)} partitions, which is higher "
+                f"than or equal to the requested {len(grown.partitions)}."
+            )
+        replicas = {p.partition: p.replicas for p in grown.partitions}
+        replicas.update(assignment.replicas)
+        try:
+            self.client.set_data(
+                layout.topic_path(grown.name),
+                layout.encode_assignment(
+                    grown.topic_id, replicas, assignment.adding, assignment.removing
+                ),
+                version=version,
+            )
+        except BadVersionError:
+            raise InvalidPartitions(
+                f"The partitions of topic '{grown.name}' changed meanwhile; retry."
+            ) from None
+        except NoNodeError:
+            raise UnknownTopic(f"Topic '{grown.name}' does not exist.") from None
+        return grown
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicImage:
+        self._require(name)
+        self._write_config(self._topic_configs, "topics", name, name, dict(configs))
+        self._reconcile(name)
+        return self._require(name)
+
+    def broker_configs(self, resource: str = "") -> dict[str, str]:
+        held = self._broker_configs.get(resource)
+        return dict(held[0]) if held else {}
+
+    def set_broker_configs(self, configs: Mapping[str, str], resource: str = "") -> None:
+        entity = resource or layout.DEFAULT_BROKER_ENTITY
+        self._write_config(self._broker_configs, "brokers", entity, resource, dict(configs))
+
+    def _write_config(
+        self, target: dict, entity_type: str, entity: str, key: str, configs: dict[str, str]
+    ) -> None:
+        """Kafka's setOrCreateEntityConfigs plus a change notification; applied here at once
+        (the watch then brings the same version, which is ignored)."""
+        path = f"{layout.CONFIG}/{entity_type}/{entity}"
+        data = layout.encode_config(configs)
+        try:
+            stat = self.client.set_data(path, data)
+        except NoNodeError:
+            self.client.create(path, data)
+            stat = self.client.exists(path)
+        self.client.create(
+            f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
+            layout.encode_config_change(entity_type, entity),
+            sequence=True,
+        )
+        if stat is not None:
+            self._apply_config(target, key, configs, stat)
+
+    def _require(self, name: str) -> TopicImage:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopic(f"This server does not host this topic-partition: {name}")
+        return topic
+
+
+def _raise_failure(results: list) -> None:
+    """A failed kazoo transaction lists the failing op's exception (others RolledBackError)."""
+    for result in results:
+        if isinstance(result, Exception) and type(result).__name__ != "RolledBackError":
+            raise result
