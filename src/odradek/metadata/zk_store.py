@@ -584,7 +584,7 @@ class ZkMetadataStore(MetadataStore):
         replicas = {p.partition: p.replicas for p in grown.partitions}
         replicas.update(assignment.replicas)
         try:
-            self.client.set_data(
+            self.client.set(
                 layout.topic_path(grown.name),
                 layout.encode_assignment(
                     grown.topic_id, replicas, assignment.adding, assignment.removing
@@ -621,7 +621,7 @@ class ZkMetadataStore(MetadataStore):
         path = f"{layout.CONFIG}/{entity_type}/{entity}"
         data = layout.encode_config(configs)
         try:
-            stat = self.client.set_data(path, data)
+            stat = self.client.set(path, data)
         except NoNodeError:
             self.client.create(path, data)
             stat = self.client.exists(path)
