@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 from kazoo.client import KazooClient
+from kio.schema.init_producer_id.v4 import request as init_producer_id4
 
 from odradek.metadata import zk_layout as layout
 from odradek.protocol.errors import ErrorCode
@@ -204,6 +206,36 @@ def test_a_broker_that_does_not_lead_answers_not_leader_or_follower(odradek_clus
     finally:
         wrong.close()
         right.close()
+
+
+def test_brokers_hand_out_producer_ids_from_distinct_blocks(odradek_cluster, zk):
+    """Every broker answers InitProducerId; ids come from /latest_producer_id_block, so two
+    brokers never hand out the same id (idempotence would mistake one producer's batches
+    for the other's)."""
+    ids = []
+    for node, broker in odradek_cluster.brokers.items():
+        client = WireClient(broker.bootstrap_servers)
+        try:
+            for _ in range(2):
+                response = client.call(
+                    init_producer_id4.InitProducerIdRequest(
+                        transactional_id=None,
+                        transaction_timeout=timedelta(seconds=60),
+                        producer_id=-1,
+                        producer_epoch=-1,
+                    )
+                )
+                assert response.error_code == ErrorCode.none
+                ids.append((node, int(response.producer_id)))
+        finally:
+            client.close()
+    assert len({pid for _, pid in ids}) == len(ids)
+    blocks = {pid // 1000 for _, pid in ids}
+    assert len(blocks) == 3, "each broker takes a block of its own"
+    block = read_json(zk, layout.PRODUCER_ID_BLOCK)
+    assert block["version"] == 1 and block["broker"] in (1, 2, 3)
+    assert int(block["block_end"]) - int(block["block_start"]) == 999
+    assert int(block["block_end"]) == max(ids, key=lambda i: i[1])[1] // 1000 * 1000 + 999
 
 
 def metadata_v12(cluster: EmbeddedCluster, node: int, topic: str):

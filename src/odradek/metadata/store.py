@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import IntEnum
 from typing import Protocol
 
@@ -193,6 +193,13 @@ class MetadataStore(ABC):
         if topic is None:
             raise UnknownTopic(f"topic {name} does not exist")
         return dict(topic.configs)
+
+    def producer_id_blocks(self) -> Callable[[int], int] | None:
+        """Where blocks of producer ids come from: None on a single node, whose
+        ProducerIdManager reserves them in its own state file; in a cluster a function
+        taking ``size`` ids for this broker alone and returning the first, so that no two
+        brokers hand out the same producer id."""
+        return None
 
     @abstractmethod
     def broker_configs(self, resource: str = "") -> dict[str, str]:

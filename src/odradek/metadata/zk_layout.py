@@ -19,6 +19,8 @@ zkCli inspection) understand an Odradek cluster:
   ``{"version":2,"entity_path":"topics/<t>"}``
 - ``/admin/delete_topics/<t>`` (empty), ``/admin/reassign_partitions``,
   ``/isr_change_notification/isr_change_`` (version 1 list of partitions)
+- ``/latest_producer_id_block``: the last block of producer ids a broker took,
+  ``{"version":1,"broker":id,"block_start":"0","block_end":"999"}`` (strings)
 
 Pure functions over bytes: no client here, so both the store and the controller
 share one definition and the tests can check the shapes without a server.
@@ -47,6 +49,7 @@ DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 #: The persistent paths Kafka's broker creates at start-up (KafkaZkClient.createTopLevelPaths).
 PERSISTENT_PATHS = (
     "/consumers",
@@ -57,7 +60,7 @@ PERSISTENT_PATHS = (
     DELETE_TOPICS,
     "/brokers/seqid",
     ISR_CHANGE_NOTIFICATION,
-    "/latest_producer_id_block",
+    PRODUCER_ID_BLOCK,
     "/log_dir_event_notification",
     "/config/topics",
     "/config/clients",
@@ -292,3 +295,19 @@ def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
     return _encode(
         {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
     )
+
+
+# -- /latest_producer_id_block -------------------------------------------------------------
+
+
+def encode_producer_id_block(broker: int, first: int, last: int) -> bytes:
+    return _encode(
+        {"version": 1, "broker": broker, "block_start": str(first), "block_end": str(last)}
+    )
+
+
+def decode_producer_id_block_end(data: bytes | None) -> int:
+    """The last id of the block taken last; -1 when none was taken yet (the znode is empty)."""
+    if not data:
+        return -1
+    return int(json.loads(data)["block_end"])

@@ -633,6 +633,22 @@ class ZkMetadataStore(MetadataStore):
         if stat is not None:
             self._apply_config(target, key, configs, stat)
 
+    def producer_id_blocks(self) -> Callable[[int], int]:
+        return self._take_producer_id_block
+
+    def _take_producer_id_block(self, size: int) -> int:
+        """Kafka's ZooKeeper-mode ``getNewProducerIdBlock``: the block after the last one any
+        broker took, claimed by a write conditional on the znode's version (retried on a race)."""
+        while True:
+            data, stat = self.client.get(layout.PRODUCER_ID_BLOCK)
+            first = layout.decode_producer_id_block_end(data) + 1
+            block = layout.encode_producer_id_block(self.node_id, first, first + size - 1)
+            try:
+                self.client.set(layout.PRODUCER_ID_BLOCK, block, version=stat.version)
+            except BadVersionError:
+                continue
+            return first
+
     def _require(self, name: str) -> TopicImage:
         topic = self._topics.get(name)
         if topic is None:

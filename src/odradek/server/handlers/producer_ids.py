@@ -29,7 +29,10 @@ class ProducerIds:
     """Broker component (see server/components.py): the ProducerIdManager of this node's data dir."""
 
     def __init__(self, broker) -> None:
-        self.manager = ProducerIdManager(Path(broker.config.log_dirs[0]) / STATE_FILE)
+        self.manager = ProducerIdManager(
+            Path(broker.config.log_dirs[0]) / STATE_FILE,
+            take_block=broker.metadata.producer_id_blocks(),
+        )
 
     async def start(self) -> None:
         pass
