@@ -238,6 +238,38 @@ def test_brokers_hand_out_producer_ids_from_distinct_blocks(odradek_cluster, zk)
     assert int(block["block_end"]) == max(ids, key=lambda i: i[1])[1] // 1000 * 1000 + 999
 
 
+def test_cluster_wide_broker_config_reaches_every_broker(odradek_cluster, zk, admin):
+    """A dynamic cluster default written to ZooKeeper as Kafka's tools write it
+    (/config/brokers/<default> plus a change notification) applies on every broker from its
+    watch: message.max.bytes limits the partitions each leads."""
+    create(admin, NewTopic("limits", 1, 1))
+    leader = partition_metadata(admin, "limits")[0].leader
+
+    def write_default(configs: dict[str, str]) -> None:
+        zk.set(layout.broker_config_path(""), layout.encode_config(configs))
+        zk.create(
+            f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
+            layout.encode_config_change("brokers", layout.DEFAULT_BROKER_ENTITY),
+            sequence=True,
+        )
+
+    def produce_error() -> ErrorCode:
+        client = WireClient(odradek_cluster.broker(leader).bootstrap_servers)
+        try:
+            response = client.call(produce_request("limits", _batch(b"y" * 300)))
+        finally:
+            client.close()
+        return response.responses[0].partition_responses[0].error_code
+
+    zk.ensure_path(layout.broker_config_path(""))
+    write_default({"message.max.bytes": "100"})
+    try:
+        wait_until(lambda: produce_error() == ErrorCode.message_too_large, what="the limit")
+    finally:
+        write_default({})
+    wait_until(lambda: produce_error() == ErrorCode.none, what="the limit to be lifted")
+
+
 def metadata_v12(cluster: EmbeddedCluster, node: int, topic: str):
     client = WireClient(cluster.broker(node).bootstrap_servers)
     try:
@@ -273,9 +305,15 @@ def test_killed_controller_fails_over(odradek_cluster, zk, admin):
         return all(read_json(zk, layout.state_path("spread", p))["leader"] == -1 for p in led)
 
     wait_until(states_written, what="the new controller to take the partitions offline")
-    response = metadata_v12(odradek_cluster, survivor, "spread")
-    partitions = {p.partition_index: p for p in response.topics[0].partitions}
-    assert {p for p, m in partitions.items() if m.leader_id == -1} == led
+
+    def survivor_view():
+        # The survivor's image follows ZooKeeper through its watches, a moment later.
+        response = metadata_v12(odradek_cluster, survivor, "spread")
+        partitions = {p.partition_index: p for p in response.topics[0].partitions}
+        offline = {p for p, m in partitions.items() if m.leader_id == -1}
+        return (response, partitions) if offline == led else None
+
+    response, partitions = wait_until(survivor_view, what="the survivor's metadata")
     assert response.controller_id == successor
     assert sorted(b.node_id for b in response.brokers) == sorted(
         n for n in odradek_cluster.brokers if n != controller
@@ -299,6 +337,10 @@ def test_killed_controller_fails_over(odradek_cluster, zk, admin):
     )
     # Acknowledged records of the killed broker's partitions are all there after its return
     # (partition 0 also holds the record of the NOT_LEADER_OR_FOLLOWER test).
-    assert consume_all(odradek_cluster, "spread", 6, 301) == {
+    consumed = consume_all(odradek_cluster, "spread", 6, 301)
+    assert {p: len(values) for p, values in consumed.items()} == {
+        p: 51 if p == 0 else 50 for p in range(6)
+    }
+    assert consumed == {
         p: [f"{p}-{i}" for i in range(50)] + (["x"] if p == 0 else []) for p in range(6)
     }

@@ -76,6 +76,9 @@ class MetadataStore(ABC):
 
     def __init__(self) -> None:
         self._listeners: list[MetadataListener] = []
+        #: Called after dynamic broker configs changed elsewhere (another broker of a
+        #: cluster); a broker's own AlterConfigs applies its change itself.
+        self.broker_config_listeners: list[Callable[[], None]] = []
 
     def subscribe(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
@@ -83,6 +86,10 @@ class MetadataStore(ABC):
     def _publish(self, before: TopicImage | None, after: TopicImage | None) -> None:
         for listener in self._listeners:
             listener.on_topic_changed(before, after)
+
+    def _publish_broker_configs(self) -> None:
+        for listener in self.broker_config_listeners:
+            listener()
 
     @property
     @abstractmethod

@@ -115,8 +115,10 @@ class ZkMetadataStore(MetadataStore):
         self._brokers: dict[int, BrokerImage] = {}
         self._controller_id = -1
         self._topic_names: set[str] = set()
-        self._assignments: dict[str, tuple[TopicAssignment, int, int]] = {}
-        self._states: dict[tuple[str, int], tuple[PartitionState, int, int]] = {}
+        #: topic -> (assignment, znode version, mzxid, czxid)
+        self._assignments: dict[str, tuple[TopicAssignment, int, int, int]] = {}
+        #: (topic, partition) -> (state, znode version, mzxid, czxid)
+        self._states: dict[tuple[str, int], tuple[PartitionState, int, int, int]] = {}
         self._topic_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._broker_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._deleting: set[str] = set()
@@ -352,7 +354,7 @@ class ZkMetadataStore(MetadataStore):
         if assignment is None:
             self._assignments.pop(topic, None)
         else:
-            self._assignments[topic] = (assignment, stat.version, stat.mzxid)
+            self._assignments[topic] = (assignment, stat.version, stat.mzxid, stat.czxid)
         self._reconcile(topic)
         self._notify()
 
@@ -364,7 +366,7 @@ class ZkMetadataStore(MetadataStore):
         if state is None:
             self._states.pop(key, None)
         else:
-            self._states[key] = (state, stat.version, stat.mzxid)
+            self._states[key] = (state, stat.version, stat.mzxid, stat.czxid)
         self._reconcile(topic)
         self._notify()
 
@@ -378,18 +380,30 @@ class ZkMetadataStore(MetadataStore):
             target[name] = (configs, stat.mzxid)
         if target is self._topic_configs:
             self._reconcile(name)
+        else:
+            self._publish_broker_configs()
         self._notify()
 
     def _image(self, topic: str) -> TopicImage | None:
-        """The topic as published: its partitions up to the first without a leader decision."""
+        """The topic as published: every partition of the assignment once each has its
+        leader decision; until then the image published before (or none), so that no
+        client sees a topic with some of its partitions missing (a consumer assigned a
+        missing partition would wait for its next periodic metadata refresh)."""
         held = self._assignments.get(topic)
         if held is None or held[0].topic_id is None:
             return None
         assignment = held[0]
+        before = self._topics.get(topic)
+        shown = len(before.partitions) if before and before.topic_id == assignment.topic_id else 0
         partitions = []
         for p in range(len(assignment.replicas)):
             state = self._states.get((topic, p))
+            if state is not None and state[3] < held[3]:
+                state = None  # left from an earlier topic of that name, deleted since
             if state is None or p not in assignment.replicas:
+                if p < shown:  # a state znode went away: the topic is being deleted
+                    return before
+                partitions = partitions[:shown]  # partitions being added: not shown yet
                 break
             s = state[0]
             partitions.append(
@@ -428,10 +442,10 @@ class ZkMetadataStore(MetadataStore):
         return set(self._brokers)
 
     def assignments(self) -> dict[str, TopicAssignment]:
-        return {t: a for t, (a, _, _) in self._assignments.items()}
+        return {t: held[0] for t, held in self._assignments.items()}
 
     def partition_states(self) -> dict[tuple[str, int], tuple[PartitionState, int]]:
-        return {key: (state, version) for key, (state, version, _) in self._states.items()}
+        return {key: (held[0], held[1]) for key, held in self._states.items()}
 
     def topics_to_delete(self) -> set[str]:
         return set(self._deleting)
@@ -575,7 +589,7 @@ class ZkMetadataStore(MetadataStore):
             raise UnknownTopic(
                 f"Topic '{grown.name}' was deleted while its partitions were being created."
             )
-        assignment, version, _ = held
+        assignment, version = held[0], held[1]
         if len(grown.partitions) <= len(assignment.replicas):
             raise InvalidPartitions(
                 f"Topic currently has {len(assignment.replicas)} partitions, which is higher "

@@ -7,6 +7,13 @@ stopped (SIGTERM), killed (SIGKILL), restarted on its port and data, or paused
 and resumed (SIGSTOP/SIGCONT: alive to the kernel, silent to ZooKeeper, which
 ends its session after ``zookeeper.session.timeout.ms``). Brokers start in
 parallel: each start is mostly waiting for a process to come up.
+
+A broker is ready once it listens, but it learns of the others and of the
+elected controller through its ZooKeeper watches a moment later; a client that
+asked it for an RF=3 topic in between would be refused, and an admin client told
+"no controller" waits for its next metadata refresh. So the cluster counts as
+started only when every broker's own Metadata lists every broker and one
+controller (a raw Metadata v1 request: only brokers and controller id are read).
 """
 
 from __future__ import annotations
@@ -14,7 +21,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
+import struct
 import tempfile
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -67,7 +77,25 @@ class EmbeddedCluster:
         with ThreadPoolExecutor(len(self.brokers)) as pool:
             for started in [pool.submit(b.start) for b in self.brokers.values()]:
                 started.result()
+        self.wait_for_brokers()
         return self
+
+    def wait_for_brokers(self, timeout: float = 30.0) -> None:
+        """Until every running broker's Metadata lists every running broker and a controller
+        among them."""
+        running = {node for node, b in self.brokers.items() if b.pid is not None}
+        deadline = time.monotonic() + timeout
+        for node in running:
+            while True:
+                brokers, controller = cluster_view(self.brokers[node].bootstrap_servers)
+                if brokers == running and controller in running:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"broker {node} sees brokers {sorted(brokers)} and controller "
+                        f"{controller}, not all of {sorted(running)}"
+                    )
+                time.sleep(0.02)
 
     def stop_broker(self, node_id: int) -> int | None:
         """SIGTERM one broker and wait for it to exit."""
@@ -119,3 +147,35 @@ class EmbeddedCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def cluster_view(bootstrap: str, timeout: float = 5.0) -> tuple[set[int], int]:
+    """The node ids and the controller id in a broker's Metadata v1 answer (no topics asked)."""
+    host, port = bootstrap.rsplit(":", 1)
+    client_id = b"odradek-embedded-cluster"
+    # Request header v1 (api key 3 = Metadata, version 1, correlation id, client id), then an
+    # empty topic array (v1: no topics; null would mean all).
+    body = struct.pack(">hhih", 3, 1, 1, len(client_id)) + client_id + struct.pack(">i", 0)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        data = _read(sock, struct.unpack(">i", _read(sock, 4))[0])
+    # Response header v0 (correlation id), then the brokers array.
+    (count,) = struct.unpack_from(">i", data, 4)
+    offset, ids = 8, set()
+    for _ in range(count):
+        node_id, host_len = struct.unpack_from(">ih", data, offset)
+        offset += 6 + host_len + 4  # node id, host, port
+        (rack_len,) = struct.unpack_from(">h", data, offset)
+        offset += 2 + max(rack_len, 0)
+        ids.add(node_id)
+    return ids, struct.unpack_from(">i", data, offset)[0]
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed by broker")
+        out += chunk
+    return out

@@ -12,6 +12,7 @@ alone and wins over the default; both persist in the MetadataStore.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -42,6 +43,8 @@ from odradek.storage.errors import InvalidConfig
 
 TOPIC = 2
 BROKER = 4
+
+log = logging.getLogger(__name__)
 
 
 class InvalidRequest(KafkaError):
@@ -359,11 +362,13 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request) -> obje
 
 
 class DynamicBrokerConfigs:
-    """Broker component (see server/components.py): re-applies dynamic broker configs at start-up.
+    """Broker component (see server/components.py): applies dynamic broker configs.
 
     The Broker builds its default LogConfig from the static config; the log.* values
     an operator changed through AlterConfigs are kept in the MetadataStore and must
-    win again after a restart, before the listeners accept clients.
+    win again after a restart, before the listeners accept clients. In a cluster
+    they may also change through another broker: the store tells this component,
+    which applies them again.
     """
 
     def __init__(self, broker) -> None:
@@ -375,6 +380,16 @@ class DynamicBrokerConfigs:
             self.broker.replica_manager.update_default_config(
                 default_log_config(self.broker.config, dynamic)
             )
+        self.broker.metadata.broker_config_listeners.append(self._reapply)
+
+    def _reapply(self) -> None:
+        dynamic = dynamic_broker_configs(self.broker.metadata, self.broker.node_id)
+        try:
+            default = default_log_config(self.broker.config, dynamic)
+        except (ConfigError, ValueError):
+            log.exception("dynamic broker configs %s not applied", dynamic)
+            return
+        self.broker.replica_manager.update_default_config(default)
 
     async def stop(self) -> None:
         pass

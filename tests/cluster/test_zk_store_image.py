@@ -1,0 +1,85 @@
+"""ZkMetadataStore's image from watch values, without a server: the appliers are what the
+watches call on the event loop, so they are driven here directly with znode stats."""
+
+from __future__ import annotations
+
+import uuid
+from typing import NamedTuple
+
+import pytest
+
+from odradek.metadata.image import TopicImage
+from odradek.metadata.zk_layout import PartitionState, TopicAssignment
+from odradek.metadata.zk_store import ZkMetadataStore, ZkSettings
+
+
+class Stat(NamedTuple):
+    mzxid: int
+    czxid: int
+    version: int = 0
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[TopicImage | None, TopicImage | None]] = []
+
+    def on_topic_changed(self, before, after) -> None:
+        self.events.append((before, after))
+
+
+@pytest.fixture
+def store() -> tuple[ZkMetadataStore, Recorder]:
+    s = ZkMetadataStore(ZkSettings("127.0.0.1:1"), {"PLAINTEXT": "PLAINTEXT"}, None)
+    recorder = Recorder()
+    s.subscribe(recorder)
+    return s, recorder
+
+
+def assign(store, topic_id, partitions: int, zxid: int, created: int | None = None) -> None:
+    replicas = dict.fromkeys(range(partitions), (1,))
+    stat = Stat(zxid, zxid if created is None else created)
+    store._apply_assignment("t", TopicAssignment(topic_id, replicas, {}, {}), stat)
+
+
+def state(store, p: int, leader: int, epoch: int, zxid: int, created: int | None = None) -> None:
+    stat = Stat(zxid, zxid if created is None else created)
+    store._apply_state("t", p, PartitionState(leader, epoch, (1,), 1), stat)
+
+
+def test_a_topic_is_published_only_with_every_partition(store):
+    s, recorder = store
+    topic_id = uuid.uuid4()
+    assign(s, topic_id, 3, zxid=10)
+    state(s, 0, 1, 0, zxid=11)
+    state(s, 1, 1, 0, zxid=12)
+    assert s.topic("t") is None and "t" in s.pending_topics()
+    state(s, 2, 1, 0, zxid=13)
+    assert len(s.topic("t").partitions) == 3
+    assert [(b, a is not None) for b, a in recorder.events] == [(None, True)]
+
+    # Growth: the new partitions appear together, once all have their state.
+    assign(s, topic_id, 5, zxid=20, created=10)
+    state(s, 3, 1, 0, zxid=21)
+    assert len(s.topic("t").partitions) == 3
+    state(s, 4, 1, 0, zxid=22)
+    assert len(s.topic("t").partitions) == 5
+
+
+def test_stale_values_are_ignored_and_a_new_topic_id_replaces_the_topic(store):
+    s, recorder = store
+    first = uuid.uuid4()
+    assign(s, first, 1, zxid=10)
+    state(s, 0, 1, 3, zxid=30, created=11)
+    state(s, 0, 1, 2, zxid=20, created=11)  # read before the one applied: ignored
+    assert s.topic("t").partitions[0].leader_epoch == 3
+
+    # Deleted and created again under a new id; the old state's deletion was never seen, and
+    # it is no part of the new topic (created before it), which waits for its own state.
+    second = uuid.uuid4()
+    assign(s, second, 1, zxid=40)
+    assert s.topic("t") is None
+    state(s, 0, 2, 0, zxid=41)
+    assert s.topic("t").partitions[0].leader == 2
+    assert s.topic("t").topic_id == second and s.topic_by_id(first) is None
+    kinds = [(b is not None, a is not None) for b, a in recorder.events]
+    assert kinds[-2:] == [(True, False), (False, True)]
