@@ -69,6 +69,8 @@ def test_the_broker_does_not_import_a_client_library(tmp_path: Path) -> None:
         "odradek.server.broker" in modules
     )  # the capture works (import_module calls are not listed)
     assert not {m for m in modules if m.split(".")[0] == "confluent_kafka"}
+    # Nor, without zookeeper.connect, the cluster's ZooKeeper client or cluster code.
+    assert not {m for m in modules if m.split(".")[0] == "kazoo" or ".zk_" in m}
 
 
 def test_command_name_finds_the_subcommand_past_the_global_options() -> None:
