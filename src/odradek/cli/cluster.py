@@ -21,6 +21,9 @@ import sys
 import threading
 from pathlib import Path
 
+from odradek.cli.serve import overrides
+from odradek.server.config import ConfigError
+
 READY = "odradek cluster ready"
 
 
@@ -52,13 +55,11 @@ def up_command(args: argparse.Namespace) -> int:
     if args.brokers < 1:
         print("odradek: --brokers must be at least 1", file=sys.stderr)
         return 2
-    config = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            print(f"odradek: -o {item!r}: expected key=value", file=sys.stderr)
-            return 2
-        config[key.strip()] = value.strip()
+    try:
+        config = overrides(args.override)
+    except ConfigError as e:
+        print(f"odradek: {e}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

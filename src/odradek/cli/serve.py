@@ -48,7 +48,14 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
         props["listeners"] = (
             f"PLAINTEXT://{args.host or '127.0.0.1'}:{9092 if args.port is None else args.port}"
         )
-    for item in args.override:
+    props.update(overrides(args.override))
+    return props
+
+
+def overrides(items: list[str]) -> dict[str, str]:
+    """``-o key=value`` options as configs; ConfigError names a malformed one."""
+    props = {}
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"-o {item!r}: expected key=value")

@@ -42,8 +42,6 @@ class LocalMetadataStore(MetadataStore):
         self._node_id = node_id
         self._cluster_id = cluster_id
         self._broker = broker
-        self._topics: dict[str, TopicImage] = {}
-        self._topic_ids: dict[uuid.UUID, TopicImage] = {}
         #: BROKER config resource name ("" cluster default, or a node id) -> its dynamic configs.
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._pending: set[str] = set()
@@ -60,15 +58,6 @@ class LocalMetadataStore(MetadataStore):
 
     def brokers(self) -> list[BrokerImage]:
         return [self._broker]
-
-    def topics(self) -> dict[str, TopicImage]:
-        return dict(self._topics)
-
-    def topic(self, name: str) -> TopicImage | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
-        return self._topic_ids.get(topic_id)
 
     def new_topic(
         self, name, partitions, replication_factor, configs=None, internal=False

@@ -79,23 +79,28 @@ def _replica_index(first: int, shift: int, index: int, n: int) -> int:
     return (first + 1 + (shift + index) % (n - 1)) % n
 
 
-def _rack_unaware(partitions, replication_factor, broker_list, fixed, start_partition, rng):
-    n = len(broker_list)
+def _first_replicas(partitions, n, fixed, start_partition, rng):
+    """(partition, index of its first replica, follower shift) as Kafka walks them: the start
+    index and shift random unless fixed, the shift growing by one every n partitions."""
     start_index = fixed if fixed >= 0 else rng.randrange(n)
     shift = fixed if fixed >= 0 else rng.randrange(n)
     current = max(0, start_partition)
-    result: dict[int, tuple[int, ...]] = {}
     for _ in range(partitions):
         if current > 0 and current % n == 0:
             shift += 1
-        first = (current + start_index) % n
-        replicas = [broker_list[first]]
-        replicas += (
+        yield current, (current + start_index) % n, shift
+        current += 1
+
+
+def _rack_unaware(partitions, replication_factor, broker_list, fixed, start_partition, rng):
+    n = len(broker_list)
+    return {
+        p: (broker_list[first],)
+        + tuple(
             broker_list[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)
         )
-        result[current] = tuple(replicas)
-        current += 1
-    return result
+        for p, first, shift in _first_replicas(partitions, n, fixed, start_partition, rng)
+    }
 
 
 def rack_alternated_brokers(racks: dict[int, str]) -> list[int]:
@@ -119,14 +124,8 @@ def _rack_aware(partitions, replication_factor, racks, fixed, start_partition, r
     num_racks = len(set(racks.values()))
     arranged = rack_alternated_brokers(racks)
     n = len(arranged)
-    start_index = fixed if fixed >= 0 else rng.randrange(n)
-    shift = fixed if fixed >= 0 else rng.randrange(n)
-    current = max(0, start_partition)
     result: dict[int, tuple[int, ...]] = {}
-    for _ in range(partitions):
-        if current > 0 and current % n == 0:
-            shift += 1
-        first = (current + start_index) % n
+    for p, first, shift in _first_replicas(partitions, n, fixed, start_partition, rng):
         leader = arranged[first]
         replicas = [leader]
         racks_with, brokers_with = {racks[leader]}, {leader}
@@ -136,6 +135,7 @@ def _rack_aware(partitions, replication_factor, racks, fixed, start_partition, r
                 broker = arranged[_replica_index(first, shift * num_racks, k, n)]
                 rack = racks[broker]
                 k += 1
+                # Skip a broker whose rack (or itself) holds a replica while another does not.
                 if (rack not in racks_with or len(racks_with) == num_racks) and (
                     broker not in brokers_with or len(brokers_with) == n
                 ):
@@ -143,6 +143,5 @@ def _rack_aware(partitions, replication_factor, racks, fixed, start_partition, r
                     racks_with.add(rack)
                     brokers_with.add(broker)
                     break
-        result[current] = tuple(replicas)
-        current += 1
+        result[p] = tuple(replicas)
     return result

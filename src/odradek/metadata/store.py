@@ -76,6 +76,9 @@ class MetadataStore(ABC):
 
     def __init__(self) -> None:
         self._listeners: list[MetadataListener] = []
+        #: The published topics by name and by id; each store keeps both current.
+        self._topics: dict[str, TopicImage] = {}
+        self._topic_ids: dict[uuid.UUID, TopicImage] = {}
         #: Called after dynamic broker configs changed elsewhere (another broker of a
         #: cluster); a broker's own AlterConfigs applies its change itself.
         self.broker_config_listeners: list[Callable[[], None]] = []
@@ -102,18 +105,18 @@ class MetadataStore(ABC):
     @abstractmethod
     def brokers(self) -> list[BrokerImage]: ...
 
-    @abstractmethod
     def topics(self) -> dict[str, TopicImage]:
         """Every topic by name (a snapshot; later changes do not alter it)."""
+        return dict(self._topics)
 
-    @abstractmethod
     def topic(self, name: str) -> TopicImage | None:
         """One topic by name, without the snapshot of every topic that ``topics`` makes
         (request handlers look topics up on every Produce and Fetch)."""
+        return self._topics.get(name)
 
-    @abstractmethod
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         """One topic by id (Fetch v13+ and Produce v13+ name topics by id)."""
+        return self._topic_ids.get(topic_id)
 
     @abstractmethod
     def new_topic(

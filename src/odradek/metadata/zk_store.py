@@ -122,8 +122,6 @@ class ZkMetadataStore(MetadataStore):
         self._topic_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._broker_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._deleting: set[str] = set()
-        self._topics: dict[str, TopicImage] = {}
-        self._topic_ids: dict[uuid.UUID, TopicImage] = {}
         self._pending: set[str] = set()
         self._published = asyncio.Event()
         # -- watch bookkeeping, touched on kazoo's threads (and the loop while starting) --
@@ -466,15 +464,6 @@ class ZkMetadataStore(MetadataStore):
 
     def brokers(self) -> list[BrokerImage]:
         return [self._brokers[node] for node in sorted(self._brokers)]
-
-    def topics(self) -> dict[str, TopicImage]:
-        return dict(self._topics)
-
-    def topic(self, name: str) -> TopicImage | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
-        return self._topic_ids.get(topic_id)
 
     def pending_topics(self) -> set[str]:
         """Reserved here, or written to ZooKeeper and still waiting for the controller."""

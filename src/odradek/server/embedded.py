@@ -14,8 +14,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from odradek.server.ready import parse_ready_line
 
@@ -24,7 +26,28 @@ class BrokerStartError(RuntimeError):
     """The broker process exited or did not print its ready line in time."""
 
 
-class EmbeddedBroker:
+class StartedInWith(ABC):
+    """``with X() as x``: started on entry (and closed again if the start fails), closed on
+    exit; for the embedded processes (broker, ZooKeeper, cluster)."""
+
+    @abstractmethod
+    def start(self) -> Any: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EmbeddedBroker(StartedInWith):
     """``with EmbeddedBroker() as broker: use(broker.bootstrap_servers)``."""
 
     def __init__(
@@ -138,13 +161,3 @@ class EmbeddedBroker:
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> EmbeddedBroker:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from odradek.server.embedded import EmbeddedBroker
+from odradek.server.embedded import EmbeddedBroker, StartedInWith
 from odradek.server.zookeeper_server import ZooKeeperServer
 
 
-class EmbeddedCluster:
+class EmbeddedCluster(StartedInWith):
     """``with EmbeddedCluster(brokers=3) as cluster: use(cluster.bootstrap_servers)``."""
 
     def __init__(
@@ -137,16 +137,6 @@ class EmbeddedCluster:
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> EmbeddedCluster:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def cluster_view(bootstrap: str, timeout: float = 5.0) -> tuple[set[int], int]:

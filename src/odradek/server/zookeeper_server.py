@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from odradek.server.embedded import StartedInWith
+
 ZKSERVER = Path("/usr/share/zookeeper/bin/zkServer.sh")
 INSTALL_HINT = (
     f"{ZKSERVER} is missing: cluster mode runs Debian's ZooKeeper server; install it with "
@@ -53,7 +55,7 @@ def ruok(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(StartedInWith):
     """``with ZooKeeperServer() as zk: use(zk.connect_string)``; ``stop()``/``start()`` restart it
     on the same port and data, as an operator restarting ZooKeeper would."""
 
@@ -148,13 +150,3 @@ class ZooKeeperServer:
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> ZooKeeperServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
