@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -23,6 +23,9 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import UnsupportedVersionError
 from kazoo.client import KazooClient
 from kio.schema.init_producer_id.v4 import request as init_producer_id4
 
@@ -268,6 +271,38 @@ def test_cluster_wide_broker_config_reaches_every_broker(odradek_cluster, zk, ad
     finally:
         write_default({})
     wait_until(lambda: produce_error() == ErrorCode.none, what="the limit to be lifted")
+
+
+def test_the_controller_serves_elections_and_reorders(odradek_cluster, zk, admin):
+    """ElectLeaders and AlterPartitionReassignments reach the active controller: a preferred
+    election is a fenced write of the partition state; a reassignment of the same replicas
+    rewrites their order; one that would move data is refused (no replication yet)."""
+    create(admin, NewTopic("electable", 1, 2))
+    replicas = read_json(zk, layout.topic_path("electable"))["partitions"]["0"]
+    path = layout.state_path("electable", 0)
+    # As if a failover had moved leadership to the second replica.
+    data, stat = zk.get(path)
+    moved = {**json.loads(data), "leader": replicas[1], "leader_epoch": 1}
+    zk.set(path, json.dumps(moved).encode(), version=stat.version)
+    wait_until(lambda: partition_metadata(admin, "electable")[0].leader == replicas[1])
+
+    tp = TopicPartition("electable", 0)
+    assert admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(10) == {tp: None}
+    state = read_json(zk, path)
+    assert (state["leader"], state["leader_epoch"]) == (replicas[0], 2)
+    assert state["controller_epoch"] == int(zk.get(layout.CONTROLLER_EPOCH)[0])
+
+    client = KafkaAdminClient(bootstrap_servers=odradek_cluster.bootstrap_servers)
+    try:
+        outsider = next(n for n in odradek_cluster.brokers if n not in replicas)
+        ktp = KafkaTopicPartition("electable", 0)
+        assert client.alter_partition_reassignments({ktp: replicas[::-1]}) == {ktp: None}
+        assert read_json(zk, layout.topic_path("electable"))["partitions"]["0"] == replicas[::-1]
+        result = client.alter_partition_reassignments({ktp: [replicas[0], outsider]})
+        assert result == {ktp: UnsupportedVersionError}
+        assert client.list_partition_reassignments() == {}
+    finally:
+        client.close()
 
 
 def metadata_v12(cluster: EmbeddedCluster, node: int, topic: str):

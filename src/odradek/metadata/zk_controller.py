@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, TransactionRequest
@@ -36,21 +35,10 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from odradek.metadata import zk_layout as layout
 from odradek.metadata.controller import StateChange, partition_state_changes
+from odradek.metadata.zk_fence import ControllerFence, ControllerMoved, check_fence, fenced
 from odradek.metadata.zk_store import ZkMetadataStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerFence:
-    """The epoch this controller won and the ``/controller_epoch`` version it wrote."""
-
-    epoch: int
-    zk_version: int
-
-
-class ControllerMoved(RuntimeError):
-    """The epoch check failed: another controller was elected since (Kafka's ControllerMovedException)."""
 
 
 def elect(client: KazooClient, node_id: int) -> ControllerFence | None:
@@ -79,19 +67,6 @@ def elect(client: KazooClient, node_id: int) -> ControllerFence | None:
         return ControllerFence(epoch, results[1].version)
 
 
-def fenced(client: KazooClient, fence: ControllerFence) -> TransactionRequest:
-    """A multi-op that only commits while ``fence`` is the current controller's."""
-    tx = client.transaction()
-    tx.check(layout.CONTROLLER_EPOCH, fence.zk_version)
-    return tx
-
-
-def check_fence(results: list[Any]) -> None:
-    """ControllerMoved if a fenced multi-op failed on its epoch check."""
-    if results and isinstance(results[0], BadVersionError):
-        raise ControllerMoved("/controller_epoch changed: another controller was elected")
-
-
 def add_state_change(tx: TransactionRequest, change: StateChange) -> None:
     path = layout.state_path(change.topic, change.partition)
     data = layout.encode_partition_state(change.state)
@@ -115,10 +90,19 @@ class ZkController:
         self.client = store.client
         self.node_id = store.node_id
         self._unclean = unclean_leader_election
-        self.fence: ControllerFence | None = None
         self._task: asyncio.Task | None = None
         self._again = False
         self._stopped = False
+
+    @property
+    def fence(self) -> ControllerFence | None:
+        """Set while this broker is the active controller; kept on the store, which serves
+        the controller's admin operations (ElectLeaders) with it."""
+        return self.store.controller_fence
+
+    @fence.setter
+    def fence(self, fence: ControllerFence | None) -> None:
+        self.store.controller_fence = fence
 
     @property
     def active(self) -> bool:

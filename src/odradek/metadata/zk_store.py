@@ -41,7 +41,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -51,19 +51,35 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.metadata import zk_layout as layout
-from odradek.metadata.image import BrokerImage, PartitionImage, TopicImage
+from odradek.metadata.image import BrokerImage, OngoingReassignment, PartitionImage, TopicImage
+from odradek.metadata.partition_change import elect_leader, validate_assignment
 from odradek.metadata.replica_assignment import assign_replicas
 from odradek.metadata.store import (
+    ElectionType,
     InvalidPartitions,
     InvalidReplicationFactor,
     MetadataStore,
+    NoReassignmentInProgress,
     TopicExists,
+    TopicPartitionKey,
     UnknownTopic,
 )
 from odradek.metadata.topic_names import INTERNAL_TOPICS
+from odradek.metadata.zk_fence import ControllerFence, ControllerMoved, check_fence, fenced
 from odradek.metadata.zk_layout import PartitionState, TopicAssignment
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
+
+
+class NotController(KafkaError):
+    error_code = ErrorCode.not_controller
+
+
+class ReassignmentUnavailable(KafkaError):
+    """What a broker answers for an operation it does not offer."""
+
+    error_code = ErrorCode.unsupported_version
 
 
 class ZooKeeperUnavailable(ConnectionError):
@@ -128,6 +144,8 @@ class ZkMetadataStore(MetadataStore):
         self._watch_lock = threading.Lock()
         self._watched: set[str] = set()
         self._closed = False
+        #: The fence of this broker's controller while it is the active one (set by it).
+        self.controller_fence: ControllerFence | None = None
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -635,6 +653,121 @@ class ZkMetadataStore(MetadataStore):
         )
         if stat is not None:
             self._apply_config(target, key, configs, stat)
+
+    # -- the controller's admin operations ---------------------------------------------------
+
+    def elect_leaders(
+        self, election_type: ElectionType, partitions: Iterable[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, KafkaError | None]:
+        """As Kafka's ZooKeeper-mode controller: only the active controller elects (others
+        answer NOT_CONTROLLER per partition, as ``KafkaController.electLeaders``); each
+        election is a fenced write conditional on the state's version."""
+        if partitions is None:
+            partitions = [
+                (t.name, p.partition) for t in self._topics.values() for p in t.partitions
+            ]
+        alive = set(self._brokers)
+        results: dict[TopicPartitionKey, KafkaError | None] = {}
+        for key in partitions:
+            try:
+                results[key] = None
+                self._elect(key, election_type, alive)
+            except KafkaError as e:
+                results[key] = e
+        return results
+
+    def _elect(self, key: TopicPartitionKey, election_type: ElectionType, alive: set[int]) -> None:
+        name, index = key
+        topic = self._topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            raise UnknownTopic(f"Partition {name}-{index} does not exist.")
+        fence = self.controller_fence
+        if fence is None:
+            raise NotController(f"Broker {self.node_id} is not the controller.")
+        after = elect_leader(topic.partitions[index], election_type, alive)
+        tx = fenced(self.client, fence)
+        state = PartitionState(after.leader, after.leader_epoch, after.isr, fence.epoch)
+        tx.set_data(
+            layout.state_path(name, index),
+            layout.encode_partition_state(state),
+            self._states[key][1],
+        )
+        results = tx.commit()
+        try:
+            check_fence(results)
+        except ControllerMoved:
+            raise NotController("Another broker was elected controller.") from None
+        if any(isinstance(r, Exception) for r in results):
+            # The state moved since this broker read it; the watch brings the new one.
+            raise NotController("The partition state changed meanwhile; retry.")
+
+    def alter_partition_reassignments(
+        self,
+        targets: Mapping[TopicPartitionKey, Sequence[int] | None],
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartitionKey, KafkaError | None]:
+        """Checked as Kafka checks them. A target of the same replicas (possibly reordered)
+        moves no data and completes at once: the controller writes the new order. A target
+        that would move data is refused with UNSUPPORTED_VERSION, because replicas do not
+        copy data yet (followers do not fetch)."""
+        registered = set(self._brokers)
+        results: dict[TopicPartitionKey, KafkaError | None] = {}
+        for (name, index), replicas in targets.items():
+            try:
+                topic = self._topics.get(name)
+                if topic is None or not 0 <= index < len(topic.partitions):
+                    raise UnknownTopic(f"Partition {name}-{index} does not exist.")
+                if self.controller_fence is None:
+                    raise NotController(f"Broker {self.node_id} is not the controller.")
+                if replicas is None:
+                    raise NoReassignmentInProgress(
+                        "No reassignment is in progress for the partition."
+                    )
+                target = validate_assignment(replicas, registered)
+                current = topic.partitions[index].replicas
+                if len(target) != len(current) and not allow_replication_factor_change:
+                    raise InvalidReplicationFactor(
+                        "The replication factor is changed but the request does not allow it."
+                    )
+                if set(target) == set(current):
+                    if target != current:
+                        self._write_replica_order(name, index, target)
+                    results[(name, index)] = None
+                    continue
+                raise ReassignmentUnavailable(
+                    "Partition reassignment needs replication, which this cluster does not "
+                    "perform yet."
+                )
+            except KafkaError as e:
+                results[(name, index)] = e
+        return results
+
+    def _write_replica_order(self, name: str, index: int, replicas: tuple[int, ...]) -> None:
+        fence = self.controller_fence
+        assert fence is not None
+        assignment, version = self._assignments[name][0], self._assignments[name][1]
+        ordered = {**assignment.replicas, index: replicas}
+        tx = fenced(self.client, fence)
+        tx.set_data(
+            layout.topic_path(name),
+            layout.encode_assignment(
+                assignment.topic_id, ordered, assignment.adding, assignment.removing
+            ),
+            version,
+        )
+        results = tx.commit()
+        try:
+            check_fence(results)
+        except ControllerMoved:
+            raise NotController("Another broker was elected controller.") from None
+        if any(isinstance(r, Exception) for r in results):
+            raise NotController("The topic's assignment changed meanwhile; retry.")
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, OngoingReassignment]:
+        """None are ever in progress: alter_partition_reassignments starts none."""
+        return {}
 
     def producer_id_blocks(self) -> Callable[[int], int]:
         return self._take_producer_id_block
