@@ -21,7 +21,7 @@ Kafka; new partitions of an existing topic continue from ``start_partition``.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from odradek.metadata.image import BrokerImage
 from odradek.metadata.store import InvalidPartitions, InvalidReplicationFactor
@@ -79,7 +79,9 @@ def _replica_index(first: int, shift: int, index: int, n: int) -> int:
     return (first + 1 + (shift + index) % (n - 1)) % n
 
 
-def _first_replicas(partitions, n, fixed, start_partition, rng):
+def _first_replicas(
+    partitions: int, n: int, fixed: int, start_partition: int, rng: random.Random
+) -> Iterator[tuple[int, int, int]]:
     """(partition, index of its first replica, follower shift) as Kafka walks them: the start
     index and shift random unless fixed, the shift growing by one every n partitions."""
     start_index = fixed if fixed >= 0 else rng.randrange(n)
@@ -92,7 +94,14 @@ def _first_replicas(partitions, n, fixed, start_partition, rng):
         current += 1
 
 
-def _rack_unaware(partitions, replication_factor, broker_list, fixed, start_partition, rng):
+def _rack_unaware(
+    partitions: int,
+    replication_factor: int,
+    broker_list: list[int],
+    fixed: int,
+    start_partition: int,
+    rng: random.Random,
+) -> dict[int, tuple[int, ...]]:
     n = len(broker_list)
     return {
         p: (broker_list[first],)
@@ -106,21 +115,28 @@ def _rack_unaware(partitions, replication_factor, broker_list, fixed, start_part
 def rack_alternated_brokers(racks: dict[int, str]) -> list[int]:
     """Brokers ordered so that consecutive ones are on different racks where possible."""
     by_rack: dict[str, list[int]] = {}
-    for node, rack in sorted(racks.items()):
-        by_rack.setdefault(rack, []).append(node)
+    for broker, rack in sorted(racks.items()):
+        by_rack.setdefault(rack, []).append(broker)
     iterators = {rack: iter(nodes) for rack, nodes in by_rack.items()}
     names = sorted(iterators)
     result: list[int] = []
     index = 0
     while len(result) < len(racks):
-        node = next(iterators[names[index]], None)
+        node: int | None = next(iterators[names[index]], None)
         if node is not None:
             result.append(node)
         index = (index + 1) % len(names)
     return result
 
 
-def _rack_aware(partitions, replication_factor, racks, fixed, start_partition, rng):
+def _rack_aware(
+    partitions: int,
+    replication_factor: int,
+    racks: dict[int, str],
+    fixed: int,
+    start_partition: int,
+    rng: random.Random,
+) -> dict[int, tuple[int, ...]]:
     num_racks = len(set(racks.values()))
     arranged = rack_alternated_brokers(racks)
     n = len(arranged)

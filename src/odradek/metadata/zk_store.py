@@ -252,7 +252,7 @@ class ZkMetadataStore(MetadataStore):
         log.warning("ZooKeeper session of broker %d expired; registering again", self.node_id)
         self._notify()
         task = asyncio.ensure_future(asyncio.to_thread(self._register_when_connected))
-        task.add_done_callback(lambda t: t.exception() and log.error("%s", t.exception()))
+        task.add_done_callback(_log_failure)
 
     def _register_when_connected(self) -> None:
         while not self._closed and not self.client.connected:
@@ -408,10 +408,10 @@ class ZkMetadataStore(MetadataStore):
         held = self._assignments.get(topic)
         if held is None or held[0].topic_id is None:
             return None
-        assignment = held[0]
+        assignment, topic_id = held[0], held[0].topic_id
         before = self._topics.get(topic)
         shown = len(before.partitions) if before and before.topic_id == assignment.topic_id else 0
-        partitions = []
+        partitions: list[PartitionImage] = []
         for p in range(len(assignment.replicas)):
             state = self._states.get((topic, p))
             if state is not None and state[3] < held[3]:
@@ -430,7 +430,7 @@ class ZkMetadataStore(MetadataStore):
         configs = self._topic_configs.get(topic)
         return TopicImage(
             topic,
-            assignment.topic_id,
+            topic_id,
             tuple(partitions),
             dict(configs[0]) if configs else {},
             internal=topic in INTERNAL_TOPICS,
@@ -746,6 +746,7 @@ class ZkMetadataStore(MetadataStore):
         fence = self.controller_fence
         assert fence is not None
         assignment, version = self._assignments[name][0], self._assignments[name][1]
+        assert assignment.topic_id is not None  # the topic is published, so it has one
         ordered = {**assignment.replicas, index: replicas}
         tx = fenced(self.client, fence)
         tx.set_data(
@@ -797,3 +798,8 @@ def _raise_failure(results: list) -> None:
     for result in results:
         if isinstance(result, Exception) and type(result).__name__ != "RolledBackError":
             raise result
+
+
+def _log_failure(task: asyncio.Future) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("registering again after a session expiry failed: %s", task.exception())

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.metadata.image import BrokerImage
 from odradek.metadata.local import LocalMetadataStore
@@ -37,6 +37,9 @@ from odradek.server.purgatory import FetchPurgatory
 from odradek.server.request_channel import RequestChannel
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.cleaner import LogCleaner
+
+if TYPE_CHECKING:
+    from odradek.server.zk_cluster import ZkCluster
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +85,7 @@ class Broker:
         self.log_manager: LogManager
         self.metadata: MetadataStore
         #: Cluster mode only: the ZooKeeper session, controller and their shutdown.
-        self.cluster: Any = None
+        self.cluster: ZkCluster | None = None
         self.replica_manager: ReplicaManager
         self._request_channel: RequestChannel
         self._background: asyncio.Task | None = None

@@ -14,21 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from odradek.metadata.image import BrokerImage
 from odradek.metadata.zk_controller import ZkController
 from odradek.metadata.zk_store import ZkMetadataStore, ZkSettings
+from odradek.server.context import BrokerServices
 from odradek.storage import LogConfig
-
-if TYPE_CHECKING:
-    from odradek.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
 
 class ZkCluster:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         config = broker.config
         self.store = ZkMetadataStore(
