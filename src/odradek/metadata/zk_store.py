@@ -685,21 +685,29 @@ class ZkMetadataStore(MetadataStore):
         if fence is None:
             raise NotController(f"Broker {self.node_id} is not the controller.")
         after = elect_leader(topic.partitions[index], election_type, alive)
-        tx = fenced(self.client, fence)
         state = PartitionState(after.leader, after.leader_epoch, after.isr, fence.epoch)
-        tx.set_data(
+        self._controller_write(
+            fence,
             layout.state_path(name, index),
             layout.encode_partition_state(state),
             self._states[key][1],
         )
+
+    def _controller_write(
+        self, fence: ControllerFence, path: str, data: bytes, version: int
+    ) -> None:
+        """One fenced write conditional on the znode's version, for the admin operations the
+        active controller serves; NOT_CONTROLLER when either check fails (the client retries,
+        by then with the newer state or at the new controller)."""
+        tx = fenced(self.client, fence)
+        tx.set_data(path, data, version)
         results = tx.commit()
         try:
             check_fence(results)
         except ControllerMoved:
             raise NotController("Another broker was elected controller.") from None
         if any(isinstance(r, Exception) for r in results):
-            # The state moved since this broker read it; the watch brings the new one.
-            raise NotController("The partition state changed meanwhile; retry.")
+            raise NotController(f"{path} changed meanwhile; retry.")
 
     def alter_partition_reassignments(
         self,
@@ -748,21 +756,14 @@ class ZkMetadataStore(MetadataStore):
         assignment, version = self._assignments[name][0], self._assignments[name][1]
         assert assignment.topic_id is not None  # the topic is published, so it has one
         ordered = {**assignment.replicas, index: replicas}
-        tx = fenced(self.client, fence)
-        tx.set_data(
+        self._controller_write(
+            fence,
             layout.topic_path(name),
             layout.encode_assignment(
                 assignment.topic_id, ordered, assignment.adding, assignment.removing
             ),
             version,
         )
-        results = tx.commit()
-        try:
-            check_fence(results)
-        except ControllerMoved:
-            raise NotController("Another broker was elected controller.") from None
-        if any(isinstance(r, Exception) for r in results):
-            raise NotController("The topic's assignment changed meanwhile; retry.")
 
     def list_partition_reassignments(
         self, partitions: Iterable[TopicPartitionKey] | None
