@@ -19,12 +19,14 @@ snapshots, so the thread needs no lock.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from odradek.metadata.image import PartitionImage, TopicImage
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.replication.partition import Partition
+from odradek.replication.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
+from odradek.replication.partition_state import PartitionState
 from odradek.storage import LogAppendInfo, LogConfig, LogManager, TopicPartition
 
 #: Logs created per worker-thread call: fewer calls fsync the log dirs fewer times; a cancelled
@@ -47,11 +49,13 @@ class ReplicaManager:
         metadata: MetadataStore,
         node_id: int,
         default_config: LogConfig,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     ) -> None:
         self.log_manager = log_manager
         self.metadata = metadata
         self.node_id = node_id
         self.default_config = default_config
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._partitions: dict[TopicPartition, Partition] = {}
         #: Called with a TopicPartition after every append to it (the purgatory listens).
         self.append_listeners: list[Callable[[TopicPartition], None]] = []
@@ -61,7 +65,7 @@ class ReplicaManager:
         self._creating_logs = asyncio.Lock()
 
     def startup(self) -> None:
-        """Become leader of every partition in the image, then follow its changes."""
+        """Take the role the image gives this broker in each of its partitions, then follow its changes."""
         for topic in self.metadata.topics().values():
             self.on_topic_changed(None, topic)
         self.metadata.subscribe(self)
@@ -75,40 +79,36 @@ class ReplicaManager:
             self._delete_logs(before.name, before.partitions)
             return
         config = self.log_config(after)
+        now_ms = int(time.time() * 1000)
         new = []
         for p in after.partitions:
             tp = TopicPartition(after.name, p.partition)
             partition = self._partitions.get(tp)
-            if p.leader != self.node_id:
-                # Leadership moved elsewhere (cluster mode): stop serving it; the log stays.
+            if self.node_id not in p.replicas:
+                # Moved away by a reassignment: stop hosting it; the log stays until deleted.
                 self._partitions.pop(tp, None)
-            elif partition is None:
+                continue
+            if partition is None:
                 new.append(p)
-            else:
-                if partition.leader_epoch != p.leader_epoch:
-                    partition.leader_epoch = p.leader_epoch
-                    partition.log.leader_epoch_cache.assign(
-                        p.leader_epoch, partition.log.log_end_offset
-                    )
-                if before is not None and before.configs != after.configs:
-                    partition.log.update_config(config)
+                continue
+            if before is not None and before.configs != after.configs:
+                partition.log.update_config(config)
+            partition.apply_state(_partition_state(p), now_ms)
         # Logs made by create_topic/create_partitions already exist; these calls only look them up.
         for p, log_ in zip(new, self._open_logs(after.name, new, config)):
-            self._partitions[log_.topic_partition] = Partition(log_, self.node_id, p.leader_epoch)
+            self._partitions[log_.topic_partition] = Partition(
+                log_, self.node_id, _partition_state(p), now_ms, self.replica_lag_time_max_ms
+            )
 
     def _open_logs(
         self, topic: str, partitions: Sequence[PartitionImage], config: LogConfig
     ) -> list:
-        """Get or create the logs of leader partitions, with their leader epoch recorded.
-
-        One call for all of them: the log dirs are fsynced once, not once per partition.
+        """Get or create the logs of partitions hosted here (a leader's epoch is recorded by its
+        Partition). One call for all of them: the log dirs are fsynced once, not once per partition.
         """
-        logs = self.log_manager.get_or_create_logs(
+        return self.log_manager.get_or_create_logs(
             [TopicPartition(topic, p.partition) for p in partitions], config
         )
-        for p, log_ in zip(partitions, logs):
-            log_.leader_epoch_cache.assign(p.leader_epoch, log_.log_end_offset)
-        return logs
 
     def _delete_logs(self, topic: str, partitions: Sequence[PartitionImage]) -> None:
         for p in partitions:
@@ -117,13 +117,13 @@ class ReplicaManager:
             self.log_manager.delete_log(tp)
 
     async def _create_logs(self, topic: TopicImage, partitions: Sequence[PartitionImage]) -> None:
-        """Create the logs of ``partitions`` led here in a worker thread, a chunk at a time."""
+        """Create the logs of ``partitions`` hosted here in a worker thread, a chunk at a time."""
         config = self.log_config(topic)
-        led = [p for p in partitions if p.leader == self.node_id]
+        hosted = [p for p in partitions if self.node_id in p.replicas]
         async with self._creating_logs:
-            for start in range(0, len(led), CREATE_LOGS_CHUNK):
+            for start in range(0, len(hosted), CREATE_LOGS_CHUNK):
                 await asyncio.to_thread(
-                    self._open_logs, topic.name, led[start : start + CREATE_LOGS_CHUNK], config
+                    self._open_logs, topic.name, hosted[start : start + CREATE_LOGS_CHUNK], config
                 )
 
     async def create_topic(
@@ -203,3 +203,9 @@ class ReplicaManager:
         for listener in self.append_listeners:
             listener(tp)
         return info
+
+
+def _partition_state(p: PartitionImage) -> PartitionState:
+    """The replication input from a partition's metadata image. The image carries no
+    partition epoch yet (the local store never changes an ISR); 0 stands for it."""
+    return PartitionState(p.leader, p.leader_epoch, p.isr, p.replicas)

@@ -14,6 +14,7 @@ metadata when the broker starts.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 from collections.abc import Callable
@@ -62,15 +63,21 @@ class LeaderEpochFileCache:
         self._set([(e, o) for e, o in self.entries if o < start_offset] + [(epoch, start_offset)])
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch <= ``epoch``, the start offset of the next epoch or the LEO), as OffsetForLeaderEpoch."""
-        if not self.entries or epoch < self.entries[0][0]:
+        """(largest epoch <= ``epoch``, the start offset of the next epoch or the LEO), as
+        Kafka's LeaderEpochFileCache.endOffsetFor answers OffsetForLeaderEpoch.
+
+        An epoch older than every known one answers itself with the first known epoch's
+        start offset (the log below was deleted; a follower truncates there at most); an
+        undefined epoch, or one newer than the latest, is unknown: (UNDEFINED, UNDEFINED).
+        """
+        entries = self.entries
+        if epoch == UNDEFINED or not entries or epoch > self.latest_epoch:
             return UNDEFINED, UNDEFINED
-        if epoch >= self.latest_epoch:
-            return self.latest_epoch, self._log_end_offset()
-        for i, (e, _) in enumerate(self.entries):
-            if e > epoch:
-                return self.entries[i - 1][0], self.entries[i][1]
-        return self.latest_epoch, self._log_end_offset()  # pragma: no cover - loop always returns
+        if epoch == self.latest_epoch:
+            return epoch, self._log_end_offset()
+        # epoch < latest: the first entry after it exists.
+        i = bisect.bisect_right(entries, epoch, key=lambda entry: entry[0])
+        return (entries[i - 1][0] if i else epoch), entries[i][1]
 
     def truncate_from_end(self, end_offset: int) -> None:
         kept = [(e, o) for e, o in self.entries if o < end_offset]

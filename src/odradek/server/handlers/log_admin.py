@@ -81,9 +81,8 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> object
                 partition = ctx.broker.replica_manager.partition(
                     TopicPartition(topic.topic, p.partition)
                 )
-                partition.check_leader_epoch(p.current_leader_epoch)
-                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for_epoch(
-                    p.leader_epoch
+                epoch, end_offset = partition.last_offset_for_leader_epoch(
+                    p.current_leader_epoch, p.leader_epoch
                 )
                 fields.update(leader_epoch=epoch, end_offset=end_offset)
             except KafkaError as exc:
