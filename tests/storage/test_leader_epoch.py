@@ -82,3 +82,23 @@ def test_flushes_from_two_threads_leave_a_whole_checkpoint(tmp_path) -> None:
     lines = (tmp_path / "t-0" / CHECKPOINT).read_text().splitlines()
     assert lines[:2] == ["0", "199"] and lines[-1] == "199 198"
     log.close()
+
+
+def test_end_offset_for_epoch_answers_as_kafkas_end_offset_for(tmp_path) -> None:
+    """OffsetForLeaderEpoch's answers: the requested epoch's end (the next epoch's start, or
+    the LEO for the latest), the largest older epoch for an unknown one in between, the
+    first epoch's start for one older than every known epoch, and UNDEFINED for an epoch
+    newer than the latest or undefined."""
+    log = Log(tmp_path / "t-0", LogConfig())
+    log.leader_epoch_cache.assign(2, 0)
+    append(log, 2, 3)
+    log.leader_epoch_cache.assign(5, 3)
+    append(log, 5, 2)
+    cache = log.leader_epoch_cache
+    assert cache.end_offset_for_epoch(5) == (5, 5)
+    assert cache.end_offset_for_epoch(2) == (2, 3)
+    assert cache.end_offset_for_epoch(4) == (2, 3)
+    assert cache.end_offset_for_epoch(1) == (1, 0)
+    assert cache.end_offset_for_epoch(6) == (-1, -1)
+    assert cache.end_offset_for_epoch(-1) == (-1, -1)
+    log.close()
