@@ -165,7 +165,11 @@ class Broker:
                     self.config.log_dirs[0], self.node_id, self.cluster_id, broker_image
                 )
             self.replica_manager = ReplicaManager(
-                self.log_manager, self.metadata, self.node_id, self.default_log_config
+                self.log_manager,
+                self.metadata,
+                self.node_id,
+                self.default_log_config,
+                self.config.get("replica.lag.time.max.ms"),
             )
             self.replica_manager.append_listeners.append(self.fetch_purgatory.notify)
             self.replica_manager.startup()

@@ -422,6 +422,13 @@ _DEFS = [
     ),
     ConfigDef("min.insync.replicas", "int", "1", "min.insync.replicas default.", at_least=1),
     ConfigDef(
+        "replica.lag.time.max.ms",
+        "long",
+        "30000",
+        "A follower not caught up with its leader for this long leaves the ISR.",
+        at_least=1,
+    ),
+    ConfigDef(
         "offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets.", at_least=1
     ),
     ConfigDef(
