@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -92,16 +92,8 @@ class Controller:
     last_broker_epoch: int = 0
 
     def _write(self, **changes: Any) -> None:
-        s = self.state
-        fields = {
-            "leader": s.leader,
-            "leader_epoch": s.leader_epoch,
-            "isr": s.isr,
-            "replicas": s.replicas,
-            "partition_epoch": s.partition_epoch + 1,
-        }
-        fields.update(changes)
-        self.state = PartitionState(**fields)
+        """A conditional write of the state znode: its version (the partition epoch) moves on."""
+        self.state = replace(self.state, partition_epoch=self.state.partition_epoch + 1, **changes)
 
     def session_expired(self, broker: int) -> None:
         if broker not in self.registered:
@@ -200,9 +192,11 @@ class Simulation:
         for kind, a, b in steps:
             self.step(kind, a, b)
 
-    def _live(self, a: int) -> Node | None:
+    def _live(self, a: int) -> tuple[Node, Partition] | None:
         node = self.nodes[BROKERS[a % len(BROKERS)]]
-        return node if node.alive and node.partition is not None else None
+        if not node.alive or node.partition is None:
+            return None
+        return node, node.partition
 
     def _send(self, dest: int, kind: str, *body: Any) -> None:
         incarnation = self.nodes[dest].incarnation if dest in self.nodes else 0
@@ -268,20 +262,21 @@ class Simulation:
         p.on_alter_partition_response(req, result, self.now)
 
     def _follower_request(self, a: int, b: int) -> None:
-        node = self._live(a)
-        if node is None:
+        live = self._live(a)
+        if live is None:
             return
-        req = node.partition.next_follower_request()
+        node, p = live
+        req = p.next_follower_request()
         if isinstance(req, EpochQuery):
             self._send(req.leader_id, "epoch_query", node.node_id, req)
         elif isinstance(req, FetchPosition):
             self._send(req.leader_id, "fetch", node.node_id, req)
 
     def _produce(self, a: int, acks: int) -> None:
-        node = self._live(a)
-        if node is None:
+        live = self._live(a)
+        if live is None:
             return
-        p = node.partition
+        node, p = live
         values = tuple(range(self.next_value, self.next_value + 1 + a % 2))
         self.next_value += len(values)
         try:
@@ -305,15 +300,15 @@ class Simulation:
         self.now += (a % 4) * LAG_MS // 2 + b % 100
 
     def _shrink_isr(self, a: int, b: int) -> None:
-        node = self._live(a)
-        if node is not None:
-            node.partition.maybe_shrink_isr(self.now)
+        live = self._live(a)
+        if live is not None:
+            live[1].maybe_shrink_isr(self.now)
 
     def _send_alter(self, a: int, b: int) -> None:
-        node = self._live(a)
-        if node is not None and node.partition.alter_partition_in_flight is not None:
-            proposal = node.partition.alter_partition_in_flight
-            self._send(CONTROLLER, "alter", proposal, node.broker_epoch)
+        live = self._live(a)
+        if live is not None and live[1].alter_partition_in_flight is not None:
+            node, p = live
+            self._send(CONTROLLER, "alter", p.alter_partition_in_flight, node.broker_epoch)
 
     def _broadcast(self, a: int, b: int) -> None:
         """The controller tells a registered broker the partition state (LeaderAndIsr)."""
@@ -324,10 +319,10 @@ class Simulation:
             self._send(node.node_id, "state", self.controller.state)
 
     def _consume(self, a: int, b: int) -> None:
-        node = self._live(a)
-        if node is None or not node.partition.is_leader:
+        live = self._live(a)
+        if live is None or not live[1].is_leader:
             return
-        p = node.partition
+        p = live[1]
         for batch in p.read(0, 1 << 30, 0, True):
             for i, value in enumerate(batch.values):
                 offset = batch.base_offset + i
@@ -372,12 +367,11 @@ class Simulation:
         still = []
         for w in self.pending:
             node = self.nodes[w.node]
-            if not node.alive or node.incarnation != w.incarnation or node.partition is None:
+            p = node.partition
+            if not node.alive or node.incarnation != w.incarnation or p is None:
                 continue
             required = w.first_offset + len(w.values)
-            done, error = node.partition.check_enough_replicas_reach_offset(
-                required, w.leader_epoch
-            )
+            done, error = p.check_enough_replicas_reach_offset(required, w.leader_epoch)
             if not done:
                 still.append(w)
             elif error == ErrorCode.none:
@@ -459,7 +453,7 @@ def assert_converged(sim: Simulation) -> None:
     state = sim.controller.state
     logs = {b: node.log.values() for b, node in sim.nodes.items()}
     ends = {b: node.log.log_end_offset for b, node in sim.nodes.items()}
-    hws = {b: node.partition.high_watermark for b, node in sim.nodes.items()}
+    hws = {b: node.partition.high_watermark for b, node in sim.nodes.items() if node.partition}
     if state.leader == NO_LEADER or set(state.isr) != set(BROKERS):
         raise Violation(f"not converged: {state}")
     if len({tuple(sorted(v.items())) for v in logs.values()}) != 1:

@@ -301,15 +301,21 @@ def test_fetched_batches_are_appended_as_follower_with_the_leaders_epochs() -> N
     assert f.log_end_offset == 3
 
 
+def fetch_position(f: Partition) -> FetchPosition:
+    req = f.next_follower_request()
+    assert isinstance(req, FetchPosition)
+    return req
+
+
 def test_follower_high_watermark_is_the_leaders_capped_at_its_own_end_and_only_rises() -> None:
     f = follower()
     lead = leader()
     produce(lead, 4)
     fetch(lead, 2, 4)
-    req = f.next_follower_request()
+    req = fetch_position(f)
     f.on_fetch_response(req, lead.fetch_for_follower(1, 0, 0, 2, T0), 4, T0)  # two batches
     assert (f.log_end_offset, f.high_watermark) == (2, 2)
-    req = f.next_follower_request()
+    req = fetch_position(f)
     f.on_fetch_response(req, (), 1, T0)  # an older leader HW in a reordered answer
     assert f.high_watermark == 2
 
@@ -318,7 +324,7 @@ def test_stale_or_duplicate_answers_change_nothing() -> None:
     lead = leader()
     produce(lead, 2)
     f = follower()
-    req = f.next_follower_request()
+    req = fetch_position(f)
     records = lead.fetch_for_follower(1, 0, 0, 10, T0)
     assert f.on_fetch_response(req, records, 0, T0)
     assert not f.on_fetch_response(req, records, 0, T0)  # the same answer twice

@@ -49,7 +49,7 @@ replica is this broker (the single node) starts at its log end offset, as before
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.partition_state import AlterPartition, IsrState, PartitionState
@@ -106,6 +106,9 @@ class ReplicaLog(Protocol):
     def truncate_to(self, offset: int) -> None: ...
 
 
+LogT = TypeVar("LogT", bound=ReplicaLog)
+
+
 @dataclass(frozen=True, slots=True)
 class EpochQuery:
     """A follower's OffsetForLeaderEpoch request: where does ``leader_epoch`` end on the leader?"""
@@ -124,10 +127,10 @@ class FetchPosition:
     fetch_offset: int
 
 
-class Partition:
+class Partition(Generic[LogT]):
     def __init__(
         self,
-        log: ReplicaLog,
+        log: LogT,
         node_id: int,
         state: PartitionState,
         now_ms: int,

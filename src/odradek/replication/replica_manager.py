@@ -27,7 +27,7 @@ from odradek.metadata.store import MetadataStore
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
 from odradek.replication.partition_state import PartitionState
-from odradek.storage import LogAppendInfo, LogConfig, LogManager, TopicPartition
+from odradek.storage import Log, LogAppendInfo, LogConfig, LogManager, TopicPartition
 
 #: Logs created per worker-thread call: fewer calls fsync the log dirs fewer times; a cancelled
 #: creation (broker shutdown) stops after the chunk under way.
@@ -56,7 +56,7 @@ class ReplicaManager:
         self.node_id = node_id
         self.default_config = default_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self._partitions: dict[TopicPartition, Partition] = {}
+        self._partitions: dict[TopicPartition, Partition[Log]] = {}
         #: Called with a TopicPartition after every append to it (the purgatory listens).
         self.append_listeners: list[Callable[[TopicPartition], None]] = []
         # Partition growth is serialized (as a controller would), so each one sees the last one's result.
@@ -178,7 +178,7 @@ class ReplicaManager:
                 if partition is not None:
                     partition.log.update_config(config)
 
-    def partition(self, tp: TopicPartition) -> Partition:
+    def partition(self, tp: TopicPartition) -> Partition[Log]:
         partition = self._partitions.get(tp)
         if partition is None:
             topic = self.metadata.topic(tp.topic)
@@ -192,7 +192,7 @@ class ReplicaManager:
             )
         return partition
 
-    def partitions(self) -> dict[TopicPartition, Partition]:
+    def partitions(self) -> dict[TopicPartition, Partition[Log]]:
         return dict(self._partitions)
 
     def append_records(
