@@ -229,7 +229,7 @@ class Partition(Generic[LogT]):
         else:
             self._remote = {}
             if new_epoch:
-                self._truncating = True
+                self._start_truncation()
         return True
 
     def _make_leader(self, new_epoch: bool, was_leader: bool, now_ms: int) -> None:
@@ -406,12 +406,18 @@ class Partition(Generic[LogT]):
             return None
         if self._truncating:
             latest = self.log.leader_epoch_cache.latest_epoch
-            if latest != UNDEFINED:
-                return EpochQuery(self.leader_id, self.leader_epoch, latest)
-            # No epochs known (an empty log): nothing can diverge above the high watermark.
+            return EpochQuery(self.leader_id, self.leader_epoch, latest)
+        return FetchPosition(self.leader_id, self.leader_epoch, self.log.log_end_offset)
+
+    def _start_truncation(self) -> None:
+        """Find the divergence point before fetching; a log without epochs (nothing written
+        under any leader since it was empty) has nothing to compare, so, as Kafka, it only
+        cuts back to its high watermark."""
+        if self.log.leader_epoch_cache.latest_epoch == UNDEFINED:
             self._truncate(self.high_watermark)
             self._truncating = False
-        return FetchPosition(self.leader_id, self.leader_epoch, self.log.log_end_offset)
+        else:
+            self._truncating = True
 
     def on_epoch_end_offset(self, query: EpochQuery, epoch: int, end_offset: int) -> None:
         """The leader's answer to ``query``: truncate to the divergence point (KIP-101/279)."""
@@ -457,7 +463,7 @@ class Partition(Generic[LogT]):
         Epoch errors need newer metadata on one side; they change nothing here.
         """
         if error == ErrorCode.offset_out_of_range and fetch == self.next_follower_request():
-            self._truncating = True
+            self._start_truncation()
 
     # -- reads ---------------------------------------------------------------------------
     def read(
