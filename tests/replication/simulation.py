@@ -18,8 +18,9 @@ session expiry it elects a new leader from the live ISR members (no unclean
 election), or keeps the ISR and leaves the partition leaderless; a dead
 follower leaves the ISR; each change bumps the leader epoch and the partition
 epoch (the znode version). It commits an AlterPartition only with the current
-leader epoch and partition epoch, and refuses a new ISR member that is not
-registered (INELIGIBLE_REPLICA).
+leader epoch and partition epoch, and refuses an ISR member that is not
+registered, or registered under another broker epoch than the one the leader saw
+in its fetches (INELIGIBLE_REPLICA, KIP-903).
 
 After every step ``check`` asserts the invariants (``Violation`` on failure):
 an acks=all record acknowledged with min.insync.replicas met is held at its
@@ -127,8 +128,9 @@ class Controller:
             return ErrorCode.fenced_leader_epoch
         if req.partition_epoch != s.partition_epoch:
             return ErrorCode.invalid_update_version
-        if any(r not in self.registered for r in req.new_isr if r not in s.isr):
-            return ErrorCode.ineligible_replica
+        for r, epoch in zip(req.new_isr, req.broker_epochs, strict=True):
+            if r not in self.registered or epoch not in (-1, self.registered[r]):
+                return ErrorCode.ineligible_replica
         self._write(isr=req.new_isr)
         return self.state
 
@@ -226,10 +228,12 @@ class Simulation:
             return
         getattr(self, "_on_" + msg.kind)(node, p, *msg.body)
 
-    def _on_fetch(self, node: Node, p: Partition, follower: int, req: FetchPosition) -> None:
+    def _on_fetch(
+        self, node: Node, p: Partition, follower: int, epoch: int, req: FetchPosition
+    ) -> None:
         try:
             records = p.fetch_for_follower(
-                follower, req.fetch_offset, req.current_leader_epoch, 3, self.now
+                follower, req.fetch_offset, req.current_leader_epoch, 3, self.now, epoch
             )
         except KafkaError as exc:
             self._send(follower, "fetch_error", req, exc.error_code)
@@ -270,7 +274,8 @@ class Simulation:
         if isinstance(req, EpochQuery):
             self._send(req.leader_id, "epoch_query", node.node_id, req)
         elif isinstance(req, FetchPosition):
-            self._send(req.leader_id, "fetch", node.node_id, req)
+            epoch = -1 if node.broker_epoch is None else node.broker_epoch
+            self._send(req.leader_id, "fetch", node.node_id, epoch, req)
 
     def _produce(self, a: int, acks: int) -> None:
         live = self._live(a)

@@ -102,7 +102,7 @@ def test_isr_shrinks_after_replica_lag_time_max_ms_through_a_committed_proposal(
     produce(p, 1, now=T0 + LAG)
     fetch(p, 1, 3, now=T0 + LAG)
     proposal = p.maybe_shrink_isr(T0 + LAG + 1)
-    assert proposal == AlterPartition(0, 0, 0, (0, 1))
+    assert proposal == AlterPartition(0, 0, 0, (0, 1), (-1, -1))
     assert p.alter_partition_in_flight == proposal
     assert p.maybe_shrink_isr(T0 + LAG + 2) is None  # one proposal at a time
     # Until the controller answers, 2 still counts (maximal ISR): the HW stays at its LEO.
@@ -136,7 +136,7 @@ def test_isr_expansion_waits_for_the_follower_to_reach_the_high_watermark() -> N
     fetch(p, 2, 2)
     assert p.alter_partition_in_flight is None
     fetch(p, 2, 4)
-    assert p.alter_partition_in_flight == AlterPartition(0, 0, 0, (0, 1, 2))
+    assert p.alter_partition_in_flight == AlterPartition(0, 0, 0, (0, 1, 2), (-1, -1, -1))
     assert p.isr == {0, 1} and p.maximal_isr == {0, 1, 2}  # the HW counts it already
     produce(p, 1)
     fetch(p, 1, 5)
@@ -153,7 +153,18 @@ def test_isr_expansion_waits_for_the_leader_epoch_start_offset() -> None:
     fetch(p, 2, 2)  # at or above the high watermark (0), below the epoch start
     assert p.alter_partition_in_flight is None
     fetch(p, 2, 3)
-    assert p.alter_partition_in_flight == AlterPartition(0, 1, 4, (0, 1, 2))
+    assert p.alter_partition_in_flight == AlterPartition(0, 1, 4, (0, 1, 2), (-1, -1, -1))
+
+
+def test_a_proposal_names_each_members_broker_epoch_from_its_fetches() -> None:
+    """KIP-903: the controller can then refuse a member that registered again since."""
+    p = leader(isr=(0, 1), min_isr=1)
+    produce(p, 1)
+    p.fetch_for_follower(1, 1, 0, 10, T0, replica_epoch=41)
+    p.fetch_for_follower(2, 1, 0, 10, T0, replica_epoch=57)
+    proposal = p.alter_partition_in_flight
+    assert proposal is not None
+    assert (proposal.new_isr, proposal.broker_epochs) == ((0, 1, 2), (-1, 41, 57))
 
 
 def test_refused_proposals_revert_only_when_the_controller_says_nothing_was_done() -> None:

@@ -77,3 +77,48 @@ def test_a_plain_schedule_acknowledges_replicates_and_survives_a_leader_crash() 
     sim._complete_produces()
     sim.check()
     assert sim.acked == {0: 1, 1: 2, 2: 3}
+
+
+def deliver(sim: Simulation, kind: str, dest: int | None = None) -> None:
+    """Deliver the oldest message of ``kind`` (to ``dest``) still in flight."""
+    index = next(
+        i for i, m in enumerate(sim.network) if m.kind == kind and (dest is None or m.dest == dest)
+    )
+    sim._deliver(index, 0)
+
+
+def test_a_late_copy_of_a_refused_isr_expansion_is_not_committed() -> None:
+    """Found by seed 642: the leader proposes adding broker 2 and sends the proposal twice;
+    the first copy is refused (2's session had expired), the leader goes back to ISR {0, 1}
+    and acknowledges records 2 never fetched; 2 registers again and the second copy
+    arrives. KIP-903's broker epochs in the proposal make the controller refuse it, where
+    committing it would put 2, without those records, into the ISR."""
+    sim = Simulation()
+    sim._expire(2, 0)  # ISR (0, 1), leader epoch 1
+    sim._register(2, 0)
+    for broker in (0, 1, 2):
+        sim._broadcast(broker, 0)
+        deliver(sim, "state", broker)
+    sim._follower_request(2, 0)
+    deliver(sim, "fetch")  # 2 is at the leader's end: the leader proposes adding it
+    proposal = sim.nodes[0].partition.alter_partition_in_flight
+    assert proposal is not None and proposal.new_isr == (0, 1, 2)
+    sim._send_alter(0, 0)
+    sim._send_alter(0, 0)
+    sim._expire(2, 0)
+    deliver(sim, "alter")
+    deliver(sim, "alter_response")
+    assert sim.nodes[0].partition.isr == {0, 1}
+    assert sim.nodes[0].partition.alter_partition_in_flight is None
+    sim._tick(3, 0)  # 2 no longer counts as caught up, so the HW stops waiting for it
+    sim._produce_all(0, 0)
+    for _ in range(2):
+        sim._follower_request(1, 0)
+        deliver(sim, "fetch")
+        deliver(sim, "fetch_response", 1)
+    sim._complete_produces()
+    assert sim.acked == {0: 1}
+    sim._register(2, 0)
+    deliver(sim, "alter")
+    sim.check()
+    assert sim.controller.state.isr == (0, 1)

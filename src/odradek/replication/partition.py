@@ -287,8 +287,10 @@ class Partition(Generic[LogT]):
         current_leader_epoch: int,
         max_bytes: int,
         now_ms: int,
+        replica_epoch: int = -1,
     ) -> Any:
         """A follower's fetch: its offset is its log end offset; records up to our log end offset.
+        ``replica_epoch`` is the follower's broker epoch from the request (-1 if not sent).
 
         The read comes first, so a fetch that fails (offset out of range) updates
         nothing, as Kafka's ReplicaManager updates follower state only after a good read.
@@ -303,7 +305,7 @@ class Partition(Generic[LogT]):
             )
         data = self.log.read(fetch_offset, max_bytes)
         before = replica.log_end_offset
-        replica.update_fetch_state(fetch_offset, now_ms, self.log.log_end_offset)
+        replica.update_fetch_state(fetch_offset, now_ms, self.log.log_end_offset, replica_epoch)
         self._maybe_expand_isr(replica)
         if replica.log_end_offset != before:
             self._maybe_increment_high_watermark(now_ms)
@@ -338,8 +340,11 @@ class Partition(Generic[LogT]):
         return self._propose(state.isr - out, state.isr)
 
     def _propose(self, new_isr: frozenset[int], maximal: frozenset[int]) -> AlterPartition:
+        isr = tuple(sorted(new_isr))
+        remote = self._remote
+        epochs = tuple(remote[r].broker_epoch if r in remote else -1 for r in isr)
         proposal = AlterPartition(
-            self.node_id, self.leader_epoch, self.partition_epoch, tuple(sorted(new_isr))
+            self.node_id, self.leader_epoch, self.partition_epoch, isr, epochs
         )
         self._isr_state = IsrState(self._isr_state.isr, frozenset(maximal), proposal)
         return proposal

@@ -38,6 +38,12 @@ class AlterPartition:
     leader_epoch: int
     partition_epoch: int
     new_isr: tuple[int, ...]
+    #: Each new ISR member's broker epoch as its last fetch stated it (KIP-903), -1 where
+    #: unknown and for the leader itself (the request's own broker epoch fences the leader).
+    #: The controller refuses a member registered under another epoch since (it restarted,
+    #: and may have lost what the leader saw it fetch), so a late copy of a refused
+    #: proposal cannot be committed after the leader has moved on.
+    broker_epochs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ UNKNOWN_OFFSET = -1
 
 class FollowerReplica:
     __slots__ = (
+        "broker_epoch",
         "last_caught_up_ms",
         "last_fetch_leader_log_end_offset",
         "last_fetch_ms",
@@ -27,6 +28,8 @@ class FollowerReplica:
 
     def __init__(self, replica_id: int) -> None:
         self.replica_id = replica_id
+        #: The follower's broker epoch as its fetches state it (Fetch ReplicaState, KIP-903).
+        self.broker_epoch = -1
         self.log_end_offset = UNKNOWN_OFFSET
         self.last_caught_up_ms = 0
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
@@ -36,18 +39,20 @@ class FollowerReplica:
         """A new leadership: nothing known of the follower's log; an ISR member counts as
         caught up now, so it is not removed before it had a chance to fetch (Kafka's
         resetReplicaState for a new leader)."""
+        self.broker_epoch = -1
         self.log_end_offset = UNKNOWN_OFFSET
         self.last_caught_up_ms = now_ms if in_sync else 0
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
         self.last_fetch_ms = 0
 
     def update_fetch_state(
-        self, fetch_offset: int, fetch_time_ms: int, leader_log_end_offset: int
+        self, fetch_offset: int, fetch_time_ms: int, leader_log_end_offset: int, broker_epoch: int
     ) -> None:
         if fetch_offset >= leader_log_end_offset:
             self.last_caught_up_ms = max(self.last_caught_up_ms, fetch_time_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
             self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.broker_epoch = broker_epoch
         self.log_end_offset = fetch_offset
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_ms = fetch_time_ms
