@@ -6,10 +6,15 @@ its logic in a sans-I/O core. The runtime does the I/O for it:
 
 - ``load_partition`` replays one partition of the topic into the core, after which
   the core's keys (group ids, transactional ids) of that partition are coordinated
-  here; ``unload_partition`` drops them again (Kafka's onElection and
-  onResignation, which a cluster calls as leadership of the topic moves; a single
-  node loads every partition at start-up). Calls for keys of partitions not loaded
-  get NOT_COORDINATOR.
+  here; ``unload_partition`` drops them again. The runtime is the topic's
+  LeadershipListener (replica_manager.py): the ReplicaManager calls
+  ``on_election`` when this broker becomes a partition's leader and
+  ``on_resignation`` when it stops (Kafka's onElection and onResignation), so the
+  keys are coordinated by whichever broker leads their partition; a single node
+  leads, and so loads, every partition at start-up. Calls for keys of partitions
+  not loaded get NOT_COORDINATOR. A load runs on the event loop in one go, so no
+  request can see a partition half loaded (Kafka, loading in the background,
+  answers COORDINATOR_LOAD_IN_PROGRESS meanwhile; here that state never exists).
 - ``call`` runs one core method with the current time and appends the records it
   queued before the caller answers its client. Appends are synchronous on the event
   loop, so once ``call`` returns the records are in the log (flushed per the topic's
@@ -171,6 +176,25 @@ class CoordinatorRuntime(ABC, Generic[C]):
         log.info("%s unloaded %d of %s-%d", self.name, len(dropped), self.topic, partition)
         self._rearm()
 
+    def on_election(self, partition: int, leader_epoch: int) -> None:
+        count = self.load_partition(partition)
+        log.info(
+            "%s elected for %s-%d (leader epoch %d): %d records loaded",
+            self.name,
+            self.topic,
+            partition,
+            leader_epoch,
+            count,
+        )
+
+    def on_resignation(self, partition: int) -> None:
+        if partition in self.loaded_partitions:
+            self.unload_partition(partition)
+
+    def coordinates(self, key: str) -> bool:
+        """Whether ``key``'s partition is loaded here (else clients are told NOT_COORDINATOR)."""
+        return self.core.partition_for(key) in self.loaded_partitions
+
     # ---- calls ------------------------------------------------------------------------------
 
     def call(self, fn: Callable[..., T], keys: Iterable[str], *args: Any, **kwargs: Any) -> T:
@@ -178,7 +202,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
         re-arm the timer (see the module docstring)."""
         keys = list(keys)
         for key in keys:
-            if self.core.partition_for(key) not in self.loaded_partitions:
+            if not self.coordinates(key):
                 raise CoordinatorWriteError(
                     ErrorCode.not_coordinator, f"{key} is not coordinated by this {self.name}"
                 )

@@ -2,7 +2,8 @@
 
 The CoordinatorRuntime (runtime.py) around the sans-I/O GroupCoordinator, on the
 broker's __consumer_offsets topic: created on first start (compacted, as Kafka
-sets it), every partition led here loaded at start-up, and a timer that expires
+sets it), the partitions led here loaded as this broker becomes their leader and
+unloaded as it stops (the ReplicaManager tells it; see runtime.py), and a timer that expires
 sessions, ends join phases and applies offset retention. Handlers reach it as
 ``broker.components["group_coordinator"]`` and go through ``call`` and ``wait``.
 """
@@ -60,16 +61,10 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
 
     async def start(self) -> None:
         self._ensure_offsets_topic()
-        partitions = [
-            tp.partition
-            for tp in self.broker.replica_manager.partitions()
-            if tp.topic == OFFSETS_TOPIC
-        ]
-        loaded = sum(self.load_partition(p) for p in partitions)
+        self.broker.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self)
         log.info(
-            "group coordinator loaded %d records of %d partitions of %s",
-            loaded,
-            len(partitions),
+            "group coordinator leads %d partitions of %s",
+            len(self.loaded_partitions),
             OFFSETS_TOPIC,
         )
 

@@ -14,6 +14,16 @@ every log exists: other clients keep being served and nobody sees a partition
 whose log is not there yet. The new logs are reachable only through the
 LogManager until then, and the LogManager's loop-side walks over its logs use
 snapshots, so the thread needs no lock.
+
+Coordinators follow leadership through ``LeadershipListener``: a coordinator keeps
+its state in an internal topic's partitions and serves the keys of a partition only
+while this broker leads it (Kafka's onElection/onResignation, which its
+ReplicaManager drives from the controller's LeaderAndIsr). The ReplicaManager is
+where every role change is applied, whatever metadata store sent it, so it tells
+the listeners of the topic there; a listener added later is told at once of the
+partitions already led here (a single node learns of all of them that way at
+start-up). The group coordinator listens to __consumer_offsets; the transaction
+coordinator will listen to __transaction_state the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from odradek.metadata.image import PartitionImage, TopicImage
 from odradek.metadata.store import MetadataStore
@@ -42,6 +53,14 @@ class NotLeaderOrFollower(KafkaError):
     error_code = ErrorCode.not_leader_or_follower
 
 
+class LeadershipListener(Protocol):
+    """Told when this broker starts or stops leading a partition of the topic it listens to."""
+
+    def on_election(self, partition: int, leader_epoch: int) -> None: ...
+
+    def on_resignation(self, partition: int) -> None: ...
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -59,6 +78,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition[Log]] = {}
         #: Called with a TopicPartition after every append to it (the purgatory listens).
         self.append_listeners: list[Callable[[TopicPartition], None]] = []
+        #: Per topic, who is told of leadership changes of its partitions here.
+        self._leadership_listeners: dict[str, list[LeadershipListener]] = {}
         # Partition growth is serialized (as a controller would), so each one sees the last one's result.
         self._growing = asyncio.Lock()
         # One log-creating worker thread at a time.
@@ -69,6 +90,26 @@ class ReplicaManager:
         for topic in self.metadata.topics().values():
             self.on_topic_changed(None, topic)
         self.metadata.subscribe(self)
+
+    def add_leadership_listener(self, topic: str, listener: LeadershipListener) -> None:
+        """Tell ``listener`` of every leadership change of ``topic``'s partitions here from now
+        on, starting with the partitions led here already."""
+        self._leadership_listeners.setdefault(topic, []).append(listener)
+        for tp, partition in sorted(self._partitions.items()):
+            if tp.topic == topic and partition.is_leader:
+                listener.on_election(tp.partition, partition.leader_epoch)
+
+    def _tell_leadership(self, tp: TopicPartition, was_leader: bool, now: Partition | None) -> None:
+        """Tell ``tp``'s topic's listeners if this broker started, kept under a new epoch, or
+        stopped leading it (``now`` is None once it is no longer hosted here)."""
+        listeners = self._leadership_listeners.get(tp.topic)
+        if not listeners:
+            return
+        for listener in listeners:
+            if now is not None and now.is_leader:
+                listener.on_election(tp.partition, now.leader_epoch)
+            elif was_leader:
+                listener.on_resignation(tp.partition)
 
     def log_config(self, topic: TopicImage) -> LogConfig:
         return LogConfig.from_properties(topic.configs, base=self.default_config)
@@ -86,19 +127,27 @@ class ReplicaManager:
             partition = self._partitions.get(tp)
             if self.node_id not in p.replicas:
                 # Moved away by a reassignment: stop hosting it; the log stays until deleted.
-                self._partitions.pop(tp, None)
+                if self._partitions.pop(tp, None) is not None:
+                    self._tell_leadership(tp, partition.is_leader, None)  # type: ignore[union-attr]
                 continue
             if partition is None:
                 new.append(p)
                 continue
             if before is not None and before.configs != after.configs:
                 partition.log.update_config(config)
-            partition.apply_state(_partition_state(p), now_ms)
+            was_leader = partition.is_leader
+            if partition.apply_state(_partition_state(p), now_ms) and (
+                was_leader or partition.is_leader
+            ):
+                self._tell_leadership(tp, was_leader, partition)
         # Logs made by create_topic/create_partitions already exist; these calls only look them up.
         for p, log_ in zip(new, self._open_logs(after.name, new, config)):
-            self._partitions[log_.topic_partition] = Partition(
+            partition = Partition(
                 log_, self.node_id, _partition_state(p), now_ms, self.replica_lag_time_max_ms
             )
+            self._partitions[log_.topic_partition] = partition
+            if partition.is_leader:
+                self._tell_leadership(log_.topic_partition, False, partition)
 
     def _open_logs(
         self, topic: str, partitions: Sequence[PartitionImage], config: LogConfig
@@ -113,7 +162,9 @@ class ReplicaManager:
     def _delete_logs(self, topic: str, partitions: Sequence[PartitionImage]) -> None:
         for p in partitions:
             tp = TopicPartition(topic, p.partition)
-            self._partitions.pop(tp, None)
+            partition = self._partitions.pop(tp, None)
+            if partition is not None and partition.is_leader:
+                self._tell_leadership(tp, True, None)
             self.log_manager.delete_log(tp)
 
     async def _create_logs(self, topic: TopicImage, partitions: Sequence[PartitionImage]) -> None:

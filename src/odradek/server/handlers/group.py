@@ -2,8 +2,11 @@
 
 Each handler turns the kio request into one call on the sans-I/O core through
 the service (which persists to __consumer_offsets before we answer) and builds
-the response for the request's version. This broker leads every partition of
-__consumer_offsets, so it is the coordinator of every group.
+the response for the request's version. A group's coordinator is the leader of
+its __consumer_offsets partition: FindCoordinator names that broker, and every
+other group API answers NOT_COORDINATOR for a group whose partition is not loaded
+here (calls through the service check it; the handlers that only read the core
+check ``coordinates`` themselves, per group where Kafka answers per group).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from odradek.coordinator.classic_group import ClassicGroup, GroupState, JoinResu
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.consumer_protocol import ConsumerHeartbeatResult
 from odradek.coordinator.offset_metadata import OffsetCommit
+from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorWriteError
 from odradek.coordinator.service import GroupCoordinatorService
 from odradek.protocol import schemas
@@ -56,47 +60,54 @@ def _cls(ctx: RequestContext, api_key: int):
 
 
 async def handle_find_coordinator(ctx: RequestContext, request):
-    host, port = (
-        ctx.broker.advertised_endpoint(ctx.connection.listener_name) or ctx.broker.advertised
-    )
-    node_id = ctx.broker.node_id
+    metadata = ctx.broker.metadata
+    listener = ctx.connection.listener_name
+    offsets_topic = metadata.topic(OFFSETS_TOPIC)
+    core = _service(ctx).core
     cls = _cls(ctx, ApiKey.FIND_COORDINATOR)
+    not_available = (ErrorCode.coordinator_not_available, "The coordinator is not available.")
+    nobody = (-1, "", -1)
 
-    def answer(key_type: int) -> tuple[int, str | None]:
-        if key_type != KEY_TYPE_GROUP:
+    def answer(key_type: int, key: str) -> tuple[tuple[int, str | None], tuple[int, str, int]]:
+        """(error, message), (node id, host, port) of the leader of ``key``'s partition."""
+        if key_type != KEY_TYPE_GROUP or offsets_topic is None:
             # The transaction coordinator is another room's; until it exists, say so.
-            return ErrorCode.coordinator_not_available, "The coordinator is not available."
-        return ErrorCode.none, None
+            return not_available, nobody
+        leader = offsets_topic.partitions[core.partition_for(key)].leader
+        broker = next((b for b in metadata.brokers() if b.node_id == leader), None)
+        endpoint = broker.endpoint(listener) if broker is not None else None
+        if endpoint is None:
+            # No leader, a leader not registered (down), or not reachable on this listener.
+            return not_available, nobody
+        return (ErrorCode.none, None), (leader, *endpoint)
 
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
     if ctx.api_version >= 4:
         module = _module(ctx, ApiKey.FIND_COORDINATOR)
         coordinators = []
         for key in request.coordinator_keys:
-            error, message = answer(key_type)
-            ok = error == ErrorCode.none
+            (error, message), (node_id, host, port) = answer(key_type, key)
             coordinators.append(
                 schemas.build(
                     module.Coordinator,
                     key=key,
-                    node_id=node_id if ok else -1,
-                    host=host if ok else "",
-                    port=port if ok else -1,
+                    node_id=node_id,
+                    host=host,
+                    port=port,
                     error_code=error,
                     error_message=message,
                 )
             )
         return schemas.build(cls, throttle_time=0, coordinators=tuple(coordinators))
-    error, message = answer(key_type)
-    ok = error == ErrorCode.none
+    (error, message), (node_id, host, port) = answer(key_type, request.key)
     return schemas.build(
         cls,
         throttle_time=0,
         error_code=error,
         error_message=message,
-        node_id=node_id if ok else -1,
-        host=host if ok else "",
-        port=port if ok else -1,
+        node_id=node_id,
+        host=host,
+        port=port,
     )
 
 
@@ -374,8 +385,12 @@ async def handle_offset_fetch(ctx: RequestContext, request):
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
-            error = svc.core.check_offset_fetch(
-                g.group_id, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
+            error = (
+                svc.core.check_offset_fetch(
+                    g.group_id, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
+                )
+                if svc.coordinates(g.group_id)
+                else ErrorCode.not_coordinator
             )
             topics = (
                 ()
@@ -397,6 +412,8 @@ async def handle_offset_fetch(ctx: RequestContext, request):
                 )
             )
         return schemas.build(cls, throttle_time=0, groups=tuple(groups))
+    if not svc.coordinates(request.group_id):
+        return _offset_fetch_error(ctx, request, module, ErrorCode.not_coordinator)
     topics = _fetched_topics(
         ctx,
         request.group_id,
@@ -405,6 +422,34 @@ async def handle_offset_fetch(ctx: RequestContext, request):
         module.OffsetFetchResponsePartition,
     )
     return schemas.build(cls, throttle_time=0, topics=topics, error_code=ErrorCode.none)
+
+
+def _offset_fetch_error(ctx: RequestContext, request, module, error: ErrorCode):
+    """A v0-v7 OffsetFetch failed for its group: v2+ say so once, older versions (no
+    top-level error) on every partition asked for, as Kafka's getErrorResponse."""
+    topics: tuple = ()
+    if ctx.api_version < 2:
+        topics = tuple(
+            schemas.build(
+                module.OffsetFetchResponseTopic,
+                name=t.name,
+                partitions=tuple(
+                    schemas.build(
+                        module.OffsetFetchResponsePartition,
+                        partition_index=p,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=error,
+                    )
+                    for p in t.partition_indexes
+                ),
+            )
+            for t in request.topics or ()
+        )
+    return schemas.build(
+        _cls(ctx, ApiKey.OFFSET_FETCH), throttle_time=0, topics=topics, error_code=error
+    )
 
 
 async def handle_offset_delete(ctx: RequestContext, request):
@@ -446,7 +491,8 @@ async def handle_offset_delete(ctx: RequestContext, request):
 
 
 async def handle_describe_groups(ctx: RequestContext, request):
-    core = _service(ctx).core
+    svc = _service(ctx)
+    core = svc.core
     module = _module(ctx, ApiKey.DESCRIBE_GROUPS)
     include_ops = getattr(request, "include_authorized_operations", False)
 
@@ -456,6 +502,21 @@ async def handle_describe_groups(ctx: RequestContext, request):
 
     described = []
     for group_id in request.groups:
+        if not svc.coordinates(group_id):
+            described.append(
+                schemas.build(
+                    module.DescribedGroup,
+                    error_code=ErrorCode.not_coordinator,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
+            continue
         group = core.groups.get(group_id)
         if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
             # KIP-1043: v6+ says why (unknown, or not a classic group); older versions answer Dead.
@@ -623,7 +684,8 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request):
 
 
 async def handle_consumer_group_describe(ctx: RequestContext, request):
-    core = _service(ctx).core
+    svc = _service(ctx)
+    core = svc.core
     module = _module(ctx, ApiKey.CONSUMER_GROUP_DESCRIBE)
     names = {t.topic_id: name for name, t in ctx.broker.metadata.topics().items()}
 
@@ -644,6 +706,22 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
     described = []
     for group_id in request.group_ids:
         group = core.groups.get(group_id)
+        if not svc.coordinates(group_id):
+            described.append(
+                schemas.build(
+                    module.DescribedGroup,
+                    error_code=ErrorCode.not_coordinator,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state="",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=(),
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
+            continue
         if not isinstance(group, ConsumerGroup):
             described.append(
                 schemas.build(
