@@ -60,7 +60,7 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
         )
 
     async def start(self) -> None:
-        self._ensure_offsets_topic()
+        self.ensure_offsets_topic()
         self.broker.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self)
         log.info(
             "group coordinator leads %d partitions of %s",
@@ -68,11 +68,31 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
             OFFSETS_TOPIC,
         )
 
-    def _ensure_offsets_topic(self) -> None:
+    def ensure_offsets_topic(self) -> None:
+        """Create __consumer_offsets if it does not exist yet (at start-up, and on
+        FindCoordinator while it is missing, as Kafka).
+
+        A cluster creates it only once as many brokers are registered as
+        offsets.topic.replication.factor asks: a broker starting before the others
+        would otherwise give its partitions fewer replicas for good (Kafka refuses
+        the creation, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE, until
+        enough brokers are alive). A single node gives it the one replica it has.
+        """
         metadata = self.broker.metadata
         if metadata.topic(OFFSETS_TOPIC) is not None:
             return
-        replication = min(self.config.offsets_topic_replication_factor, len(metadata.brokers()))
+        alive = len(metadata.brokers())
+        replication = self.config.offsets_topic_replication_factor
+        if not self.broker.config.get("zookeeper.connect"):
+            replication = min(replication, alive)
+        elif alive < replication:
+            log.info(
+                "%s not created yet: %d brokers alive, offsets.topic.replication.factor is %d",
+                OFFSETS_TOPIC,
+                alive,
+                replication,
+            )
+            return
         configs = dict(
             OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(self.config.offsets_topic_segment_bytes)}
         )

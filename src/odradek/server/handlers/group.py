@@ -62,8 +62,12 @@ def _cls(ctx: RequestContext, api_key: int):
 async def handle_find_coordinator(ctx: RequestContext, request):
     metadata = ctx.broker.metadata
     listener = ctx.connection.listener_name
+    svc = _service(ctx)
     offsets_topic = metadata.topic(OFFSETS_TOPIC)
-    core = _service(ctx).core
+    if offsets_topic is None:
+        # Created now if enough brokers are alive; this request is answered as unavailable.
+        svc.ensure_offsets_topic()
+    core = svc.core
     cls = _cls(ctx, ApiKey.FIND_COORDINATOR)
     not_available = (ErrorCode.coordinator_not_available, "The coordinator is not available.")
     nobody = (-1, "", -1)
