@@ -151,18 +151,18 @@ def test_group_commits_and_reads_offsets_through_its_coordinator(odradek_cluster
         assert committed(c) == 5
 
 
+#: OffsetFetch v8 for all of GROUP's offsets.
+OFFSET_FETCH_ALL = offset_fetch8.OffsetFetchRequest(
+    groups=(offset_fetch8.OffsetFetchRequestGroup(group_id=GroupId(GROUP), topics=None),),
+    require_stable=False,
+)
+
+
 def test_other_brokers_answer_not_coordinator(odradek_cluster, coordinator):
     other = next(n for n in (1, 2, 3) if n != coordinator)
     client = wire(odradek_cluster, other)
     try:
-        fetched = client.call(
-            offset_fetch8.OffsetFetchRequest(
-                groups=(
-                    offset_fetch8.OffsetFetchRequestGroup(group_id=GroupId(GROUP), topics=None),
-                ),
-                require_stable=False,
-            )
-        )
+        fetched = client.call(OFFSET_FETCH_ALL)
         assert [g.error_code for g in fetched.groups] == [ErrorCode.not_coordinator]
         # v0-v1 have no top-level error: every partition asked for carries it.
         old = client.call(
@@ -198,14 +198,7 @@ def test_other_brokers_answer_not_coordinator(odradek_cluster, coordinator):
     # The coordinator itself answers the same OffsetFetch with the group's offset.
     client = wire(odradek_cluster, coordinator)
     try:
-        fetched = client.call(
-            offset_fetch8.OffsetFetchRequest(
-                groups=(
-                    offset_fetch8.OffsetFetchRequestGroup(group_id=GroupId(GROUP), topics=None),
-                ),
-                require_stable=False,
-            )
-        )
+        fetched = client.call(OFFSET_FETCH_ALL)
         (group,) = fetched.groups
         assert group.error_code == ErrorCode.none
         assert [(t.name, p.committed_offset) for t in group.topics for p in t.partitions] == [

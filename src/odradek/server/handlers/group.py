@@ -710,30 +710,19 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
     described = []
     for group_id in request.group_ids:
         group = core.groups.get(group_id)
-        if not svc.coordinates(group_id):
+        coordinated = svc.coordinates(group_id)
+        if not coordinated or not isinstance(group, ConsumerGroup):
             described.append(
                 schemas.build(
                     module.DescribedGroup,
-                    error_code=ErrorCode.not_coordinator,
-                    error_message=None,
+                    error_code=ErrorCode.group_id_not_found
+                    if coordinated
+                    else ErrorCode.not_coordinator,
+                    error_message=f"Group {group_id} is not a consumer group."
+                    if coordinated
+                    else None,
                     group_id=group_id,
-                    group_state="",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=(),
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
-            continue
-        if not isinstance(group, ConsumerGroup):
-            described.append(
-                schemas.build(
-                    module.DescribedGroup,
-                    error_code=ErrorCode.group_id_not_found,
-                    error_message=f"Group {group_id} is not a consumer group.",
-                    group_id=group_id,
-                    group_state="Dead",
+                    group_state="Dead" if coordinated else "",
                     group_epoch=-1,
                     assignment_epoch=-1,
                     assignor_name="",
