@@ -4,6 +4,8 @@ For historical reasons a topic config and the broker config that supplies its
 default have different names (retention.ms <- log.retention.ms, log.retention.minutes,
 log.retention.hours). The first synonym that is set wins; some are converted
 (hours to milliseconds). DescribeConfigs reports these as the config's synonyms.
+Only broker configs that server/config.py declares are read, so a broker config reaches
+topics once it is declared there.
 """
 
 from __future__ import annotations

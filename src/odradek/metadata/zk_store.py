@@ -31,6 +31,11 @@ The broker registers ``/brokers/ids/<id>`` as an ephemeral node. After a crash
 the previous session's node lingers until that session expires; a restarted
 broker waits for it to go (up to the session timeout) instead of failing as
 Kafka does, so an operator's restart after kill -9 simply takes a little longer.
+
+A ZooKeeper outage shorter than the session timeout goes unnoticed (kazoo reconnects to
+the same session); after a longer one the broker registers again and a controller is
+elected with a higher epoch (checked by hand, ZooKeeper stopped 3 s and 10 s under a 6 s
+session; not yet a test).
 """
 
 from __future__ import annotations
