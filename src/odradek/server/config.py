@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.network.connection_quotas import parse_overrides
@@ -31,6 +31,10 @@ _LISTENER_MAX_CONNECTIONS = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.ma
 
 #: Kafka's security protocols; odradek serves PLAINTEXT only.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+#: Kafka's ConfigDef.Importance, as its configuration docs show it.
+Importance = Literal["high", "medium", "low"]
 
 
 class ConfigError(ValueError):
@@ -120,7 +124,10 @@ class ConfigDef:
     #: Kafka's ConfigDef type (boolean, short, int, long, string, list), as DescribeConfigs reports it.
     type: str
     default: str | None
+    #: One line saying what the config does, shown by DescribeConfigs and docs/reference/configs.md.
     doc: str
+    #: Kafka's importance of the config (high, medium, low); ours are ranked the same way.
+    importance: Importance
     #: Lowest accepted value for numeric configs.
     at_least: int | None = None
     #: For doubles: accepted values lie in (0, at_most].
@@ -145,6 +152,7 @@ _DEFS = [
         "PLAINTEXT://127.0.0.1:9092",
         "Comma-separated listener URIs (NAME://host:port).",
         reader=_list,
+        importance="high",
     ),
     ConfigDef(
         "advertised.listeners",
@@ -152,13 +160,15 @@ _DEFS = [
         None,
         "Listeners published to clients; defaults to listeners.",
         reader=_list,
+        importance="high",
     ),
     ConfigDef(
         "listener.security.protocol.map",
         "string",
         "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "Listener name -> security protocol.",
+        "Security protocol of each listener name, as NAME:PROTOCOL pairs.",
         reader=_list,
+        importance="low",
     ),
     ConfigDef(
         "log.dirs",
@@ -166,6 +176,7 @@ _DEFS = [
         None,
         "Directories holding the log data; log.dir when unset.",
         reader=_list,
+        importance="high",
     ),
     ConfigDef(
         "log.dir",
@@ -173,6 +184,7 @@ _DEFS = [
         "/tmp/kafka-logs",
         "The directory holding log data when log.dirs is unset.",
         reader=_list,
+        importance="high",
     ),
     ConfigDef(
         "node.id",
@@ -180,14 +192,29 @@ _DEFS = [
         "-1",
         "This broker's id; -1 takes it from meta.properties (or 1).",
         at_least=-1,
+        importance="high",
     ),
-    ConfigDef("broker.id", "int", "-1", "Legacy name of node.id.", at_least=-1),
-    ConfigDef("broker.rack", "string", None, "Rack of this broker, for rack-aware assignment."),
+    ConfigDef(
+        "broker.id",
+        "int",
+        "-1",
+        "Older name of node.id; used when node.id is unset.",
+        at_least=-1,
+        importance="high",
+    ),
+    ConfigDef(
+        "broker.rack",
+        "string",
+        None,
+        "Rack of this broker, for rack-aware assignment.",
+        importance="medium",
+    ),
     ConfigDef(
         "zookeeper.connect",
         "string",
         None,
         "host:port[,host:port...][/chroot] of ZooKeeper; set, the broker joins that cluster.",
+        importance="high",
     ),
     ConfigDef(
         "zookeeper.session.timeout.ms",
@@ -195,6 +222,7 @@ _DEFS = [
         "18000",
         "ZooKeeper session timeout: a broker silent this long is dead to the cluster.",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "zookeeper.connection.timeout.ms",
@@ -202,16 +230,29 @@ _DEFS = [
         None,
         "Longest wait for a ZooKeeper connection; zookeeper.session.timeout.ms when unset.",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "unclean.leader.election.enable",
         "boolean",
         "false",
         "Let a replica outside the ISR become leader when no ISR member is live (data loss).",
+        importance="high",
     ),
-    ConfigDef("cluster.id", "string", None, "Cluster id for a new data dir; generated when unset."),
     ConfigDef(
-        "num.partitions", "int", "1", "Default partition count of auto-created topics.", at_least=1
+        "cluster.id",
+        "string",
+        None,
+        "Cluster id for a new data dir; generated when unset.",
+        importance="low",
+    ),
+    ConfigDef(
+        "num.partitions",
+        "int",
+        "1",
+        "Default partition count of auto-created topics.",
+        at_least=1,
+        importance="medium",
     ),
     ConfigDef(
         "default.replication.factor",
@@ -219,45 +260,69 @@ _DEFS = [
         "1",
         "Default replication factor of auto-created topics.",
         at_least=1,
+        importance="medium",
     ),
     ConfigDef(
         "auto.create.topics.enable",
         "boolean",
         "true",
         "Create a topic when a client asks for its metadata.",
+        importance="high",
     ),
-    ConfigDef("delete.topic.enable", "boolean", "true", "Allow DeleteTopics."),
+    ConfigDef(
+        "delete.topic.enable",
+        "boolean",
+        "true",
+        "Whether DeleteTopics may delete topics; when false it answers TOPIC_DELETION_DISABLED.",
+        importance="high",
+    ),
     ConfigDef(
         "message.max.bytes",
         "int",
         "1048588",
-        "Largest record batch the broker accepts.",
+        "Largest record batch (after compression) the broker accepts; max.message.bytes default.",
         at_least=0,
+        importance="high",
     ),
     ConfigDef(
         "compression.type",
         "string",
         "producer",
         "compression.type default: the codec topics store batches in; producer keeps what was sent.",
+        importance="high",
     ),
     ConfigDef(
         "compression.gzip.level",
         "int",
         "-1",
-        "compression.gzip.level default (-1 or 1-9).",
+        "compression.gzip.level default: gzip level when the broker compresses (-1 or 1-9).",
         at_least=-1,
+        importance="medium",
     ),
     ConfigDef(
-        "compression.lz4.level", "int", "9", "compression.lz4.level default (1-17).", at_least=1
+        "compression.lz4.level",
+        "int",
+        "9",
+        "compression.lz4.level default: lz4 level when the broker compresses (1-17).",
+        at_least=1,
+        importance="medium",
     ),
     ConfigDef(
         "compression.zstd.level",
         "int",
         "3",
-        "compression.zstd.level default (up to 22).",
+        "compression.zstd.level default: zstd level when the broker compresses (up to 22).",
         at_least=-131072,
+        importance="medium",
     ),
-    ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request frame.", at_least=1),
+    ConfigDef(
+        "socket.request.max.bytes",
+        "int",
+        "104857600",
+        "Largest request the broker reads; a bigger size prefix closes the connection.",
+        at_least=1,
+        importance="high",
+    ),
     ConfigDef(
         "queued.max.request.bytes",
         "long",
@@ -265,13 +330,15 @@ _DEFS = [
         "Request bytes held across all connections (being received or waiting) before connections "
         "stop reading until memory frees; at least socket.request.max.bytes, <= 0 unbounded "
         "(Kafka's default -1; 256 MiB here so requests cannot exhaust a small machine).",
+        importance="medium",
     ),
     ConfigDef(
         "connections.max.idle.ms",
         "long",
         "600000",
-        "Idle connections are closed after this.",
+        "A connection with no request for this long is closed.",
         at_least=1,
+        importance="medium",
     ),
     ConfigDef(
         "max.connections.per.ip",
@@ -279,6 +346,7 @@ _DEFS = [
         str(INT_MAX),
         "Connections allowed from one address (0 only with overrides); more are closed at once.",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "max.connections.per.ip.overrides",
@@ -286,6 +354,7 @@ _DEFS = [
         "",
         'Per-address or host name overrides of max.connections.per.ip, e.g. "hostName:100,127.0.0.1:200".',
         reader=parse_overrides,
+        importance="medium",
     ),
     ConfigDef(
         "max.connections",
@@ -294,6 +363,7 @@ _DEFS = [
         "Connections allowed in the broker at once (listener.name.<name>.max.connections per listener); "
         "at the limit the listener stops accepting until a connection closes.",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "num.network.threads",
@@ -301,6 +371,7 @@ _DEFS = [
         "3",
         "Accepted for compatibility; one event loop does the network I/O.",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "num.io.threads",
@@ -308,50 +379,135 @@ _DEFS = [
         "8",
         "Accepted for compatibility; blocking work uses a thread pool.",
         at_least=1,
-    ),
-    ConfigDef("log.segment.bytes", "int", "1073741824", "segment.bytes default.", at_least=14),
-    ConfigDef(
-        "log.roll.ms", "long", None, "segment.ms default; log.roll.hours when unset.", at_least=1
-    ),
-    ConfigDef("log.roll.hours", "int", "168", "segment.ms default in hours.", at_least=1),
-    ConfigDef("log.roll.jitter.ms", "long", None, "segment.jitter.ms default.", at_least=0),
-    ConfigDef(
-        "log.roll.jitter.hours", "int", "0", "segment.jitter.ms default in hours.", at_least=0
+        importance="high",
     ),
     ConfigDef(
-        "log.retention.ms", "long", None, "retention.ms default; -1 keeps forever.", at_least=-1
+        "log.segment.bytes",
+        "int",
+        "1073741824",
+        "segment.bytes default: size at which the active segment is rolled.",
+        at_least=14,
+        importance="high",
     ),
     ConfigDef(
-        "log.retention.minutes", "int", None, "retention.ms default in minutes.", at_least=-1
+        "log.roll.ms",
+        "long",
+        None,
+        "segment.ms default; log.roll.hours when unset.",
+        at_least=1,
+        importance="high",
     ),
-    ConfigDef("log.retention.hours", "int", "168", "retention.ms default in hours.", at_least=-1),
-    ConfigDef("log.retention.bytes", "long", "-1", "retention.bytes default.", at_least=-1),
     ConfigDef(
-        "log.retention.check.interval.ms", "long", "300000", "How often retention runs.", at_least=1
+        "log.roll.hours",
+        "int",
+        "168",
+        "segment.ms default in hours; log.roll.ms wins when set.",
+        at_least=1,
+        importance="high",
     ),
     ConfigDef(
-        "log.flush.interval.messages", "long", str(LONG_MAX), "flush.messages default.", at_least=1
+        "log.roll.jitter.ms",
+        "long",
+        None,
+        "segment.jitter.ms default: random jitter subtracted from the roll time.",
+        at_least=0,
+        importance="high",
     ),
-    ConfigDef("log.flush.interval.ms", "long", None, "flush.ms default.", at_least=0),
+    ConfigDef(
+        "log.roll.jitter.hours",
+        "int",
+        "0",
+        "segment.jitter.ms default in hours; log.roll.jitter.ms wins when set.",
+        at_least=0,
+        importance="high",
+    ),
+    ConfigDef(
+        "log.retention.ms",
+        "long",
+        None,
+        "retention.ms default: how long records are kept; -1 keeps them forever.",
+        at_least=-1,
+        importance="high",
+    ),
+    ConfigDef(
+        "log.retention.minutes",
+        "int",
+        None,
+        "retention.ms default in minutes; log.retention.ms wins when set.",
+        at_least=-1,
+        importance="high",
+    ),
+    ConfigDef(
+        "log.retention.hours",
+        "int",
+        "168",
+        "retention.ms default in hours; log.retention.ms and .minutes win when set.",
+        at_least=-1,
+        importance="high",
+    ),
+    ConfigDef(
+        "log.retention.bytes",
+        "long",
+        "-1",
+        "retention.bytes default: largest size of a partition's log; -1 for no limit.",
+        at_least=-1,
+        importance="high",
+    ),
+    ConfigDef(
+        "log.retention.check.interval.ms",
+        "long",
+        "300000",
+        "How often the broker deletes segments that retention no longer keeps.",
+        at_least=1,
+        importance="medium",
+    ),
+    ConfigDef(
+        "log.flush.interval.messages",
+        "long",
+        str(LONG_MAX),
+        "flush.messages default: fsync a log after this many records.",
+        at_least=1,
+        importance="high",
+    ),
+    ConfigDef(
+        "log.flush.interval.ms",
+        "long",
+        None,
+        "flush.ms default: fsync a log when its oldest unflushed record is this old.",
+        at_least=0,
+        importance="high",
+    ),
     ConfigDef(
         "log.flush.scheduler.interval.ms",
         "long",
         str(LONG_MAX),
-        "How often the flusher checks.",
+        "How often the broker checks whether a log is due for a time-based flush.",
         at_least=0,
+        importance="high",
     ),
     ConfigDef(
         "log.flush.offset.checkpoint.interval.ms",
         "int",
         "60000",
-        "Recovery point checkpoint interval.",
+        "How often each log directory's recovery point checkpoint is written.",
         at_least=0,
+        importance="high",
     ),
     ConfigDef(
-        "log.index.size.max.bytes", "int", "10485760", "segment.index.bytes default.", at_least=4
+        "log.index.size.max.bytes",
+        "int",
+        "10485760",
+        "segment.index.bytes default: preallocated size of index files.",
+        at_least=4,
+        importance="medium",
     ),
     ConfigDef(
-        "log.index.interval.bytes", "int", "4096", "index.interval.bytes default.", at_least=0
+        "log.index.interval.bytes",
+        "int",
+        "4096",
+        "index.interval.bytes default: bytes of records between offset index entries.",
+        at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "log.segment.delete.delay.ms",
@@ -360,10 +516,21 @@ _DEFS = [
         "file.delete.delay.ms default: how long deleted segments and deleted partitions' "
         "directories stay on disk (readers may still hold them) before they are removed.",
         at_least=0,
+        importance="high",
     ),
-    ConfigDef("log.cleanup.policy", "list", "delete", "cleanup.policy default."),
     ConfigDef(
-        "log.message.timestamp.type", "string", "CreateTime", "message.timestamp.type default."
+        "log.cleanup.policy",
+        "list",
+        "delete",
+        "cleanup.policy default: delete old segments, compact by key, or both.",
+        importance="medium",
+    ),
+    ConfigDef(
+        "log.message.timestamp.type",
+        "string",
+        "CreateTime",
+        "message.timestamp.type default: CreateTime or LogAppendTime.",
+        importance="medium",
     ),
     ConfigDef(
         "log.message.timestamp.before.max.ms",
@@ -371,6 +538,7 @@ _DEFS = [
         str(LONG_MAX),
         "message.timestamp.before.max.ms default: how far a CreateTime may lie behind the broker's clock.",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "log.message.timestamp.after.max.ms",
@@ -378,12 +546,14 @@ _DEFS = [
         "3600000",
         "message.timestamp.after.max.ms default: how far a CreateTime may lie ahead of the broker's clock.",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "log.cleaner.enable",
         "boolean",
         "true",
         "Run the log cleaner; when false, compacted topics are never cleaned and grow without bound.",
+        importance="medium",
     ),
     ConfigDef(
         "log.cleaner.threads",
@@ -391,6 +561,7 @@ _DEFS = [
         "1",
         "How many logs the cleaner compacts at once (0: none).",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "log.cleaner.backoff.ms",
@@ -398,6 +569,7 @@ _DEFS = [
         "15000",
         "How long the cleaner sleeps when there are no logs to clean.",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "log.cleaner.dedupe.buffer.size",
@@ -405,6 +577,7 @@ _DEFS = [
         str(128 * 1024 * 1024),
         "Memory of the cleaner's offset map (16-byte key hash plus 8-byte offset per key).",
         at_least=1024 * 1024,
+        importance="medium",
     ),
     ConfigDef(
         "log.cleaner.io.buffer.size",
@@ -412,6 +585,46 @@ _DEFS = [
         str(512 * 1024),
         "The cleaner's read buffer; a larger batch is read whole on its own.",
         at_least=0,
+        importance="medium",
+    ),
+    ConfigDef(
+        "log.cleaner.delete.retention.ms",
+        "long",
+        "86400000",
+        "delete.retention.ms default: how long tombstones stay in a compacted log.",
+        at_least=0,
+        importance="medium",
+    ),
+    ConfigDef(
+        "log.cleaner.min.compaction.lag.ms",
+        "long",
+        "0",
+        "min.compaction.lag.ms default: the shortest time a record stays uncompacted.",
+        at_least=0,
+        importance="medium",
+    ),
+    ConfigDef(
+        "log.cleaner.max.compaction.lag.ms",
+        "long",
+        str(LONG_MAX),
+        "max.compaction.lag.ms default: the longest time a record stays uncompacted.",
+        at_least=1,
+        importance="medium",
+    ),
+    ConfigDef(
+        "log.cleaner.min.cleanable.ratio",
+        "double",
+        "0.5",
+        "min.cleanable.dirty.ratio default: the dirty share that makes a log cleanable.",
+        at_least=0,
+        importance="medium",
+    ),
+    ConfigDef(
+        "log.preallocate",
+        "boolean",
+        "false",
+        "preallocate default: create segment files at their full size.",
+        importance="medium",
     ),
     ConfigDef(
         "log.cleaner.io.buffer.load.factor",
@@ -419,17 +632,31 @@ _DEFS = [
         "0.9",
         "How full the offset map may get before a cleaning stops at the offsets it has mapped.",
         at_most=1.0,
+        importance="medium",
     ),
-    ConfigDef("min.insync.replicas", "int", "1", "min.insync.replicas default.", at_least=1),
+    ConfigDef(
+        "min.insync.replicas",
+        "int",
+        "1",
+        "min.insync.replicas default: in-sync replicas needed for an acks=all write.",
+        at_least=1,
+        importance="high",
+    ),
     ConfigDef(
         "replica.lag.time.max.ms",
         "long",
         "30000",
         "A follower not caught up with its leader for this long leaves the ISR.",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
-        "offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets.", at_least=1
+        "offsets.topic.num.partitions",
+        "int",
+        "50",
+        "Partition count of __consumer_offsets, fixed once the topic exists.",
+        at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "offsets.topic.replication.factor",
@@ -437,13 +664,15 @@ _DEFS = [
         "3",
         "Replication factor of __consumer_offsets (capped at live brokers).",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "offsets.topic.segment.bytes",
         "int",
         "104857600",
-        "segment.bytes of __consumer_offsets.",
+        "segment.bytes of __consumer_offsets: small segments keep its compaction quick.",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "offsets.retention.minutes",
@@ -451,30 +680,39 @@ _DEFS = [
         "10080",
         "How long committed offsets of empty groups are kept.",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "transaction.state.log.num.partitions",
         "int",
         "50",
-        "Partitions of __transaction_state.",
+        "Partition count of __transaction_state, fixed once the topic exists.",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "transaction.state.log.replication.factor",
         "short",
         "3",
-        "Replication factor of __transaction_state.",
+        "Replication factor of __transaction_state (capped at the live brokers).",
         at_least=1,
+        importance="high",
     ),
     ConfigDef(
-        "transactional.id.expiration.ms", "int", "604800000", "Transactional id expiry.", at_least=1
+        "transactional.id.expiration.ms",
+        "int",
+        "604800000",
+        "A transactional id with no transaction for this long is forgotten.",
+        at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "producer.id.expiration.ms",
         "int",
         "86400000",
-        "Idle producer ids are forgotten after this.",
+        "A producer id that wrote nothing for this long has its idempotence state dropped.",
         at_least=1,
+        importance="low",
     ),
     ConfigDef(
         "group.initial.rebalance.delay.ms",
@@ -482,6 +720,7 @@ _DEFS = [
         "3000",
         "Delay before the first rebalance of a new group.",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "group.min.session.timeout.ms",
@@ -489,6 +728,7 @@ _DEFS = [
         "6000",
         "Smallest session timeout a member may ask for.",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "group.max.session.timeout.ms",
@@ -496,6 +736,7 @@ _DEFS = [
         "1800000",
         "Largest session timeout a member may ask for.",
         at_least=0,
+        importance="medium",
     ),
     ConfigDef(
         "max.request.partition.size.limit",
@@ -503,71 +744,323 @@ _DEFS = [
         "2000",
         "Most partitions one DescribeTopicPartitions response describes.",
         at_least=1,
+        importance="medium",
     ),
 ]
 
 #: Kafka's dynamic broker configs (see server/dynamic_broker_config.py) for features this
 #: broker does not have (TLS, SASL, metrics reporters, remote storage, replica fetchers,
 #: replication quotas): accepted with Kafka's types and defaults, stored and described, so
-#: tools that set them work, but nothing here reads them. (name, type, default).
-_ACCEPTED_DYNAMIC = [
-    ("ssl.keystore.type", "string", "JKS"),
-    ("ssl.keystore.location", "string", None),
-    ("ssl.keystore.password", "password", None),
-    ("ssl.key.password", "password", None),
-    ("ssl.keystore.certificate.chain", "password", None),
-    ("ssl.keystore.key", "password", None),
-    ("ssl.truststore.type", "string", "JKS"),
-    ("ssl.truststore.location", "string", None),
-    ("ssl.truststore.password", "password", None),
-    ("ssl.truststore.certificates", "password", None),
-    ("ssl.protocol", "string", "TLSv1.3"),
-    ("ssl.provider", "string", None),
-    ("ssl.cipher.suites", "list", None),
-    ("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3"),
-    ("ssl.keymanager.algorithm", "string", "SunX509"),
-    ("ssl.trustmanager.algorithm", "string", "PKIX"),
-    ("ssl.endpoint.identification.algorithm", "string", "https"),
-    ("ssl.secure.random.implementation", "string", None),
-    ("ssl.client.auth", "string", "none"),
-    ("ssl.engine.factory.class", "class", None),
+#: tools that set them work, but nothing here reads them.
+#: (name, type, default, importance, one-line description).
+_ACCEPTED_DYNAMIC: list[tuple[str, str, str | None, Importance, str]] = [
+    (
+        "ssl.keystore.type",
+        "string",
+        "JKS",
+        "medium",
+        "Format of the key store: JKS, PKCS12 or PEM.",
+    ),
+    (
+        "ssl.keystore.location",
+        "string",
+        None,
+        "high",
+        "Path of the key store file holding this broker's key and certificate.",
+    ),
+    ("ssl.keystore.password", "password", None, "high", "Password of the key store file."),
+    ("ssl.key.password", "password", None, "high", "Password of the private key in the key store."),
+    (
+        "ssl.keystore.certificate.chain",
+        "password",
+        None,
+        "high",
+        "PEM certificate chain given in the config instead of a key store file.",
+    ),
+    (
+        "ssl.keystore.key",
+        "password",
+        None,
+        "high",
+        "PEM private key given in the config instead of a key store file.",
+    ),
+    (
+        "ssl.truststore.type",
+        "string",
+        "JKS",
+        "medium",
+        "Format of the trust store: JKS, PKCS12 or PEM.",
+    ),
+    (
+        "ssl.truststore.location",
+        "string",
+        None,
+        "high",
+        "Path of the trust store file holding the trusted CA certificates.",
+    ),
+    ("ssl.truststore.password", "password", None, "high", "Password of the trust store file."),
+    (
+        "ssl.truststore.certificates",
+        "password",
+        None,
+        "high",
+        "PEM trusted certificates given in the config instead of a trust store file.",
+    ),
+    ("ssl.protocol", "string", "TLSv1.3", "medium", "TLS protocol used to create the SSL context."),
+    ("ssl.provider", "string", None, "medium", "Security provider of the SSL connections."),
+    (
+        "ssl.cipher.suites",
+        "list",
+        None,
+        "low",
+        "Cipher suites allowed on TLS connections; all the runtime offers when empty.",
+    ),
+    (
+        "ssl.enabled.protocols",
+        "list",
+        "TLSv1.2,TLSv1.3",
+        "medium",
+        "TLS protocol versions allowed on TLS connections.",
+    ),
+    (
+        "ssl.keymanager.algorithm",
+        "string",
+        "SunX509",
+        "low",
+        "Key manager factory algorithm of the SSL context.",
+    ),
+    (
+        "ssl.trustmanager.algorithm",
+        "string",
+        "PKIX",
+        "low",
+        "Trust manager factory algorithm of the SSL context.",
+    ),
+    (
+        "ssl.endpoint.identification.algorithm",
+        "string",
+        "https",
+        "low",
+        "How a peer's host name is checked against its certificate (https, or empty for none).",
+    ),
+    (
+        "ssl.secure.random.implementation",
+        "string",
+        None,
+        "low",
+        "SecureRandom implementation of TLS operations.",
+    ),
+    (
+        "ssl.client.auth",
+        "string",
+        "none",
+        "medium",
+        "Whether clients must present a certificate: none, requested or required.",
+    ),
+    ("ssl.engine.factory.class", "class", None, "low", "Class that creates the SSL engines."),
     (
         "principal.builder.class",
         "class",
         "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+        "medium",
+        "Class that builds the principal of a connection from its authentication.",
     ),
-    ("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI"),
-    ("sasl.jaas.config", "password", None),
-    ("sasl.enabled.mechanisms", "list", "GSSAPI"),
-    ("sasl.kerberos.service.name", "string", None),
-    ("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit"),
-    ("sasl.kerberos.ticket.renew.window.factor", "double", "0.8"),
-    ("sasl.kerberos.ticket.renew.jitter", "double", "0.05"),
-    ("sasl.kerberos.min.time.before.relogin", "long", "60000"),
-    ("sasl.kerberos.principal.to.local.rules", "list", "DEFAULT"),
-    ("sasl.login.refresh.window.factor", "double", "0.8"),
-    ("sasl.login.refresh.window.jitter", "double", "0.05"),
-    ("sasl.login.refresh.min.period.seconds", "short", "60"),
-    ("sasl.login.refresh.buffer.seconds", "short", "300"),
-    ("max.connection.creation.rate", "int", "2147483647"),
-    ("log.cleaner.io.max.bytes.per.second", "double", "1.7976931348623157E308"),
-    ("num.replica.fetchers", "int", "1"),
-    ("num.recovery.threads.per.data.dir", "int", "2"),
-    ("background.threads", "int", "10"),
-    ("metric.reporters", "list", "org.apache.kafka.common.metrics.JmxReporter"),
-    ("transaction.partition.verification.enable", "boolean", "true"),
-    ("remote.log.index.file.cache.total.size.bytes", "long", "1073741824"),
-    ("remote.fetch.max.wait.ms", "int", "500"),
-    ("remote.log.manager.copy.max.bytes.per.second", "long", str(LONG_MAX)),
-    ("remote.log.manager.fetch.max.bytes.per.second", "long", str(LONG_MAX)),
-    ("remote.list.offsets.request.timeout.ms", "long", "30000"),
-    ("leader.replication.throttled.rate", "long", str(LONG_MAX)),
-    ("follower.replication.throttled.rate", "long", str(LONG_MAX)),
-    ("replica.alter.log.dirs.io.max.bytes.per.second", "long", str(LONG_MAX)),
+    (
+        "sasl.mechanism.inter.broker.protocol",
+        "string",
+        "GSSAPI",
+        "medium",
+        "SASL mechanism brokers use with each other.",
+    ),
+    (
+        "sasl.jaas.config",
+        "password",
+        None,
+        "medium",
+        "JAAS login context of SASL connections, in Kafka's JAAS syntax.",
+    ),
+    ("sasl.enabled.mechanisms", "list", "GSSAPI", "medium", "SASL mechanisms the broker offers."),
+    (
+        "sasl.kerberos.service.name",
+        "string",
+        None,
+        "medium",
+        "Kerberos principal name the broker runs as.",
+    ),
+    (
+        "sasl.kerberos.kinit.cmd",
+        "string",
+        "/usr/bin/kinit",
+        "low",
+        "Path of the Kerberos kinit command.",
+    ),
+    (
+        "sasl.kerberos.ticket.renew.window.factor",
+        "double",
+        "0.8",
+        "low",
+        "Share of a Kerberos ticket's lifetime after which it is renewed.",
+    ),
+    (
+        "sasl.kerberos.ticket.renew.jitter",
+        "double",
+        "0.05",
+        "low",
+        "Random jitter added to the Kerberos renewal time.",
+    ),
+    (
+        "sasl.kerberos.min.time.before.relogin",
+        "long",
+        "60000",
+        "low",
+        "Shortest wait between Kerberos re-logins.",
+    ),
+    (
+        "sasl.kerberos.principal.to.local.rules",
+        "list",
+        "DEFAULT",
+        "medium",
+        "Rules mapping Kerberos principals to short names.",
+    ),
+    (
+        "sasl.login.refresh.window.factor",
+        "double",
+        "0.8",
+        "low",
+        "Share of a login credential's lifetime after which it is refreshed.",
+    ),
+    (
+        "sasl.login.refresh.window.jitter",
+        "double",
+        "0.05",
+        "low",
+        "Random jitter added to the credential refresh time.",
+    ),
+    (
+        "sasl.login.refresh.min.period.seconds",
+        "short",
+        "60",
+        "low",
+        "Shortest wait between credential refreshes.",
+    ),
+    (
+        "sasl.login.refresh.buffer.seconds",
+        "short",
+        "300",
+        "low",
+        "Time before a credential expires at which it is refreshed.",
+    ),
+    (
+        "max.connection.creation.rate",
+        "int",
+        "2147483647",
+        "medium",
+        "New connections accepted per second on the broker (per listener with a listener prefix).",
+    ),
+    (
+        "log.cleaner.io.max.bytes.per.second",
+        "double",
+        "1.7976931348623157E308",
+        "medium",
+        "Limit on the log cleaner's read and write rate.",
+    ),
+    (
+        "num.replica.fetchers",
+        "int",
+        "1",
+        "high",
+        "Fetcher threads per source broker used by followers.",
+    ),
+    (
+        "num.recovery.threads.per.data.dir",
+        "int",
+        "2",
+        "high",
+        "Threads per data directory that recover logs at start-up and flush them at shutdown.",
+    ),
+    (
+        "background.threads",
+        "int",
+        "10",
+        "high",
+        "Threads for background work such as deleting files.",
+    ),
+    (
+        "metric.reporters",
+        "list",
+        "org.apache.kafka.common.metrics.JmxReporter",
+        "low",
+        "Classes that receive the broker's metrics.",
+    ),
+    (
+        "transaction.partition.verification.enable",
+        "boolean",
+        "true",
+        "low",
+        "Verify that a partition was added to the transaction before a transactional write.",
+    ),
+    (
+        "remote.log.index.file.cache.total.size.bytes",
+        "long",
+        "1073741824",
+        "low",
+        "Disk size of the tiered-storage index cache.",
+    ),
+    (
+        "remote.fetch.max.wait.ms",
+        "int",
+        "500",
+        "medium",
+        "Longest wait of a fetch for data in tiered storage.",
+    ),
+    (
+        "remote.log.manager.copy.max.bytes.per.second",
+        "long",
+        str(LONG_MAX),
+        "medium",
+        "Limit on the rate of copying segments to tiered storage.",
+    ),
+    (
+        "remote.log.manager.fetch.max.bytes.per.second",
+        "long",
+        str(LONG_MAX),
+        "medium",
+        "Limit on the rate of reading segments from tiered storage.",
+    ),
+    (
+        "remote.list.offsets.request.timeout.ms",
+        "long",
+        "30000",
+        "medium",
+        "Timeout of ListOffsets lookups in tiered storage.",
+    ),
+    (
+        "leader.replication.throttled.rate",
+        "long",
+        str(LONG_MAX),
+        "medium",
+        "Limit on the rate leaders send throttled replication traffic.",
+    ),
+    (
+        "follower.replication.throttled.rate",
+        "long",
+        str(LONG_MAX),
+        "medium",
+        "Limit on the rate followers fetch throttled replication traffic.",
+    ),
+    (
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        "long",
+        str(LONG_MAX),
+        "medium",
+        "Limit on the rate of moving replicas between log directories.",
+    ),
 ]
 _DEFS += [
-    ConfigDef(name, kind, default, "Accepted for compatibility (Kafka's dynamic config); not used.")
-    for name, kind, default in _ACCEPTED_DYNAMIC
+    ConfigDef(
+        name, kind, default, f"{description} Accepted for compatibility; not used yet.", importance
+    )
+    for name, kind, default, importance, description in _ACCEPTED_DYNAMIC
 ]
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
@@ -727,9 +1220,7 @@ class BrokerConfig:
             if match is None:
                 continue
             name = match["listener"].upper()
-            limit = self._parse(
-                ConfigDef(key, definition.type, None, definition.doc, at_least=0), raw
-            )
+            limit = self._parse(replace(definition, name=key, default=None, at_least=0), raw)
             if name in names:
                 limits[name] = limit
             else:  # as Kafka, a prefix naming no listener configures nothing

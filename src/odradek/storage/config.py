@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from odradek.storage.errors import InvalidConfig
 
@@ -24,16 +24,44 @@ def _parse_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
+#: Kafka's ConfigDef.Importance of a config.
+Importance = Literal["high", "medium", "low"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    """A topic config as Kafka's documentation lists it."""
+
+    name: str
+    #: Kafka's ConfigDef type (long, int, double, string, boolean, list).
+    kind: str
+    #: The built-in default, formatted as the config's string value.
+    default: str
+    #: One line saying what the config does.
+    doc: str
+    importance: Importance
+    at_least: float | None
+    choices: tuple[str, ...] | None
+
+
 def _kafka_field(
     kind: str,
     doc: str,
     default: Any,
     at_least: float | None = None,
     choices: tuple[str, ...] | None = None,
+    *,
+    importance: Importance,
 ) -> Any:
     return field(
         default=default,
-        metadata={"kind": kind, "doc": doc, "at_least": at_least, "choices": choices},
+        metadata={
+            "kind": kind,
+            "doc": doc,
+            "at_least": at_least,
+            "choices": choices,
+            "importance": importance,
+        },
     )
 
 
@@ -55,63 +83,169 @@ _FORMATTERS: dict[str, Callable[[Any], str]] = {
 class LogConfig:
     """One field per Kafka topic config (dots become underscores), Kafka's defaults."""
 
-    cleanup_policy: tuple[str, ...] = _kafka_field("list", "delete, compact, or both.", ("delete",))
+    cleanup_policy: tuple[str, ...] = _kafka_field(
+        "list",
+        "What happens to old segments: delete them, compact them by key, or both.",
+        ("delete",),
+        importance="medium",
+    )
     compression_type: str = _kafka_field(
         "string",
         "Final compression of the topic; 'producer' keeps what the producer sent.",
         "producer",
         choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        importance="high",
     )
     compression_gzip_level: int = _kafka_field(
-        "int", "gzip level when the broker compresses (1-9, or -1 for the codec's default).", -1, -1
+        "int",
+        "gzip level when the broker compresses (1-9, or -1 for the codec's default).",
+        -1,
+        -1,
+        importance="medium",
     )
     compression_lz4_level: int = _kafka_field(
-        "int", "lz4 level when the broker compresses (1-17).", 9, 1
+        "int", "lz4 level when the broker compresses (1-17).", 9, 1, importance="medium"
     )
     compression_zstd_level: int = _kafka_field(
-        "int", "zstd level when the broker compresses (up to 22).", 3, -131072
+        "int", "zstd level when the broker compresses (up to 22).", 3, -131072, importance="medium"
     )
     delete_retention_ms: int = _kafka_field(
-        "long", "How long tombstones stay in a compacted log.", 86400000, 0
+        "long",
+        "How long tombstones (null-value records) stay in a compacted log after cleaning.",
+        86400000,
+        0,
+        importance="medium",
     )
     file_delete_delay_ms: int = _kafka_field(
-        "long", "Delay before a .deleted file is removed.", 60000, 0
+        "long",
+        "How long a deleted segment's files stay on disk (renamed .deleted) before removal.",
+        60000,
+        0,
+        importance="medium",
     )
-    flush_messages: int = _kafka_field("long", "fsync after this many messages.", LONG_MAX, 1)
-    flush_ms: int = _kafka_field("long", "fsync after this many ms.", LONG_MAX, 0)
-    index_interval_bytes: int = _kafka_field("int", "Bytes between offset index entries.", 4096, 0)
+    flush_messages: int = _kafka_field(
+        "long",
+        "Force an fsync of the log after this many records; the page cache and replication make it rarely needed.",
+        LONG_MAX,
+        1,
+        importance="medium",
+    )
+    flush_ms: int = _kafka_field(
+        "long",
+        "Force an fsync of the log when its oldest unflushed record is this old.",
+        LONG_MAX,
+        0,
+        importance="medium",
+    )
+    index_interval_bytes: int = _kafka_field(
+        "int",
+        "Bytes of records between two offset index entries: smaller means a denser index.",
+        4096,
+        0,
+        importance="medium",
+    )
     max_compaction_lag_ms: int = _kafka_field(
-        "long", "Longest a record stays uncompacted.", LONG_MAX, 1
+        "long",
+        "Longest time a record may stay in the log uncompacted (a compacted topic).",
+        LONG_MAX,
+        1,
+        importance="medium",
     )
-    max_message_bytes: int = _kafka_field("int", "Largest record batch accepted.", 1048588, 0)
+    max_message_bytes: int = _kafka_field(
+        "int",
+        "Largest record batch (after compression) the topic accepts.",
+        1048588,
+        0,
+        importance="medium",
+    )
     message_timestamp_after_max_ms: int = _kafka_field(
-        "long", "How far a CreateTime timestamp may lie ahead of the broker's clock.", 3600000, 0
+        "long",
+        "How far a CreateTime timestamp may lie ahead of the broker's clock.",
+        3600000,
+        0,
+        importance="medium",
     )
     message_timestamp_before_max_ms: int = _kafka_field(
-        "long", "How far a CreateTime timestamp may lie behind the broker's clock.", LONG_MAX, 0
+        "long",
+        "How far a CreateTime timestamp may lie behind the broker's clock.",
+        LONG_MAX,
+        0,
+        importance="medium",
     )
     message_timestamp_type: str = _kafka_field(
         "string",
-        "CreateTime or LogAppendTime.",
+        "Whether a record's timestamp is the producer's CreateTime or the broker's LogAppendTime.",
         "CreateTime",
         choices=("CreateTime", "LogAppendTime"),
+        importance="medium",
     )
     min_cleanable_dirty_ratio: float = _kafka_field(
-        "double", "Dirty ratio that makes a log cleanable.", 0.5, 0
+        "double",
+        "Share of the log not yet compacted above which the cleaner compacts it.",
+        0.5,
+        0,
+        importance="medium",
     )
-    min_compaction_lag_ms: int = _kafka_field("long", "Shortest a record stays uncompacted.", 0, 0)
-    min_insync_replicas: int = _kafka_field("int", "Replicas that must ack for acks=all.", 1, 1)
-    preallocate: bool = _kafka_field("boolean", "Preallocate segment files.", False)
-    retention_bytes: int = _kafka_field("long", "Size limit of the log; -1 for none.", -1, -1)
-    retention_ms: int = _kafka_field("long", "Age limit of a segment; -1 for none.", 604800000, -1)
-    segment_bytes: int = _kafka_field("int", "Size of a segment file.", 1073741824, 14)
+    min_compaction_lag_ms: int = _kafka_field(
+        "long",
+        "Shortest time a record stays in the log before compaction may remove it.",
+        0,
+        0,
+        importance="medium",
+    )
+    min_insync_replicas: int = _kafka_field(
+        "int", "In-sync replicas needed for an acks=all write to succeed.", 1, 1, importance="high"
+    )
+    preallocate: bool = _kafka_field(
+        "boolean", "Create segment files at their full size.", False, importance="medium"
+    )
+    retention_bytes: int = _kafka_field(
+        "long",
+        "Largest size of a partition's log before old segments are deleted; -1 for no limit.",
+        -1,
+        -1,
+        importance="medium",
+    )
+    retention_ms: int = _kafka_field(
+        "long",
+        "How long records are kept before their segment is deleted; -1 for no limit.",
+        604800000,
+        -1,
+        importance="medium",
+    )
+    segment_bytes: int = _kafka_field(
+        "int",
+        "Size at which the active segment file is closed and a new one started.",
+        1073741824,
+        14,
+        importance="medium",
+    )
     segment_index_bytes: int = _kafka_field(
-        "int", "Preallocated size of an index file.", 10485760, 4
+        "int",
+        "Preallocated size of a segment's offset and time index files.",
+        10485760,
+        4,
+        importance="medium",
     )
-    segment_jitter_ms: int = _kafka_field("long", "Random jitter subtracted from segment.ms.", 0, 0)
-    segment_ms: int = _kafka_field("long", "Roll a segment after this long.", 604800000, 1)
+    segment_jitter_ms: int = _kafka_field(
+        "long",
+        "Random jitter subtracted from segment.ms so that segments do not all roll at once.",
+        0,
+        0,
+        importance="medium",
+    )
+    segment_ms: int = _kafka_field(
+        "long",
+        "Age at which the active segment is closed and a new one started, even when not full.",
+        604800000,
+        1,
+        importance="medium",
+    )
     unclean_leader_election_enable: bool = _kafka_field(
-        "boolean", "Allow out-of-sync replicas to lead.", False
+        "boolean",
+        "Let a replica outside the ISR become leader when no ISR member is live (may lose data).",
+        False,
+        importance="high",
     )
 
     def __post_init__(self) -> None:
@@ -140,12 +274,25 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @classmethod
-    def definitions(cls) -> list[tuple[str, str, str, str]]:
-        """(kafka name, type, default as a string, doc) of every topic config, for DescribeConfigs."""
+    def config_defs(cls) -> list[TopicConfigDef]:
+        """Every topic config's definition, in field order."""
         return [
-            (_kafka_name(f), f.metadata["kind"], _format(f, f.default), f.metadata["doc"])
+            TopicConfigDef(
+                _kafka_name(f),
+                f.metadata["kind"],
+                _format(f, f.default),
+                f.metadata["doc"],
+                f.metadata["importance"],
+                f.metadata["at_least"],
+                f.metadata["choices"],
+            )
             for f in dataclasses.fields(cls)
         ]
+
+    @classmethod
+    def definitions(cls) -> list[tuple[str, str, str, str]]:
+        """(kafka name, type, default as a string, doc) of every topic config, for DescribeConfigs."""
+        return [(d.name, d.kind, d.default, d.doc) for d in cls.config_defs()]
 
     @classmethod
     def from_properties(

@@ -1,0 +1,48 @@
+"""The generated reference pages match the code, and every config is documented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odradek.cli.docs import REFERENCE_DIR, REGENERATE, pages, stale_pages
+from odradek.cli.main import main
+from odradek.server.config import CONFIG_DEFS
+from odradek.storage.config import LogConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_committed_reference_pages_match_the_code() -> None:
+    stale = stale_pages(ROOT / REFERENCE_DIR)
+    assert not stale, f"{', '.join(stale)} out of date: run `{REGENERATE}` and commit the result"
+
+
+@pytest.mark.parametrize(
+    ("name", "doc", "importance"),
+    [(d.name, d.doc, d.importance) for d in CONFIG_DEFS.values()]
+    + [(d.name, d.doc, d.importance) for d in LogConfig.config_defs()],
+)
+def test_every_config_has_a_one_line_description(name: str, doc: str, importance: str) -> None:
+    assert doc.strip() and "\n" not in doc, name
+    assert doc.rstrip().endswith("."), f"{name}: a description is a sentence"
+    assert importance in ("high", "medium", "low"), name
+
+
+def test_every_subcommand_is_in_the_cli_reference() -> None:
+    cli = pages()["cli.md"]
+    for command in ("serve", "cluster up", "topics create", "consume", "groups describe", "docs"):
+        assert f"## `odradek {command}`" in cli
+
+
+def test_check_names_stale_pages_and_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["docs", "--dir", str(tmp_path)]) == 0
+    assert main(["docs", "--dir", str(tmp_path), "--check"]) == 0
+    (tmp_path / "configs.md").write_text("edited by hand\n")
+    capsys.readouterr()
+    assert main(["docs", "--dir", str(tmp_path), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "configs.md" in err and "cli.md" not in err and REGENERATE in err
