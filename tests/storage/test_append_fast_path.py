@@ -42,8 +42,8 @@ def outcome(log: Log, request: bytes) -> tuple:
 def twin_logs(tmp_path: Path, config: LogConfig) -> tuple[Log, Log]:
     fast = Log(tmp_path / "fast-0", config)
     checked = Log(tmp_path / "checked-0", config)
-    checked._scan_clients = False  # the Python checks only
-    assert fast._scan_clients
+    checked._client_scan = None  # the Python checks only
+    assert fast._client_scan is not None
     return fast, checked
 
 

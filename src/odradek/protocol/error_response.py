@@ -44,7 +44,7 @@ def _build(cls: type, mirror: Any, error_code: ErrorCode) -> Any:
     return cls(**{k: v for k, v in values.items() if v is not dataclasses.MISSING})
 
 
-def _value(f: dataclasses.Field, hint: Any, mirror: Any, error_code: ErrorCode) -> Any:
+def _value(f: dataclasses.Field[Any], hint: Any, mirror: Any, error_code: ErrorCode) -> Any:
     kafka_type = f.metadata.get("kafka_type", "")
     if kafka_type == "error_code":
         return error_code
@@ -60,12 +60,16 @@ def _value(f: dataclasses.Field, hint: Any, mirror: Any, error_code: ErrorCode) 
     if typing.get_origin(hint) is tuple:
         (element, _) = typing.get_args(hint)
         source = getattr(mirror, f.name, None)
-        if dataclasses.is_dataclass(element) and isinstance(source, tuple):
+        if (
+            isinstance(element, type)
+            and dataclasses.is_dataclass(element)
+            and isinstance(source, tuple)
+        ):
             return tuple(_build(element, entry, error_code) for entry in source)
         return ()
     if nullable:
         return None
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _build(hint, None, error_code)
     if kafka_type.startswith(("int", "uint", "float")):
         return hint(-1) if kafka_type.startswith("int") else hint(0)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import struct
 
-SIZE_PREFIX = struct.Struct(">i")
+from odradek.protocol.int_struct import IntStruct
+
+SIZE_PREFIX: IntStruct = struct.Struct(">i")
 SIZE_PREFIX_LEN = SIZE_PREFIX.size
 
 

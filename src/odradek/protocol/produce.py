@@ -28,7 +28,8 @@ FIRST_TOPIC_ID_VERSION = 13
 
 
 class ProducePartitionData(NamedTuple):
-    index: int
+    # Kafka's field name; it shadows tuple.index, which nothing calls on this tuple.
+    index: int  # type: ignore[assignment]
     records: memoryview | None
 
 
@@ -161,11 +162,10 @@ def encode_produce_response(
     v13 by its id. No tagged fields are written: Kafka sends current_leader and
     node_endpoints only with NOT_LEADER_OR_FOLLOWER, which a single leader never answers."""
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
-    by_id = api_version >= FIRST_TOPIC_ID_VERSION
     array_length, string = wire.array_length, wire.string
     out = [array_length(len(topics), flexible)]
     for key, partitions in topics:
-        out.append(key.bytes if by_id else string(key, flexible))
+        out.append(key.bytes if isinstance(key, uuid.UUID) else string(key, flexible))
         out.append(array_length(len(partitions), flexible))
         for p in partitions:
             out.append(_PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))

@@ -11,12 +11,21 @@ protocol's own wire primitives are imported, so any layer can use it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from fastcrc.crc32 import iscsi as crc32c  # CRC-32C (Castagnoli), as v2 batches use
 
+from odradek.protocol.int_struct import IntStruct
 from odradek.protocol.wire import uvarint
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    from odradek.protocol._fastpath import ScanResult
+
+scan_for_append: Callable[[Buffer, int, int, int, int, int, int], ScanResult | None] | None
+_native_delta_range: Callable[[Buffer, int], tuple[int, int] | None] | None
 try:
     from odradek.protocol._fastpath import scan_for_append
     from odradek.protocol._fastpath import timestamp_delta_range as _native_delta_range
@@ -60,10 +69,10 @@ _LONG_MAX = 2**63 - 1
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I16 = struct.Struct(">h")
+_I64: IntStruct = struct.Struct(">q")
+_I32: IntStruct = struct.Struct(">i")
+_U32: IntStruct = struct.Struct(">I")
+_I16: IntStruct = struct.Struct(">h")
 # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
 _TAIL = struct.Struct(">hiqqqhii")
 #: The whole 61-byte header in one unpack (hot paths read every field at once).
@@ -307,15 +316,15 @@ def stamped_header(
     header = bytearray(memoryview(buffer)[position : position + HEADER_SIZE])
     _I64.pack_into(header, BASE_OFFSET, base_offset)
     _I32.pack_into(header, PARTITION_LEADER_EPOCH, leader_epoch)
-    if log_append_time is not None or max_timestamp is not None:
+    stamp = log_append_time if log_append_time is not None else max_timestamp
+    if stamp is not None:
         attributes = _I16.unpack_from(header, ATTRIBUTES)[0]
         if log_append_time is not None:
             attributes |= TIMESTAMP_TYPE_MASK
-            max_timestamp = log_append_time
         else:
             attributes &= ~TIMESTAMP_TYPE_MASK
         _I16.pack_into(header, ATTRIBUTES, attributes)
-        _I64.pack_into(header, MAX_TIMESTAMP, max_timestamp)
+        _I64.pack_into(header, MAX_TIMESTAMP, stamp)
         crc = crc32c(
             memoryview(buffer)[position + HEADER_SIZE : position + size],
             crc32c(header[ATTRIBUTES:]),

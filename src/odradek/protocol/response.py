@@ -8,14 +8,14 @@ which the network layer sends with sendfile instead of reading into Python.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 
 class Region(Protocol):
     """A byte range of an open file (storage's FileRegion satisfies this)."""
 
     @property
-    def file(self): ...
+    def file(self) -> BinaryIO: ...
 
     @property
     def position(self) -> int: ...

@@ -17,6 +17,7 @@ from kio.index import load_payload_module, load_request_schema, load_response_sc
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+from kio.static.protocol import Entity
 
 from odradek.protocol.tolerant import tolerant_reader
 
@@ -26,7 +27,7 @@ class UnknownApi(LookupError):
 
 
 @cache
-def request_schema(api_key: int, api_version: int) -> type:
+def request_schema(api_key: int, api_version: int) -> type[Entity]:
     try:
         return load_request_schema(api_key, api_version)
     except Exception as e:  # kio raises its own KioIndexError subclasses
@@ -34,7 +35,7 @@ def request_schema(api_key: int, api_version: int) -> type:
 
 
 @cache
-def response_schema(api_key: int, api_version: int) -> type:
+def response_schema(api_key: int, api_version: int) -> type[Entity]:
     try:
         return load_response_schema(api_key, api_version)
     except Exception as e:
@@ -73,11 +74,11 @@ def encode(entity: Any) -> bytes:
 
 
 @cache
-def _reader(schema: type) -> Any:
+def _reader(schema: type[Entity]) -> Any:
     return entity_reader(schema)
 
 
-def build(cls: type, **fields: Any) -> Any:
+def build(cls: type[Entity], **fields: Any) -> Any:
     """Construct a kio entity, dropping keyword arguments its version does not have.
 
     Handlers serve many versions of one API; this lets them name every field once

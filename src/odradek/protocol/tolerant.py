@@ -30,7 +30,7 @@ from kio.serial.readers import (
 
 
 @cache
-def tolerant_reader(entity_type: type, nullable: bool = False) -> Any:
+def tolerant_reader(entity_type: type[Any], nullable: bool = False) -> Any:
     flexible = bool(entity_type.__flexible__)
     plain: list[tuple[str, Any]] = []
     tagged: dict[int, tuple[str, Any]] = {}

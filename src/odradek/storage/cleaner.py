@@ -62,7 +62,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from odradek.protocol import records as rb
 from odradek.storage import errors
@@ -78,6 +78,9 @@ from odradek.storage.records_builder import (
     read_records,
 )
 from odradek.storage.segment import LogSegment
+
+if TYPE_CHECKING:
+    from odradek.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
@@ -188,9 +191,9 @@ class LogCleaner:
         #: (the log, its truncation count then). Skipped while that log lives untruncated; a log
         #: deleted (and maybe created again under the same name) or truncated since is tried again,
         #: as Kafka's maintainUncleanablePartitions drops partitions whose log is gone.
-        self.uncleanable: dict[Path, tuple[weakref.ref, int]] = {}
+        self.uncleanable: dict[Path, tuple[weakref.ref[Log], int]] = {}
 
-    def is_uncleanable(self, log) -> bool:
+    def is_uncleanable(self, log: Log) -> bool:
         """Whether ``log`` is marked uncleanable; drops the mark of a log deleted or truncated since."""
         entry = self.uncleanable.get(log.dir)
         if entry is None:
@@ -202,7 +205,7 @@ class LogCleaner:
         return False
 
     def cleanable_range(
-        self, log, now_ms: int, upper_bound: int | None = None
+        self, log: Log, now_ms: int, upper_bound: int | None = None
     ) -> CleanableRange | None:
         """The range to clean now, or None (dirty ratio and compaction lags as Kafka's LogCleanerManager).
 
@@ -242,10 +245,10 @@ class LogCleaner:
             return CleanableRange(first_dirty, first_uncleanable, candidates)
         return None
 
-    def needs_cleaning(self, log, now_ms: int) -> bool:
+    def needs_cleaning(self, log: Log, now_ms: int) -> bool:
         return self.cleanable_range(log, now_ms) is not None
 
-    def prepare(self, log, now_ms: int, upper_bound: int | None = None) -> CleanPlan | None:
+    def prepare(self, log: Log, now_ms: int, upper_bound: int | None = None) -> CleanPlan | None:
         """Write the cleaned version of every segment that changes; safe off the event loop.
 
         None when there is nothing to clean, or the log's data cannot be read as valid
@@ -254,7 +257,7 @@ class LogCleaner:
         cleanable = self.cleanable_range(log, now_ms, upper_bound)
         return None if cleanable is None else self.clean(log, cleanable, now_ms)
 
-    def clean(self, log, cleanable: CleanableRange, now_ms: int) -> CleanPlan | None:
+    def clean(self, log: Log, cleanable: CleanableRange, now_ms: int) -> CleanPlan | None:
         """prepare for a range chosen earlier by cleanable_range (Kafka's Cleaner.clean of a LogToClean)."""
         plan = CleanPlan([], cleanable.first_uncleanable, 0, 0, truncations=log._truncations)
         try:
@@ -304,7 +307,7 @@ class LogCleaner:
             raise
         return plan
 
-    def install(self, log, plan: CleanPlan, now_ms: int) -> bool:
+    def install(self, log: Log, plan: CleanPlan, now_ms: int) -> bool:
         """Swap the cleaned segments in (on the log's owner); False when the log changed under
         the cleaner (a truncation, Kafka aborts the cleaning then) and the plan was dropped."""
         if log.offline or log._truncations != plan.truncations:
@@ -395,7 +398,7 @@ class LogCleaner:
         return cleaned
 
 
-def _changed_under(log, cleanable: CleanableRange, truncations: int) -> bool:
+def _changed_under(log: Log, cleanable: CleanableRange, truncations: int) -> bool:
     """Whether segments the cleaner was reading left the log (or the log was truncated or closed)."""
     if log.offline or log._truncations != truncations:
         return True
@@ -567,7 +570,7 @@ class _CleanedWriter:
         self._close_source()
         self.source, self.copied = source, 0
 
-    def keep(self, position: int, size: int, data: memoryview) -> None:
+    def keep(self, position: int, size: int, data: bytes | bytearray | memoryview) -> None:
         """A batch that stays as it is, ``data`` its bytes as already read: written from them,
         not read from the file again (a lazy writer that has written nothing yet skips it, and
         copies it from the file should a changed batch follow)."""
@@ -583,24 +586,29 @@ class _CleanedWriter:
         self.copied = position + size
 
     def _copy_until(self, end: int) -> None:
-        if self.copied < end and self.src_fd is None:
-            self.src_fd = os.open(self.source, os.O_RDONLY)
+        if self.copied >= end:
+            return
+        src_fd = self.src_fd
+        if src_fd is None:
+            assert self.source is not None, "read_from names a source before its batches"
+            src_fd = self.src_fd = os.open(self.source, os.O_RDONLY)
         while self.copied < end:
-            chunk = os.pread(self.src_fd, min(self.buffer_size, end - self.copied), self.copied)
+            chunk = os.pread(src_fd, min(self.buffer_size, end - self.copied), self.copied)
             if not chunk:
                 raise OSError(f"{self.source} ended at {self.copied} while cleaning")
             self._write(chunk)
             self.copied += len(chunk)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
         self.pending += data
         if len(self.pending) >= self.buffer_size:
             self._drain()
 
     def _drain(self) -> None:
-        written, pending = 0, self.pending
+        fd, written, pending = self.fd, 0, self.pending
+        assert fd is not None, "only a writer that has created its file has pending bytes"
         while written < len(pending):
-            written += os.write(self.fd, memoryview(pending)[written:])
+            written += os.write(fd, memoryview(pending)[written:])
         pending.clear()
 
     def finish(self) -> Path | None:

@@ -46,7 +46,8 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
         if codec == SNAPPY:
             return _snappy_decompress(bytes(data))
         if codec == LZ4:
-            return lz4.frame.decompress(data)
+            decompressed: bytes = lz4.frame.decompress(data)
+            return decompressed
         if codec == ZSTD:
             return bytes(cramjam.zstd.decompress(data))
     except (
@@ -61,12 +62,12 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
     raise errors.CorruptRecord(f"unknown compression codec {codec}")
 
 
-def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:
+def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
     """``data`` (concatenated records) compressed with ``codec`` (NONE returns it as is)."""
     if codec == NONE:
         return bytes(data)
     if level is None:
-        level = DEFAULT_LEVELS.get(codec)
+        level = DEFAULT_LEVELS.get(codec, 0)  # snappy has no level
     if codec == GZIP:
         return gzip.compress(data, compresslevel=level, mtime=0)
     if codec == SNAPPY:
@@ -77,7 +78,7 @@ def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> 
             out += _U32.pack(len(block)) + block
         return bytes(out)
     if codec == LZ4:
-        return lz4.frame.compress(
+        compressed: bytes = lz4.frame.compress(
             data,
             compression_level=level,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -85,6 +86,7 @@ def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> 
             content_checksum=False,
             store_size=False,
         )
+        return compressed
     if codec == ZSTD:
         return zstandard.ZstdCompressor(level=level).compress(data)
     raise ValueError(f"unknown compression codec {codec}")

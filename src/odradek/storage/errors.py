@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode as ErrorCode
+from odradek.protocol.errors import KafkaError as KafkaError
 
 
 class CorruptRecord(KafkaError):

@@ -152,7 +152,7 @@ class _SparseIndex:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def _ensure_room(self, entries: int) -> ctypes.Array:
+    def _ensure_room(self, entries: int) -> ctypes.Array[ctypes.c_char]:
         """The map, grown first if ``entries`` would not fit (an index written past its preallocation)."""
         if self._capacity < entries:
             self._resize(max(self.max_entries, entries) * self.entry.size)
@@ -199,7 +199,8 @@ class _SparseIndex:
             data = b"".join(map(self.entry.pack, self.keys, self.values))
             if len(self.keys) > self.allocated:
                 self._allocate(len(self.keys))
-            self._ensure_room(len(self.keys))[: len(data)] = data
+            # ctypes takes bytes for a c_char slice; typeshed wants Iterable[c_char]
+            self._ensure_room(len(self.keys))[: len(data)] = data  # type: ignore[call-overload]
         self.deferred = False
 
     def _truncate_entries(self, count: int) -> None:

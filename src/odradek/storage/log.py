@@ -34,9 +34,9 @@ import random
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, TypeVar
 
 from odradek.durable import fsync_dir
 from odradek.protocol import records as rb
@@ -49,6 +49,24 @@ from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from odradek.storage.recompress import recompress_batches
 from odradek.storage.segment import FileRegion, LogSegment, NothingAppended
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    #: What _check_batches hands append: (writev pieces, batch positions, next offset, max
+    #: timestamp, record count, lone producer batch, per-producer pending entries, leader epoch
+    #: starts, LogAppendTime).
+    _CheckedBatches = tuple[
+        list[bytes | Buffer],
+        list[tuple[int, int, int, int, int]],
+        int,
+        int,
+        int,
+        tuple[int, int, int, int, int, int, int] | None,
+        dict[int, ProducerStateEntry] | None,
+        list[tuple[int, int]] | None,
+        int | None,
+    ]
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +346,9 @@ class Log:
             return  # a snapshot at the LEO (as a clean shutdown writes): no batch to replay
         update = ps.update
         for seg in self._segments_from(start):
-            batches = seg.recovered_producer_batches
+            batches: Iterable[tuple[int, int, int, int, int, int]] | None = (
+                seg.recovered_producer_batches
+            )
             if batches is None:
                 batches = seg.producer_batches(seg.offset_index.lookup(start)[1])
             for base, last, max_ts, pid, p_epoch, first_seq in batches:
@@ -363,11 +383,10 @@ class Log:
         self._log_append_time = config.log_append_time
         self._compact = config.compact
         # What the C scan decides (see append); without the extension everything is checked in Python.
-        self._scan_clients = (
-            _scan_for_append is not None
-            and not self._recompress
-            and not self._log_append_time
-            and not self._compact
+        self._client_scan = (
+            _scan_for_append
+            if not (self._recompress or self._log_append_time or self._compact)
+            else None
         )
         # With neither limit set no timestamp can fall outside the window: records are not read.
         self._timestamp_window = (
@@ -433,9 +452,9 @@ class Log:
         seg = self.segments[-1]
         first_offset = seg.next_offset
         scanned = None
-        if self._scan_clients and assign_offsets and from_client:
+        if self._client_scan is not None and assign_offsets and from_client:
             cfg = self._config
-            scanned = _scan_for_append(
+            scanned = self._client_scan(
                 records,
                 first_offset,
                 leader_epoch,
@@ -456,7 +475,7 @@ class Log:
             checked = self._check_batches(
                 buf, first_offset, leader_epoch, now_ms, assign_offsets, from_client
             )
-            if type(checked) is LogAppendInfo:
+            if isinstance(checked, LogAppendInfo):
                 return checked
             (
                 pieces,
@@ -536,7 +555,7 @@ class Log:
         now_ms: int,
         assign_offsets: bool,
         from_client: bool,
-    ) -> tuple | LogAppendInfo:
+    ) -> _CheckedBatches | LogAppendInfo:
         """Every check of ``append`` in Python, for what the C scan hands back: a follower's
         or coordinator's write, compaction, LogAppendTime, compressed records to read, a
         maxTimestamp to correct, several idempotent batches, and every error. The pieces
@@ -549,7 +568,7 @@ class Log:
         compact = assign_offsets and self._compact
         next_offset = first_offset
         batches: list[tuple[int, int, int, int, int]] = []
-        pieces: list[bytes | bytearray | memoryview] = []
+        pieces: list[bytes | Buffer] = []
         key_errors: list[tuple[int, str | None]] = []
         ts_errors: list[tuple[int, str | None]] = []
         # Made on first need: most batches have no producer id, and most appends are a leader's.
@@ -680,7 +699,10 @@ class Log:
                         ),
                         buf[position + _HEADER_SIZE : position + size],
                     )
-                    batch_ts = append_time if restamp is None else restamp
+                    if restamp is not None:
+                        batch_ts = restamp
+                    elif append_time is not None:
+                        batch_ts = append_time
                 base = next_offset
             else:
                 if base < next_offset:

@@ -374,7 +374,7 @@ class LogManager:
                     d / LOG_START_OFFSET_CHECKPOINT,
                     {lg.topic_partition: lg.log_start_offset for lg in logs},
                 )
-                hws = {}
+                hws: dict[tuple[str, int], int] = {}
                 if self.high_watermark is not None:
                     for lg in logs:
                         hw = self.high_watermark(lg.topic_partition)

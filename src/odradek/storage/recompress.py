@@ -55,7 +55,7 @@ def recompress_batches(
         if batch.is_control or batch.compression_type == codec:
             pieces.append(buf[position : position + size])
         else:
-            payload = batch.records_payload()
+            payload: bytes | memoryview = batch.records_payload()
             if batch.compression_type:
                 payload = compression.decompress(batch.compression_type, payload)
             pieces.append(

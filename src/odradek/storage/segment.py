@@ -7,11 +7,15 @@ import logging
 import os
 import struct
 import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from odradek.protocol import records as rb
 from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +137,7 @@ class LogSegment:
     # -- appending -----------------------------------------------------------
     def append(
         self,
-        pieces: list[bytes | bytearray | memoryview],
+        pieces: Sequence[Buffer],
         size: int,
         batches: list[tuple[int, int, int, int, int]],
     ) -> None:
@@ -440,7 +444,7 @@ class LogSegment:
             self._index_batches(batches, position)
         return pos, error
 
-    def scan_headers(self, position: int = 0, end: int | None = None):
+    def scan_headers(self, position: int = 0, end: int | None = None) -> Iterator[BatchMeta]:
         """BatchMeta of every batch from ``position`` (a batch boundary), headers only."""
         end = self.size if end is None else end
         while (b := self.header_at(position, end)) is not None:
@@ -459,7 +463,7 @@ class LogSegment:
         base, length, _, _, _, _, delta, _, max_ts = _unpack_scan(head)
         return BatchMeta(position, _LOG_OVERHEAD + length, base, base + delta, max_ts, head)
 
-    def producer_batches(self, position: int = 0):
+    def producer_batches(self, position: int = 0) -> Iterator[tuple[int, int, int, int, int, int]]:
         """(base offset, last offset, max timestamp, producer id, producer epoch, base sequence)
         of each batch from ``position`` (a batch boundary) that carries a producer id."""
         unpack = rb.HEADER.unpack
