@@ -11,16 +11,17 @@ import socket
 import struct
 from typing import Any
 
-from kio.serial import entity_reader
-
 from odradek.protocol import schemas
+from odradek.protocol.client_codec import (
+    API_VERSIONS,
+    client_id_field,
+    decode_response,
+    encode_request,
+    response_correlation_id,
+)
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.tolerant import tolerant_reader
-from odradek.protocol.wire import skip_tagged_fields
 
-API_VERSIONS = 18
 _SIZE = struct.Struct(">i")
-_REQUEST_HEADER = struct.Struct(">hhi")
 
 
 class BrokerError(RuntimeError):
@@ -41,8 +42,7 @@ class BrokerConnection:
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._correlation_id = 0
-        encoded = client_id.encode()
-        self._client_id = struct.pack(">h", len(encoded)) + encoded
+        self._client_id = client_id_field(client_id)
         response = self.request(schemas.build(schemas.request_schema(API_VERSIONS, 0)))
         if response.error_code != ErrorCode.none:
             raise BrokerError(response.error_code, f"ApiVersions to {self.address}")
@@ -69,28 +69,16 @@ class BrokerConnection:
 
     def send(self, request: Any) -> int:
         """Send a request; its correlation id, to be passed to receive()."""
-        api_key, version = int(request.__api_key__), int(request.__version__)
         self._correlation_id += 1
-        header = _REQUEST_HEADER.pack(api_key, version, self._correlation_id) + self._client_id
-        body = header + (b"\x00" if request.__flexible__ else b"") + schemas.encode(request)
-        self._sock.sendall(_SIZE.pack(len(body)) + body)
+        self._sock.sendall(encode_request(request, self._correlation_id, self._client_id))
         return self._correlation_id
 
     def receive(self, request: Any, correlation_id: int) -> Any:
         """The response to ``request``; responses arrive in the order their requests were sent."""
         response = self._receive(_SIZE.unpack(self._receive(4))[0])
-        if _SIZE.unpack_from(response)[0] != correlation_id:
+        if response_correlation_id(response) != correlation_id:
             raise ConnectionError(f"{self.address} answered another request")
-        api_key, version = int(request.__api_key__), int(request.__version__)
-        # ApiVersions responses keep header v0, so that any client can read them.
-        flexible = request.__flexible__ and api_key != API_VERSIONS
-        position = skip_tagged_fields(response, 4) if flexible else 4
-        schema = schemas.response_schema(api_key, version)
-        body = response[position:]
-        try:
-            return entity_reader(schema)(body, 0)[0]
-        except KeyError:  # a tagged field kio does not know: skipped, as the protocol says
-            return tolerant_reader(schema)(body, 0)[0]
+        return decode_response(request, response)
 
     def _receive(self, size: int) -> memoryview:
         view = memoryview(bytearray(size))
