@@ -41,7 +41,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from odradek.coordinator.batches import CoordinatorRecord, decode_records, encode_batch
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.replication.replica_manager import ReplicaManager
+from odradek.replication.replica_manager import ReplicaManager, ReplicatedAppend
 from odradek.storage import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ TIMER_RETRY_BACKOFF_MS = 1_000
 _WRITE_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
     ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
@@ -130,6 +131,8 @@ class CoordinatorRuntime(ABC, Generic[C]):
         self._held: list[tuple[asyncio.Future[Any], Any]] | None = None
         #: After a failed timer write, the timer waits until then.
         self._retry_after_ms = 0
+        #: The appends of the last ``call``, for ``await_replicated``.
+        self._last_appends: list[ReplicatedAppend] = []
 
     @abstractmethod
     def due_work(self, now_ms: int) -> list[tuple[Callable[..., object], str]]:
@@ -246,9 +249,31 @@ class CoordinatorRuntime(ABC, Generic[C]):
         for record in self.core.drain_records():
             by_partition[record.partition].append((record.key, record.value))
         stamp = now_ms()
+        appends = []
         for partition, records in by_partition.items():
             tp = TopicPartition(self.topic, partition)
-            self._replica_manager.append_records(tp, encode_batch(records, stamp), -1, stamp)
+            info = self._replica_manager.append_records(tp, encode_batch(records, stamp), -1, stamp)
+            leader_epoch = self._replica_manager.partition(tp).leader_epoch
+            appends.append((tp, info.last_offset + 1, leader_epoch))
+        self._last_appends = appends
+
+    async def await_replicated(self, timeout_ms: int) -> ErrorCode:
+        """Wait until the records of the ``call`` just made are replicated to the ISR.
+
+        Kafka's coordinator answers a write only once the high watermark passes it, so that
+        an acknowledged commit survives the coordinator's failover. Called right after
+        ``call``, before any other call can run. The error, when replication did not
+        complete, is what Kafka's coordinator answers for a failed write
+        (COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR once leadership moved); the state
+        in memory keeps the write, which the new leader's log may not have.
+        """
+        appends, self._last_appends = self._last_appends, []
+        if not appends:
+            return ErrorCode.none
+        for error in await self._replica_manager.await_replication(appends, timeout_ms):
+            if error != ErrorCode.none:
+                return _WRITE_ERRORS.get(error, ErrorCode.coordinator_not_available)
+        return ErrorCode.none
 
     # ---- timer ------------------------------------------------------------------------------
 

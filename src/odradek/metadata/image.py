@@ -29,6 +29,25 @@ class PartitionImage:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    #: The version of the partition's state in the cluster metadata (ZooKeeper's state znode
+    #: version): bumped by every change of leader or ISR, the fence of a leader's ISR write.
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class IsrUpdate:
+    """A leader's request to change a partition's ISR (Kafka's AlterPartition, one partition).
+
+    ``broker_epochs`` gives each new ISR member's broker epoch as the leader last saw it
+    fetch (-1 where unknown, and for the leader itself); a member registered under another
+    epoch since then restarted and is refused (KIP-903).
+    """
+
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    broker_epochs: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)

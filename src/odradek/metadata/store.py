@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import IntEnum
 from typing import Protocol
 
-from odradek.metadata.image import BrokerImage, OngoingReassignment, TopicImage
+from odradek.metadata.image import (
+    BrokerImage,
+    IsrUpdate,
+    OngoingReassignment,
+    PartitionImage,
+    TopicImage,
+)
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
@@ -226,6 +232,24 @@ class MetadataStore(ABC):
     # -- controller operations: leader elections and partition reassignments -----------------
     # Kafka runs these on the controller; a cluster backend makes the same decisions against
     # its own image (and its fencing), so the admin handlers stay unchanged.
+
+    async def alter_isr(
+        self, topic: str, partition: int, update: IsrUpdate
+    ) -> PartitionImage | ErrorCode:
+        """Commit a leader's ISR change: the partition as committed, or why not.
+
+        As Kafka's controller answers AlterPartition: FENCED_LEADER_EPOCH when ``update``
+        comes from a leader or leader epoch that is no longer current,
+        INVALID_UPDATE_VERSION when the partition changed since (its partition epoch),
+        INELIGIBLE_REPLICA for a new member that is not registered under the broker epoch
+        given, REQUEST_TIMED_OUT when the metadata could not be reached (worth retrying).
+        A store whose partitions have one replica never gets one.
+        """
+        return ErrorCode.operation_not_attempted
+
+    def broker_epoch(self, node_id: int) -> int:
+        """The epoch of broker ``node_id``'s current registration (-1 if unknown or not kept)."""
+        return -1
 
     @abstractmethod
     def elect_leaders(

@@ -56,7 +56,13 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.metadata import zk_layout as layout
-from odradek.metadata.image import BrokerImage, OngoingReassignment, PartitionImage, TopicImage
+from odradek.metadata.image import (
+    BrokerImage,
+    IsrUpdate,
+    OngoingReassignment,
+    PartitionImage,
+    TopicImage,
+)
 from odradek.metadata.partition_change import elect_leader, validate_assignment
 from odradek.metadata.replica_assignment import assign_replicas
 from odradek.metadata.store import (
@@ -134,6 +140,10 @@ class ZkMetadataStore(MetadataStore):
         self.change_listeners: list[Callable[[], None]] = []
         # -- the image, touched on the loop only --
         self._brokers: dict[int, BrokerImage] = {}
+        #: node id -> the czxid of its registration znode: Kafka's broker epoch in ZooKeeper mode.
+        self._broker_epochs: dict[int, int] = {}
+        #: This broker's own broker epoch, known once registered (before its watch reports it).
+        self.own_broker_epoch = -1
         self._controller_id = -1
         self._topic_names: set[str] = set()
         #: topic -> (assignment, znode version, mzxid, czxid)
@@ -231,6 +241,7 @@ class ZkMetadataStore(MetadataStore):
         while True:
             try:
                 self.client.create(path, data, ephemeral=True)
+                self.own_broker_epoch = self.client.get(path)[1].czxid
                 return
             except NodeExistsError:
                 try:
@@ -238,6 +249,7 @@ class ZkMetadataStore(MetadataStore):
                 except NoNodeError:
                     continue
                 if stat.ephemeralOwner == self.client.client_id[0]:
+                    self.own_broker_epoch = stat.czxid
                     return
                 if time.monotonic() > deadline:
                     raise BrokerIdInUse(
@@ -281,14 +293,15 @@ class ZkMetadataStore(MetadataStore):
             return True
 
     def _watch_brokers(self, children: list[str]) -> None:
-        brokers = {}
+        brokers, epochs = {}, {}
         for child in children:
             try:
-                data, _ = self.client.get(layout.broker_path(int(child)))
+                data, stat = self.client.get(layout.broker_path(int(child)))
             except (NoNodeError, ValueError):
                 continue
             brokers[int(child)] = layout.decode_broker(int(child), data)
-        self._post(self._apply_brokers, brokers)
+            epochs[int(child)] = stat.czxid
+        self._post(self._apply_brokers, brokers, epochs)
 
     def _watch_controller(self, data: bytes | None, stat, event=None) -> None:
         self._post(self._apply_controller, layout.decode_controller(data) if data else -1)
@@ -342,9 +355,9 @@ class ZkMetadataStore(MetadataStore):
         for listener in self.change_listeners:
             listener()
 
-    def _apply_brokers(self, brokers: dict[int, BrokerImage]) -> None:
-        if brokers != self._brokers:
-            self._brokers = brokers
+    def _apply_brokers(self, brokers: dict[int, BrokerImage], epochs: dict[int, int]) -> None:
+        if brokers != self._brokers or epochs != self._broker_epochs:
+            self._brokers, self._broker_epochs = brokers, epochs
             self._notify()
 
     def _apply_controller(self, controller_id: int) -> None:
@@ -428,7 +441,7 @@ class ZkMetadataStore(MetadataStore):
                 break
             s = state[0]
             partitions.append(
-                PartitionImage(p, s.leader, s.leader_epoch, assignment.replicas[p], s.isr)
+                PartitionImage(p, s.leader, s.leader_epoch, assignment.replicas[p], s.isr, state[1])
             )
         if not partitions:
             return None
@@ -456,6 +469,72 @@ class ZkMetadataStore(MetadataStore):
             self._publish(before, after)
         self._published.set()
         self._published = asyncio.Event()
+
+    # -- a leader's ISR changes -------------------------------------------------------------------
+
+    def broker_epoch(self, node_id: int) -> int:
+        if node_id == self.node_id and self.own_broker_epoch >= 0:
+            return self.own_broker_epoch
+        return self._broker_epochs.get(node_id, -1)
+
+    async def alter_isr(
+        self, topic: str, partition: int, update: IsrUpdate
+    ) -> PartitionImage | ErrorCode:
+        """Write the ISR as Kafka's ZooKeeper-mode leader did: a conditional update of the
+        partition's state znode on the version the leader knows (its partition epoch).
+
+        Kafka's leader also created an ``/isr_change_notification`` entry so that the
+        controller would broadcast the new ISR to every broker; here every broker watches
+        the state znodes itself, so the write alone reaches them. A version mismatch whose
+        znode already holds the proposed ISR under this leader epoch (a retry of a write
+        whose answer was lost) is a success, as Kafka's conditional-update checker has it.
+        """
+        replicas = self._assignments.get(topic)
+        live = set(self._brokers) | {self.node_id}
+        for member, epoch in zip(update.new_isr, update.broker_epochs):
+            if member != update.leader_id and (
+                member not in live or (epoch != -1 and self.broker_epoch(member) != epoch)
+            ):
+                return ErrorCode.ineligible_replica
+        if replicas is None:
+            return ErrorCode.unknown_topic_or_partition
+        return await asyncio.to_thread(self._write_isr, topic, partition, update)
+
+    def _write_isr(
+        self, topic: str, partition: int, update: IsrUpdate
+    ) -> PartitionImage | ErrorCode:
+        path = layout.state_path(topic, partition)
+        try:
+            data, stat = self.client.get(path)
+            current = layout.decode_partition_state(data)
+            if current.leader != update.leader_id or current.leader_epoch != update.leader_epoch:
+                return ErrorCode.fenced_leader_epoch
+            if stat.version != update.partition_epoch:
+                if current.isr == update.new_isr:
+                    return self._committed(topic, partition, current, stat.version)
+                return ErrorCode.invalid_update_version
+            new = replace(current, isr=update.new_isr)
+            try:
+                stat = self.client.set_data(
+                    path, layout.encode_partition_state(new), version=stat.version
+                )
+            except BadVersionError:
+                return ErrorCode.invalid_update_version
+        except NoNodeError:
+            return ErrorCode.unknown_topic_or_partition
+        except Exception as exc:  # the session or connection: the leader tries again
+            log.warning("ISR update of %s-%d failed: %r", topic, partition, exc)
+            return ErrorCode.request_timed_out
+        return self._committed(topic, partition, new, stat.version)
+
+    def _committed(
+        self, topic: str, partition: int, state: PartitionState, version: int
+    ) -> PartitionImage:
+        held = self._assignments.get(topic)
+        replicas = held[0].replicas.get(partition, ()) if held else ()
+        return PartitionImage(
+            partition, state.leader, state.leader_epoch, replicas, state.isr, version
+        )
 
     # -- the controller's view ------------------------------------------------------------------
 

@@ -48,6 +48,12 @@ def response_module(api_key: int, api_version: int) -> ModuleType:
     return load_payload_module(api_key, api_version, EntityType.response)
 
 
+@cache
+def request_module(api_key: int, api_version: int) -> ModuleType:
+    """The kio module holding a request's nested entity classes (for requests this broker sends)."""
+    return load_payload_module(api_key, api_version, EntityType.request)
+
+
 def is_flexible(api_key: int, api_version: int) -> bool:
     """Whether this API version uses compact encodings, tagged fields and header v2."""
     return bool(request_schema(api_key, api_version).__flexible__)

@@ -1,9 +1,14 @@
-"""The fetch purgatory: long-polling fetches wait here until an append wakes them.
+"""Purgatories: requests that wait for something to happen to a partition (Kafka's
+DelayedOperationPurgatory, keyed by partition).
 
-A waiting fetch registers one future under each partition it reads; an append
-to any of them resolves the future (ReplicaManager.append_listeners), and the
-deadline is a timer, so nothing sleeps or polls. On shutdown every waiter is
-woken so that in-flight fetches answer promptly with what they have.
+The fetch purgatory holds long-polling fetches until an append (or, for consumers,
+who read only below it, a move of the high watermark) wakes them; the produce
+purgatory holds acks=all produces until the high watermark passes their records or
+the leadership changes (ReplicaManager.hw_listeners). A waiter registers one future
+under each partition it waits on; a notification of any of them resolves it, and
+the deadline is a timer, so nothing sleeps or polls: the waiter checks its own
+condition again when woken. On shutdown every waiter is woken so that in-flight
+requests answer promptly with what they have.
 """
 
 from __future__ import annotations
@@ -14,24 +19,24 @@ from collections.abc import Iterable
 from odradek.storage import TopicPartition
 
 
-class FetchPurgatory:
+class Purgatory:
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._closed = False
 
     @property
     def closed(self) -> bool:
-        """After shutdown, waits return at once: fetches answer with what they have."""
+        """After shutdown, waits return at once: requests answer with what they have."""
         return self._closed
 
     def notify(self, tp: TopicPartition) -> None:
-        """Wake every fetch waiting on ``tp``."""
+        """Wake every request waiting on ``tp``."""
         for future in self._watchers.pop(tp, ()):
             if not future.done():
                 future.set_result(None)
 
     async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Return when one of ``partitions`` is appended to, or after ``timeout_s``."""
+        """Return when one of ``partitions`` is notified, or after ``timeout_s``."""
         if self._closed or timeout_s <= 0:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()

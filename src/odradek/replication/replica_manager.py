@@ -24,21 +24,41 @@ the listeners of the topic there; a listener added later is told at once of the
 partitions already led here (a single node learns of all of them that way at
 start-up). The group coordinator listens to __consumer_offsets; the transaction
 coordinator will listen to __transaction_state the same way.
+
+Replication's shell is here too. A follower fetch arriving at a leader goes through
+``fetch_for_follower``: the Partition updates the follower's log end offset, maybe the
+high watermark, maybe proposes adding the follower to the ISR. Every high watermark
+move is told to ``hw_listeners`` (acks=all produces waiting in their purgatory,
+consumers' long-polling fetches, which read only below the high watermark), never
+polled for. ISR proposals, from an expansion here or from the periodic check for
+followers lagging more than ``replica.lag.time.max.ms`` (run every half of it, as
+Kafka's isr-expiration task), are sent to the MetadataStore's ``alter_isr`` one at a
+time per partition and retried while the store cannot be reached; the answer goes back
+to the Partition. Followers fetch from their leaders in ``replication.fetcher``, which
+``role_listeners`` wake when this broker starts or stops following a partition.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
-from odradek.metadata.image import PartitionImage, TopicImage
+from odradek.metadata.image import IsrUpdate, PartitionImage, TopicImage
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
-from odradek.replication.partition_state import PartitionState
+from odradek.replication.partition_state import AlterPartition, PartitionState
+from odradek.replication.purgatory import Purgatory
 from odradek.storage import Log, LogAppendInfo, LogConfig, LogManager, TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: How long a failed ISR write waits before it is sent again.
+ALTER_ISR_RETRY_S = 0.5
 
 #: Logs created per worker-thread call: fewer calls fsync the log dirs fewer times; a cancelled
 #: creation (broker shutdown) stops after the chunk under way.
@@ -51,6 +71,10 @@ class UnknownTopicOrPartition(KafkaError):
 
 class NotLeaderOrFollower(KafkaError):
     error_code = ErrorCode.not_leader_or_follower
+
+
+#: An acks=all append to wait for: (partition, offset after its last record, leader epoch).
+ReplicatedAppend = tuple[TopicPartition, int, int]
 
 
 class LeadershipListener(Protocol):
@@ -78,6 +102,18 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition[Log]] = {}
         #: Called with a TopicPartition after every append to it (the purgatory listens).
         self.append_listeners: list[Callable[[TopicPartition], None]] = []
+        #: Called with a TopicPartition when its high watermark moves or its leadership here
+        #: changes (acks=all produces and consumers' fetches wait on it).
+        self.hw_listeners: list[Callable[[TopicPartition], None]] = []
+        #: Called after this broker's roles changed (the replica fetchers look again).
+        self.role_listeners: list[Callable[[], None]] = []
+        #: acks=all appends (produces, coordinators' writes) waiting for the high watermark.
+        self.produce_purgatory = Purgatory()
+        self.hw_listeners.append(self.produce_purgatory.notify)
+        #: Partitions whose ISR proposal is being sent to the metadata store.
+        self._altering: set[TopicPartition] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._isr_expiration: asyncio.Task[None] | None = None
         #: Per topic, who is told of leadership changes of its partitions here.
         self._leadership_listeners: dict[str, list[LeadershipListener]] = {}
         # Partition growth is serialized (as a controller would), so each one sees the last one's result.
@@ -86,10 +122,22 @@ class ReplicaManager:
         self._creating_logs = asyncio.Lock()
 
     def startup(self) -> None:
-        """Take the role the image gives this broker in each of its partitions, then follow its changes."""
+        """Take the role the image gives this broker in each of its partitions, then follow its
+        changes, and start checking followers' lag."""
         for topic in self.metadata.topics().values():
             self.on_topic_changed(None, topic)
         self.metadata.subscribe(self)
+        self._isr_expiration = asyncio.get_running_loop().create_task(self._expire_isr())
+
+    async def shutdown(self) -> None:
+        self.produce_purgatory.shutdown()
+        tasks = [*self._tasks, *([self._isr_expiration] if self._isr_expiration else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._isr_expiration = None
 
     def add_leadership_listener(self, topic: str, listener: LeadershipListener) -> None:
         """Tell ``listener`` of every leadership change of ``topic``'s partitions here from now
@@ -122,6 +170,7 @@ class ReplicaManager:
         config = self.log_config(after)
         now_ms = int(time.time() * 1000)
         new = []
+        changed: list[TopicPartition] = []
         for p in after.partitions:
             tp = TopicPartition(after.name, p.partition)
             partition = self._partitions.get(tp)
@@ -129,6 +178,7 @@ class ReplicaManager:
                 # Moved away by a reassignment: stop hosting it; the log stays until deleted.
                 if self._partitions.pop(tp, None) is not None:
                     self._tell_leadership(tp, partition.is_leader, None)  # type: ignore[union-attr]
+                    changed.append(tp)
                 continue
             if partition is None:
                 new.append(p)
@@ -136,18 +186,20 @@ class ReplicaManager:
             if before is not None and before.configs != after.configs:
                 partition.log.update_config(config)
             was_leader = partition.is_leader
-            if partition.apply_state(_partition_state(p), now_ms) and (
-                was_leader or partition.is_leader
-            ):
-                self._tell_leadership(tp, was_leader, partition)
+            if partition.apply_state(_partition_state(p), now_ms):
+                changed.append(tp)
+                if was_leader or partition.is_leader:
+                    self._tell_leadership(tp, was_leader, partition)
         # Logs made by create_topic/create_partitions already exist; these calls only look them up.
         for p, log_ in zip(new, self._open_logs(after.name, new, config)):
             partition = Partition(
                 log_, self.node_id, _partition_state(p), now_ms, self.replica_lag_time_max_ms
             )
             self._partitions[log_.topic_partition] = partition
+            changed.append(log_.topic_partition)
             if partition.is_leader:
                 self._tell_leadership(log_.topic_partition, False, partition)
+        self._roles_changed(changed)
 
     def _open_logs(
         self, topic: str, partitions: Sequence[PartitionImage], config: LogConfig
@@ -160,12 +212,26 @@ class ReplicaManager:
         )
 
     def _delete_logs(self, topic: str, partitions: Sequence[PartitionImage]) -> None:
+        gone = []
         for p in partitions:
             tp = TopicPartition(topic, p.partition)
             partition = self._partitions.pop(tp, None)
-            if partition is not None and partition.is_leader:
-                self._tell_leadership(tp, True, None)
+            if partition is not None:
+                gone.append(tp)
+                if partition.is_leader:
+                    self._tell_leadership(tp, True, None)
             self.log_manager.delete_log(tp)
+        self._roles_changed(gone)
+
+    def _roles_changed(self, partitions: Sequence[TopicPartition]) -> None:
+        """Wake whoever waits on ``partitions`` (a produce waiting for replicas answers
+        NOT_LEADER_OR_FOLLOWER once this broker no longer leads) and the fetchers."""
+        if not partitions:
+            return
+        for tp in partitions:
+            self._hw_moved(tp)
+        for listener in self.role_listeners:
+            listener()
 
     async def _create_logs(self, topic: TopicImage, partitions: Sequence[PartitionImage]) -> None:
         """Create the logs of ``partitions`` hosted here in a worker thread, a chunk at a time."""
@@ -255,8 +321,139 @@ class ReplicaManager:
             listener(tp)
         return info
 
+    async def await_replication(
+        self, appends: Sequence[ReplicatedAppend], timeout_ms: int
+    ) -> list[ErrorCode]:
+        """Kafka's DelayedProduce: wait until each acks=all append is replicated (the high
+        watermark reached its end), or ``timeout_ms`` passes, and give each one's error:
+        none, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below min.insync.replicas),
+        NOT_LEADER_OR_FOLLOWER (leadership moved), or REQUEST_TIMED_OUT. Woken by high
+        watermark moves and leadership changes, never polling; an append already
+        replicated (an ISR of this broker alone) returns without waiting."""
+        results: list[ErrorCode | None] = [None] * len(appends)
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            waiting = []
+            for i, (tp, end_offset, leader_epoch) in enumerate(appends):
+                if results[i] is not None:
+                    continue
+                try:
+                    done, error = self.partition(tp).check_enough_replicas_reach_offset(
+                        end_offset, leader_epoch
+                    )
+                except KafkaError as e:  # no longer hosted here
+                    done, error = True, e.error_code
+                if done:
+                    results[i] = error
+                else:
+                    waiting.append(tp)
+            remaining = deadline - time.monotonic()
+            if not waiting or remaining <= 0 or self.produce_purgatory.closed:
+                break
+            await self.produce_purgatory.wait(waiting, remaining)
+        return [ErrorCode.request_timed_out if r is None else r for r in results]
+
+    # -- replication: the leader's side ------------------------------------------------------
+
+    def fetch_for_follower(
+        self,
+        tp: TopicPartition,
+        replica_id: int,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        now_ms: int,
+        replica_epoch: int,
+    ) -> Any:
+        """A follower's fetch of ``tp`` led here: the records from ``fetch_offset`` (not clamped
+        to the high watermark); the follower's progress may move the high watermark or add it
+        to the ISR."""
+        partition = self.partition(tp)
+        high_watermark = partition.high_watermark
+        data = partition.fetch_for_follower(
+            replica_id, fetch_offset, current_leader_epoch, max_bytes, now_ms, replica_epoch
+        )
+        if partition.high_watermark != high_watermark:
+            self._hw_moved(tp)
+        self._maybe_alter_isr(tp, partition)
+        return data
+
+    def _hw_moved(self, tp: TopicPartition) -> None:
+        for listener in self.hw_listeners:
+            listener(tp)
+
+    def _maybe_alter_isr(self, tp: TopicPartition, partition: Partition[Log]) -> None:
+        if partition.alter_partition_in_flight is not None and tp not in self._altering:
+            self._altering.add(tp)
+            task = asyncio.get_running_loop().create_task(self._alter_isr(tp, partition))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _alter_isr(self, tp: TopicPartition, partition: Partition[Log]) -> None:
+        """Send the partition's proposal until it is answered; a new one (made meanwhile, or
+        after a refusal) is sent next. Stops when the partition is no longer hosted here."""
+        try:
+            while self._partitions.get(tp) is partition:
+                proposal = partition.alter_partition_in_flight
+                if proposal is None:
+                    return
+                result = await self.metadata.alter_isr(
+                    tp.topic, tp.partition, _isr_update(proposal)
+                )
+                if result == ErrorCode.request_timed_out:
+                    await asyncio.sleep(ALTER_ISR_RETRY_S)
+                    continue
+                answer = _partition_state(result) if isinstance(result, PartitionImage) else result
+                log.info(
+                    "ISR of %s-%d to %s: %s",
+                    tp.topic,
+                    tp.partition,
+                    list(proposal.new_isr),
+                    "committed" if isinstance(result, PartitionImage) else result.name,
+                )
+                if partition.on_alter_partition_response(proposal, answer, int(time.time() * 1000)):
+                    self._hw_moved(tp)
+                if partition.alter_partition_in_flight == proposal:
+                    return  # refused for a reason only new metadata settles: wait for it
+        finally:
+            self._altering.discard(tp)
+
+    async def _expire_isr(self) -> None:
+        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, propose removing
+        ISR members that have not caught up for replica.lag.time.max.ms."""
+        while True:
+            await asyncio.sleep(self.replica_lag_time_max_ms / 2000)
+            now_ms = int(time.time() * 1000)
+            for tp, partition in list(self._partitions.items()):
+                if partition.is_leader and len(partition.replicas) > 1:
+                    partition.maybe_shrink_isr(now_ms)
+                    self._maybe_alter_isr(tp, partition)
+
+    # -- replication: the follower's side -----------------------------------------------------
+
+    def followed_partitions(self) -> dict[TopicPartition, Partition[Log]]:
+        """The partitions this broker follows (another broker leads them)."""
+        return {tp: p for tp, p in self._partitions.items() if not p.is_leader and p.leader_id >= 0}
+
+    def follower_appended(self, tp: TopicPartition, high_watermark_moved: bool) -> None:
+        """A follower fetch appended to ``tp``'s log (reads waiting on it may go on)."""
+        for listener in self.append_listeners:
+            listener(tp)
+        if high_watermark_moved:
+            self._hw_moved(tp)
+
 
 def _partition_state(p: PartitionImage) -> PartitionState:
-    """The replication input from a partition's metadata image. The image carries no
-    partition epoch yet (the local store never changes an ISR); 0 stands for it."""
-    return PartitionState(p.leader, p.leader_epoch, p.isr, p.replicas)
+    """The replication input from a partition's metadata image (the local store, which never
+    changes an ISR, keeps every partition epoch at 0)."""
+    return PartitionState(p.leader, p.leader_epoch, p.isr, p.replicas, p.partition_epoch)
+
+
+def _isr_update(proposal: AlterPartition) -> IsrUpdate:
+    return IsrUpdate(
+        proposal.leader_id,
+        proposal.leader_epoch,
+        proposal.partition_epoch,
+        proposal.new_isr,
+        proposal.broker_epochs,
+    )

@@ -28,12 +28,13 @@ from odradek.metadata.store import MetadataStore
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.network.memory_pool import MemoryPool
+from odradek.replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from odradek.replication.purgatory import Purgatory
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.authorization import Authorizer
 from odradek.server.components import COMPONENTS
 from odradek.server.config import BrokerConfig
 from odradek.server.fetch_session import FetchSessionCache
-from odradek.server.purgatory import FetchPurgatory
 from odradek.server.request_channel import RequestChannel
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.cleaner import LogCleaner
@@ -75,7 +76,7 @@ class Broker:
         #: Listener name -> (host, port) advertised to clients connected on it; set once bound.
         self.advertised_listeners: dict[str, tuple[str, int]] = {}
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
-        self.fetch_purgatory = FetchPurgatory()
+        self.fetch_purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache()
         self.components: dict[str, Any] = {}
         #: None, as Kafka without ``authorizer.class.name``: every operation is allowed.
@@ -87,6 +88,7 @@ class Broker:
         #: Cluster mode only: the ZooKeeper session, controller and their shutdown.
         self.cluster: ZkCluster | None = None
         self.replica_manager: ReplicaManager
+        self.replica_fetchers: ReplicaFetcherManager | None = None
         self._request_channel: RequestChannel
         self._background: asyncio.Task | None = None
         self._logs_started = False
@@ -172,7 +174,22 @@ class Broker:
                 self.config.get("replica.lag.time.max.ms"),
             )
             self.replica_manager.append_listeners.append(self.fetch_purgatory.notify)
+            self.replica_manager.hw_listeners.append(self.fetch_purgatory.notify)
             self.replica_manager.startup()
+            self.replica_fetchers = ReplicaFetcherManager(
+                self.replica_manager,
+                self.metadata,
+                self.config.inter_broker_listener_name,
+                FetcherSettings(
+                    fetch_max_bytes=self.config["replica.fetch.max.bytes"],
+                    response_max_bytes=self.config["replica.fetch.response.max.bytes"],
+                    fetch_min_bytes=self.config["replica.fetch.min.bytes"],
+                    fetch_wait_max_ms=self.config["replica.fetch.wait.max.ms"],
+                    fetch_backoff_ms=self.config["replica.fetch.backoff.ms"],
+                    socket_timeout_ms=self.config["replica.socket.timeout.ms"],
+                ),
+            )
+            self.replica_fetchers.start()
             if self.cluster is not None:
                 self.cluster.start_controller()
             self._background = asyncio.create_task(self.log_manager.run_background())
@@ -196,6 +213,10 @@ class Broker:
                 await self.components.pop(name).stop()
             except Exception:
                 log.exception("stopping component %s failed", name)
+        if self.replica_fetchers is not None:
+            await self.replica_fetchers.shutdown()
+            self.replica_fetchers = None
+            await self.replica_manager.shutdown()
         if self.cluster is not None:
             await self.cluster.leave()
             self.cluster = None

@@ -643,6 +643,62 @@ _DEFS = [
         importance="high",
     ),
     ConfigDef(
+        "replica.fetch.max.bytes",
+        "int",
+        "1048576",
+        "Bytes a follower asks for per partition (one larger batch is still fetched whole).",
+        at_least=0,
+        importance="medium",
+    ),
+    ConfigDef(
+        "replica.fetch.response.max.bytes",
+        "int",
+        "10485760",
+        "Bytes a follower asks for per fetch response, over all its partitions.",
+        at_least=0,
+        importance="medium",
+    ),
+    ConfigDef(
+        "replica.fetch.min.bytes",
+        "int",
+        "1",
+        "Bytes a leader waits for before it answers a follower's fetch.",
+        at_least=0,
+        importance="high",
+    ),
+    ConfigDef(
+        "replica.fetch.wait.max.ms",
+        "int",
+        "500",
+        "Longest a leader holds a follower's fetch waiting for data; below "
+        "replica.lag.time.max.ms.",
+        at_least=0,
+        importance="high",
+    ),
+    ConfigDef(
+        "replica.fetch.backoff.ms",
+        "int",
+        "1000",
+        "How long a follower waits after a failed fetch before it tries again.",
+        at_least=0,
+        importance="medium",
+    ),
+    ConfigDef(
+        "replica.socket.timeout.ms",
+        "int",
+        "30000",
+        "Longest a follower waits for a leader's answer before it reconnects.",
+        importance="high",
+    ),
+    ConfigDef(
+        "inter.broker.listener.name",
+        "string",
+        None,
+        "Listener brokers use to reach each other (followers fetch through it); the first "
+        "listener when unset.",
+        importance="medium",
+    ),
+    ConfigDef(
         "replica.lag.time.max.ms",
         "long",
         "30000",
@@ -671,6 +727,14 @@ _DEFS = [
         "int",
         "104857600",
         "segment.bytes of __consumer_offsets: small segments keep its compaction quick.",
+        at_least=1,
+        importance="high",
+    ),
+    ConfigDef(
+        "offsets.commit.timeout.ms",
+        "int",
+        "5000",
+        "Longest an offset commit waits for its record to reach every in-sync replica.",
         at_least=1,
         importance="high",
     ),
@@ -1199,6 +1263,18 @@ class BrokerConfig:
                 "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
                 "Use a routable IP address."
             )
+        inter_broker = self["inter.broker.listener.name"]
+        if inter_broker is not None and inter_broker not in names:
+            raise ConfigError(
+                f"inter.broker.listener.name must be a listener name defined in listeners. "
+                f"The valid options based on currently configured listeners are "
+                f"{','.join(sorted(names))}"
+            )
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """The listener followers fetch through: inter.broker.listener.name, else the first."""
+        return self["inter.broker.listener.name"] or self._listeners[0].listener_name
 
     def _check_queued_max_request_bytes(self) -> None:
         """As Kafka: the request memory pool must hold the largest request the broker accepts."""

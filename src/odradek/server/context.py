@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from odradek.metadata.store import MetadataStore
 from odradek.network.listener import ConnectionInfo
 from odradek.protocol.header import RequestHeader
+from odradek.replication.purgatory import Purgatory
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.config import BrokerConfig
 from odradek.server.fetch_session import FetchSessionCache
-from odradek.server.purgatory import FetchPurgatory
 from odradek.storage import LogManager
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class BrokerServices(Protocol):
     config: BrokerConfig
     log_manager: LogManager
     replica_manager: ReplicaManager
-    fetch_purgatory: FetchPurgatory
+    fetch_purgatory: Purgatory
     fetch_sessions: FetchSessionCache
     #: Started components by name (server/components.py), e.g. "group_coordinator".
     components: dict[str, Any]

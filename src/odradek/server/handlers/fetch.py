@@ -3,6 +3,12 @@
 The request is decoded by kio (it holds no records); the response is encoded by
 the hand-written encoder with the log's FileRegions as record data, so record
 bytes go from the page cache to the socket without entering Python.
+
+A fetch that names a replica (ReplicaState from v15, replica_id before) is a
+follower's: each partition goes through ``ReplicaManager.fetch_for_follower``, which
+records the follower's progress (high watermark, ISR) and reads up to the log end
+offset rather than the high watermark. The high watermark answered is the one after
+that progress, so a follower learns of a commit on the fetch that made it.
 """
 
 from __future__ import annotations
@@ -55,9 +61,12 @@ async def handle(ctx: RequestContext, request):
         return encode_fetch_response(ctx.api_version, [], error_code=e.error_code, session_id=0)
     incremental = session is not None and session_epoch > 0
 
+    replica_id, replica_epoch = _replica(request)
     deadline = time.monotonic() + request.max_wait.total_seconds()
     while True:
-        results = _read(broker, wanted, request.max_bytes, request.isolation_level)
+        results = _read(
+            broker, wanted, request.max_bytes, request.isolation_level, replica_id, replica_epoch
+        )
         size = sum(r.records_size for r in results.values())
         errors = unknown_ids or any(r.error_code for r in results.values())
         remaining = deadline - time.monotonic()
@@ -125,6 +134,14 @@ def _requested_partitions(
     return wanted
 
 
+def _replica(request) -> tuple[int, int]:
+    """(replica id, broker epoch) of a follower's fetch; replica id -1 for a consumer's."""
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return state.replica_id, state.replica_epoch
+    return getattr(request, "replica_id", -1), -1
+
+
 def _has_news(cached: CachedPartition, result: FetchPartitionResponse) -> bool:
     return bool(
         result.records
@@ -135,7 +152,12 @@ def _has_news(cached: CachedPartition, result: FetchPartitionResponse) -> bool:
 
 
 def _read(
-    broker, wanted, max_bytes: int, isolation_level: int
+    broker,
+    wanted,
+    max_bytes: int,
+    isolation_level: int,
+    replica_id: int = -1,
+    replica_epoch: int = -1,
 ) -> dict[TopicPartition, FetchPartitionResponse]:
     """One pass over the partitions within the response's and each partition's byte limits.
 
@@ -148,6 +170,23 @@ def _read(
         result = FetchPartitionResponse(tp.partition)
         results[tp] = result
         try:
+            if replica_id >= 0:
+                data = broker.replica_manager.fetch_for_follower(
+                    tp,
+                    replica_id,
+                    cached.fetch_offset,
+                    cached.current_leader_epoch,
+                    max(min(cached.max_bytes, budget), 0),
+                    int(time.time() * 1000),
+                    replica_epoch,
+                )
+                partition = broker.replica_manager.partition(tp)
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.last_stable_offset
+                result.log_start_offset = partition.log_start_offset
+                result.records = list(data.regions)
+                budget -= data.size
+                continue
             partition = broker.replica_manager.partition(tp)
             partition.check_leader_epoch(cached.current_leader_epoch)
             result.high_watermark = partition.high_watermark

@@ -301,6 +301,9 @@ async def handle_offset_commit(ctx: RequestContext, request):
                 generation,
                 commits,
             )
+            replicated = await svc.await_replicated(ctx.broker.config["offsets.commit.timeout.ms"])
+            if replicated != ErrorCode.none:
+                errors = [replicated] * len(commits)
         except CoordinatorWriteError as e:
             errors = [e.error_code] * len(commits)
     module = _module(ctx, ApiKey.OFFSET_COMMIT)

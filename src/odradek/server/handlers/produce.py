@@ -7,6 +7,16 @@ code the storage or replication layer attached. From v13 topics are named by id;
 an id the metadata does not know is answered UNKNOWN_TOPIC_ID for each of its
 partitions, as Kafka does. The response is hand-encoded (protocol.produce);
 acks=0 gets no response at all.
+
+acks=all is Kafka's DelayedProduce: after the leader's append each partition is
+complete once its high watermark reaches the end of the records
+(``Partition.check_enough_replicas_reach_offset``, which also answers
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below min.insync.replicas
+meanwhile, and NOT_LEADER_OR_FOLLOWER when leadership moved). The request waits in
+the produce purgatory, woken by high watermark moves, until every partition is
+complete or the request's timeout passes (REQUEST_TIMED_OUT for those that are
+not): ``ReplicaManager.await_replication``. A partition whose ISR is this broker alone (every partition of a single node)
+is complete at its append: no wait, no purgatory entry.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from odradek.protocol.produce import (
     encode_produce_response,
 )
 from odradek.protocol.response import EncodedResponse
+from odradek.replication.replica_manager import ReplicatedAppend
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 from odradek.storage.errors import RecordValidationError
@@ -37,6 +48,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
     acks, now_ms = request.acks, ctx.now_ms
     by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
     results: list[tuple[str | uuid.UUID, list[ProducePartitionResponse]]] = []
+    #: acks=all partitions not yet replicated, and their results to complete.
+    delayed: list[ReplicatedAppend] = []
+    delayed_results: list[ProducePartitionResponse] = []
     for topic in request.topics:
         out: list[ProducePartitionResponse] = []
         name = topic.name
@@ -78,7 +92,20 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
                 continue
             result.base_offset = info.first_offset
             result.log_append_time_ms = info.log_append_time_ms
-            result.log_start_offset = replicas.partition(tp).log_start_offset
+            partition = replicas.partition(tp)
+            result.log_start_offset = partition.log_start_offset
+            if acks == -1:
+                end, epoch = info.last_offset + 1, partition.leader_epoch
+                done, error = partition.check_enough_replicas_reach_offset(end, epoch)
+                if done:
+                    result.error_code = error
+                else:
+                    delayed.append((tp, end, epoch))
+                    delayed_results.append(result)
+    if delayed:
+        errors = await replicas.await_replication(delayed, request.timeout_ms)
+        for result, error in zip(delayed_results, errors):
+            result.error_code = error
     if acks == 0:
         return None
     response = EncodedResponse()

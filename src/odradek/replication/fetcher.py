@@ -1,0 +1,325 @@
+"""Follower fetching: Kafka's ReplicaFetcherManager and ReplicaFetcherThread, on asyncio.
+
+A follower partition's state machine says what to send its leader
+(``Partition.next_follower_request``): OffsetForLeaderEpoch while it looks for the
+point where its log and the leader's diverge (KIP-101/279), then Fetch from its
+log end offset. This module only carries those requests: one ``ReplicaFetcher``
+per leader broker (``num.replica.fetchers`` connections per leader in Kafka; one
+here, the default there), each with one connection and one request in flight,
+asking for every partition it follows from that leader at once.
+
+Fetch requests name the follower (ReplicaState: replica id and broker epoch, Fetch
+v15+), so the leader counts the fetch as replication (log end offset, ISR, high
+watermark), reads past its high watermark, and, with the broker epoch, can tell a
+restarted follower from the one it saw before (KIP-903). ``replica.fetch.wait.max.ms``
+and ``replica.fetch.min.bytes`` make it a long poll; the leader answers at once when
+records arrive. Errors: a connection failure or a leader that does not know the
+partition yet backs off ``replica.fetch.backoff.ms`` and tries again (the metadata
+will tell when the leader moves); OFFSET_OUT_OF_RANGE makes the partition look for its
+divergence point again. Fetchers start and stop as this broker's roles change
+(``ReplicaManager.role_listeners``): a partition that stops following is simply not
+in the next request.
+
+Records arrive as bytes in the response (one copy, as Kafka's fetcher has its own
+buffer) and are appended as the leader wrote them: offsets, epochs and CRCs kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from odradek.metadata.store import MetadataStore
+from odradek.network.client import AsyncBrokerConnection, BrokerConnectionError
+from odradek.protocol import schemas
+from odradek.protocol.errors import ErrorCode
+from odradek.replication.partition import EpochQuery, FetchPosition, Partition
+from odradek.replication.replica_manager import ReplicaManager
+from odradek.storage import Log, TopicPartition
+
+log = logging.getLogger(__name__)
+
+FETCH = 1
+OFFSET_FOR_LEADER_EPOCH = 23
+#: ReplicaState (replica id and broker epoch) came with Fetch v15.
+FIRST_REPLICA_STATE_VERSION = 15
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    """Kafka's replica.* fetcher configs."""
+
+    #: replica.fetch.max.bytes: bytes asked for per partition (one batch more if it is larger).
+    fetch_max_bytes: int = 1048576
+    #: replica.fetch.response.max.bytes: bytes asked for per response.
+    response_max_bytes: int = 10485760
+    #: replica.fetch.min.bytes: bytes the leader waits for before it answers.
+    fetch_min_bytes: int = 1
+    #: replica.fetch.wait.max.ms: the longest the leader holds a fetch.
+    fetch_wait_max_ms: int = 500
+    #: replica.fetch.backoff.ms: the pause after an error.
+    fetch_backoff_ms: int = 1000
+    #: replica.socket.timeout.ms: the longest a request may take (more than the wait).
+    socket_timeout_ms: int = 30000
+
+
+class ReplicaFetcherManager:
+    """One ReplicaFetcher per broker that leads a partition this broker follows."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        metadata: MetadataStore,
+        listener_name: str,
+        settings: FetcherSettings,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.metadata = metadata
+        self.listener_name = listener_name
+        self.settings = settings
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._closed = False
+
+    def start(self) -> None:
+        self.replica_manager.role_listeners.append(self._on_roles_changed)
+        self._on_roles_changed()
+
+    def _on_roles_changed(self) -> None:
+        if self._closed:
+            return
+        leaders = {p.leader_id for p in self.replica_manager.followed_partitions().values()}
+        for leader in leaders - self._fetchers.keys():
+            fetcher = ReplicaFetcher(self, leader)
+            self._fetchers[leader] = fetcher
+            fetcher.start()
+        for leader, fetcher in list(self._fetchers.items()):
+            if leader in leaders:
+                fetcher.wake()
+            else:
+                del self._fetchers[leader]
+                fetcher.stop()
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        for fetcher in fetchers:
+            fetcher.stop()
+        for fetcher in fetchers:
+            await fetcher.stopped()
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self._woken = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._connection: AsyncBrokerConnection | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{self.leader_id}"
+        )
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def stopped(self) -> None:
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _partitions(self) -> dict[TopicPartition, Partition[Log]]:
+        return {
+            tp: p
+            for tp, p in self.manager.replica_manager.followed_partitions().items()
+            if p.leader_id == self.leader_id
+        }
+
+    async def _run(self) -> None:
+        settings = self.manager.settings
+        while True:
+            self._woken.clear()
+            partitions = self._partitions()
+            if not partitions:
+                await self._woken.wait()
+                continue
+            try:
+                connection = await self._connect()
+                queries = {}
+                fetches = {}
+                for tp, partition in partitions.items():
+                    request = partition.next_follower_request()
+                    if isinstance(request, EpochQuery):
+                        queries[tp] = (partition, request)
+                    elif isinstance(request, FetchPosition):
+                        fetches[tp] = (partition, request)
+                if queries:
+                    await self._offsets_for_leader_epoch(connection, queries)
+                elif fetches and not await self._fetch(connection, fetches):
+                    await self._backoff(settings.fetch_backoff_ms)
+            except BrokerConnectionError as exc:
+                if self._connection is not None:
+                    self._connection.close()
+                    self._connection = None
+                log.info("fetching from broker %d: %s; retrying", self.leader_id, exc)
+                await self._backoff(settings.fetch_backoff_ms)
+
+    async def _backoff(self, ms: int) -> None:
+        """Sleep ``ms``, or less if the roles change meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), ms / 1000)
+
+    async def _connect(self) -> AsyncBrokerConnection:
+        if self._connection is not None:
+            return self._connection
+        manager = self.manager
+        broker = next((b for b in manager.metadata.brokers() if b.node_id == self.leader_id), None)
+        endpoint = broker.endpoint(manager.listener_name) if broker is not None else None
+        if endpoint is None:
+            raise BrokerConnectionError(
+                f"broker {self.leader_id} has no {manager.listener_name} endpoint registered"
+            )
+        self._connection = await AsyncBrokerConnection.connect(
+            *endpoint,
+            f"broker-{manager.replica_manager.node_id}-fetcher-{self.leader_id}",
+            manager.settings.socket_timeout_ms / 1000,
+        )
+        return self._connection
+
+    async def _offsets_for_leader_epoch(
+        self,
+        connection: AsyncBrokerConnection,
+        queries: dict[TopicPartition, tuple[Partition[Log], EpochQuery]],
+    ) -> None:
+        version = connection.version(OFFSET_FOR_LEADER_EPOCH, 4)
+        if version is None or version < 3:
+            raise BrokerConnectionError(f"broker {self.leader_id} lacks OffsetForLeaderEpoch v3+")
+        module = schemas.request_module(OFFSET_FOR_LEADER_EPOCH, version)
+        by_topic: dict[str, list[Any]] = {}
+        for tp, (_, query) in queries.items():
+            by_topic.setdefault(tp.topic, []).append(
+                schemas.build(
+                    module.OffsetForLeaderPartition,
+                    partition=tp.partition,
+                    current_leader_epoch=query.current_leader_epoch,
+                    leader_epoch=query.leader_epoch,
+                )
+            )
+        request = schemas.build(
+            module.OffsetForLeaderEpochRequest,
+            replica_id=self.manager.replica_manager.node_id,
+            topics=tuple(
+                schemas.build(module.OffsetForLeaderTopic, topic=t, partitions=tuple(ps))
+                for t, ps in by_topic.items()
+            ),
+        )
+        response = await connection.request(request, self.manager.settings.socket_timeout_ms / 1000)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                found = queries.get(TopicPartition(topic.topic, answer.partition))
+                if found is None:
+                    continue
+                partition, query = found
+                if answer.error_code == ErrorCode.none:
+                    partition.on_epoch_end_offset(query, answer.leader_epoch, answer.end_offset)
+                else:
+                    log.debug("OffsetForLeaderEpoch %s: %s", topic.topic, answer.error_code)
+
+    async def _fetch(
+        self,
+        connection: AsyncBrokerConnection,
+        fetches: dict[TopicPartition, tuple[Partition[Log], FetchPosition]],
+    ) -> bool:
+        """One Fetch for every partition; False if none of them made progress (back off)."""
+        manager = self.manager
+        settings = manager.settings
+        version = connection.version(FETCH, 18)
+        if version is None or version < FIRST_REPLICA_STATE_VERSION:
+            raise BrokerConnectionError(f"broker {self.leader_id} lacks Fetch v15+")
+        module = schemas.request_module(FETCH, version)
+        by_id: dict[Any, tuple[str, list[Any]]] = {}
+        for tp, (_, position) in fetches.items():
+            topic = manager.metadata.topic(tp.topic)
+            if topic is None:
+                continue
+            by_id.setdefault(topic.topic_id, (tp.topic, []))[1].append(
+                schemas.build(
+                    module.FetchPartition,
+                    partition=tp.partition,
+                    current_leader_epoch=position.current_leader_epoch,
+                    fetch_offset=position.fetch_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=-1,
+                    partition_max_bytes=settings.fetch_max_bytes,
+                )
+            )
+        if not by_id:
+            return False
+        request = schemas.build(
+            module.FetchRequest,
+            cluster_id=None,
+            replica_state=schemas.build(
+                module.ReplicaState,
+                replica_id=manager.replica_manager.node_id,
+                replica_epoch=manager.metadata.broker_epoch(manager.replica_manager.node_id),
+            ),
+            max_wait=timedelta(milliseconds=settings.fetch_wait_max_ms),
+            min_bytes=settings.fetch_min_bytes,
+            max_bytes=settings.response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(
+                schemas.build(module.FetchTopic, topic_id=topic_id, partitions=tuple(ps))
+                for topic_id, (_, ps) in by_id.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        names = {topic_id: name for topic_id, (name, _) in by_id.items()}
+        response = await connection.request(
+            request, (settings.socket_timeout_ms + settings.fetch_wait_max_ms) / 1000
+        )
+        if response.error_code != ErrorCode.none:
+            log.info("fetch from broker %d: %s", self.leader_id, response.error_code)
+            return False
+        progress = False
+        now_ms = int(time.time() * 1000)
+        for topic in response.responses:
+            name = names.get(topic.topic_id)
+            if name is None:
+                continue
+            for answer in topic.partitions:
+                tp = TopicPartition(name, answer.partition_index)
+                found = fetches.get(tp)
+                if found is None:
+                    continue
+                partition, position = found
+                if answer.error_code != ErrorCode.none:
+                    log.debug("fetch of %s from %d: %s", tp, self.leader_id, answer.error_code)
+                    partition.on_fetch_error(position, ErrorCode(answer.error_code))
+                    continue
+                high_watermark = partition.high_watermark
+                records = answer.records or b""
+                if partition.on_fetch_response(position, records, answer.high_watermark, now_ms):
+                    progress = True
+                    if records or partition.high_watermark != high_watermark:
+                        manager.replica_manager.follower_appended(
+                            tp, partition.high_watermark != high_watermark
+                        )
+        return progress
