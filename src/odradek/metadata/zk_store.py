@@ -515,7 +515,7 @@ class ZkMetadataStore(MetadataStore):
                 return ErrorCode.invalid_update_version
             new = replace(current, isr=update.new_isr)
             try:
-                stat = self.client.set_data(
+                stat = self.client.set(
                     path, layout.encode_partition_state(new), version=stat.version
                 )
             except BadVersionError:
