@@ -145,10 +145,12 @@ def describe_topic_configs(
             synonyms.append(ConfigValue(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
         broker = _broker_synonyms(name, layers)
         synonyms.extend(broker)
+        value: str | None
         if name in overrides:
             value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
         elif broker:
             first = broker[0]
+            assert first.value is not None, "broker layers map names to strings"
             convert = next(s.convert for s in TOPIC_CONFIG_SYNONYMS[name] if s.name == first.name)
             value, source = convert(first.value), first.source
         else:
@@ -239,6 +241,7 @@ def describe_broker_configs(
         )
         sensitive = definition.config_type is ConfigType.PASSWORD
         synonyms = _broker_config_synonyms(name, layers)
+        value: str | None
         if not per_broker:
             synonyms = [
                 s for s in synonyms if s.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG

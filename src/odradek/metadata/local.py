@@ -60,7 +60,12 @@ class LocalMetadataStore(MetadataStore):
         return [self._broker]
 
     def new_topic(
-        self, name, partitions, replication_factor, configs=None, internal=False
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+        internal: bool = False,
     ) -> TopicImage:
         if name in self._topics or name in self._pending:
             raise TopicExists(f"Topic '{name}' already exists.")
@@ -97,7 +102,10 @@ class LocalMetadataStore(MetadataStore):
 
     def delete_topic(self, name: str) -> TopicImage:
         before = self._require(name)
-        self._commit(before, None)
+        del self._topics[name]
+        del self._topic_ids[before.topic_id]
+        self._save()
+        self._publish(before, None)
         return before
 
     def grown_topic(self, name: str, total: int) -> TopicImage:
@@ -161,8 +169,8 @@ class LocalMetadataStore(MetadataStore):
             parts = list(topic.partitions)
             parts[index] = after
             elected[name] = replace(topic, partitions=tuple(parts))
-        for name, after in elected.items():
-            self._commit(self._topics[name], after)
+        for name, topic in elected.items():
+            self._commit(self._topics[name], topic)
         return results
 
     def alter_partition_reassignments(
@@ -213,14 +221,11 @@ class LocalMetadataStore(MetadataStore):
             raise UnknownTopic(f"This server does not host this topic-partition: {name}")
         return topic
 
-    def _commit(self, before: TopicImage | None, after: TopicImage | None) -> TopicImage | None:
-        name = (after or before).name  # type: ignore[union-attr]
-        if after is None:
-            del self._topics[name]
-            del self._topic_ids[before.topic_id]  # type: ignore[union-attr]
-        else:
-            self._topics[name] = after
-            self._topic_ids[after.topic_id] = after
+    def _commit(self, before: TopicImage | None, after: TopicImage) -> TopicImage:
+        """Store a new or changed topic, write the file, then tell listeners (delete_topic's
+        removal does the same)."""
+        self._topics[after.name] = after
+        self._topic_ids[after.topic_id] = after
         self._save()
         self._publish(before, after)
         return after
