@@ -136,6 +136,9 @@ def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
             raise ValueError(
                 f"max.connections.per.ip.overrides: cannot resolve host {host!r}: {e}"
             ) from None
-        for info in infos:
-            resolved[info[4][0]] = limit
+        for *_, sockaddr in infos:
+            address = sockaddr[0]
+            # (family, bytes) is an IPv6 result of a Python built without IPv6: never a peer here.
+            if isinstance(address, str):
+                resolved[address] = limit
     return resolved

@@ -44,7 +44,7 @@ import logging
 import os
 import socket
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +78,7 @@ class ConnectionInfo:
     listener_name: str
 
 
-Dispatch = Callable[[ConnectionInfo, memoryview], Awaitable[EncodedResponse | None]]
+Dispatch = Callable[[ConnectionInfo, memoryview], Coroutine[Any, Any, EncodedResponse | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +152,11 @@ class Listener:
         """Kafka's Acceptor: accept, wait for a connection slot, apply the per-address limit, serve."""
         loop = asyncio.get_running_loop()
         name = self.config.listener_name
+        listening = self._socket
+        assert listening is not None, "start() binds the socket before accepting"
         while True:
             try:
-                sock, address = await loop.sock_accept(self._socket)
+                sock, address = await loop.sock_accept(listening)
             except (
                 OSError
             ) as e:  # e.g. EMFILE: the connection stays in the backlog; try again shortly
@@ -221,6 +223,10 @@ class Listener:
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames in through a FrameReader, responses out in request order."""
 
+    #: Set by connection_made, which the loop calls before any other callback; the listener
+    #: tracks the connection and starts its request loop and idle timer only from there.
+    _transport: asyncio.Transport
+
     def __init__(self, listener: Listener, info: ConnectionInfo) -> None:
         self._listener = listener
         self._reader = FrameReader(listener.config.socket_request_max_bytes)
@@ -228,7 +234,6 @@ class _Connection(asyncio.BufferedProtocol):
         self._accounted = 0  # the reader's ``charged`` already charged to the pool
         self._held = 0  # request bytes charged to the pool and not yet given back
         self._loop = asyncio.get_running_loop()
-        self._transport: asyncio.Transport | None = None
         self._socket_fd = -1
         self.info = info
         #: Set once the listener tracks the connection; its quota slot is then released when it closes.
@@ -352,8 +357,7 @@ class _Connection(asyncio.BufferedProtocol):
     def abort(self, force: bool = False) -> None:
         """Close now; the request loop is cancelled unless it is handling a request (or ``force``)."""
         self._closed = True
-        if self._transport is not None:
-            self._transport.close()
+        self._transport.close()
         if (
             self.task is not None
             and (force or not self._busy)
@@ -448,8 +452,7 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("closing connection %s after an unexpected error", info.connection_id)
         finally:
             self._closed = True
-            if self._transport is not None:
-                self._transport.close()
+            self._transport.close()
 
     async def _dispatch_eagerly(
         self, coro: Coroutine[Any, Any, EncodedResponse | None]

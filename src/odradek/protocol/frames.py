@@ -8,8 +8,12 @@ allocate gigabytes.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from odradek.protocol.int_struct import IntStruct
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 SIZE_PREFIX: IntStruct = struct.Struct(">i")
 SIZE_PREFIX_LEN = SIZE_PREFIX.size
@@ -19,7 +23,7 @@ class InvalidFrame(ValueError):
     """The size prefix is negative or larger than the broker accepts."""
 
 
-def frame_size(prefix: bytes, max_bytes: int) -> int:
+def frame_size(prefix: Buffer, max_bytes: int) -> int:
     """The body length announced by a 4-byte size prefix, checked against ``max_bytes``."""
     (size,) = SIZE_PREFIX.unpack(prefix)
     if size < 0:
