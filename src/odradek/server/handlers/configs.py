@@ -261,7 +261,7 @@ def _describe_entry(
 # -- AlterConfigs / IncrementalAlterConfigs -------------------------------------------------
 
 
-def _alter_results(ctx: RequestContext, api_key: int, request, compute) -> object:
+def _alter_results(ctx: RequestContext, api_key: ApiKey, request, compute) -> object:
     """Apply ``compute(current overrides, resource) -> new overrides`` to each resource."""
     module = schemas.response_module(api_key, ctx.api_version)
     responses = []

@@ -54,6 +54,8 @@ async def handle(ctx: RequestContext, request):
                 session.partitions[tp] = cached
             for forgotten in request.forgotten_topics_data:
                 name = _topic_name(broker, forgotten)
+                if name is None:  # an id no topic has now: its session entries cannot be named
+                    continue
                 for index in forgotten.partitions:
                     session.partitions.pop(TopicPartition(name, index), None)
             wanted = session.partitions
