@@ -30,9 +30,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from odradek.cli.client_options import add_connection_args, client_config
 from odradek.cli.errors import ToolError
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
 
 #: Latency samples to aim for; every k-th record is timed so the client's own cost stays small.
 TARGET_SAMPLES = 100_000
@@ -255,8 +260,8 @@ def _produce_worker(
     rate: float,
     partitions: int,
     round_robin: bool,
-    go: object,
-    results: object,
+    go: Event,
+    results: Queue[tuple[float, float, int, list[float]]],
     seed: int,
 ) -> None:
     """One producer process: waits for ``go``, sends, flushes, reports (start, end, errors, latencies)."""
@@ -278,12 +283,12 @@ def _produce_worker(
         return on_delivery
 
     producer.list_topics(topic, timeout=30)  # metadata and connections before the clock starts
-    go.wait()  # type: ignore[attr-defined]
+    go.wait()
     start = time.perf_counter()
     throttle = Throttle(rate, start)
     produce, poll = producer.produce, producer.poll
     for i in range(records):
-        kwargs = {"partition": i % partitions} if round_robin else {}
+        kwargs: dict[str, Any] = {"partition": i % partitions} if round_robin else {}
         if i % every == 0:
             kwargs["on_delivery"] = timed(time.perf_counter())
         while True:
@@ -297,7 +302,7 @@ def _produce_worker(
             throttle.wait(i)
     left = producer.flush(300)
     end = time.perf_counter()
-    results.put((start, end, errors[0] + left, latencies))  # type: ignore[attr-defined]
+    results.put((start, end, errors[0] + left, latencies))
 
 
 def run_produce(args: argparse.Namespace) -> int:
@@ -422,8 +427,8 @@ def _e2e_consumer(
     warmup: int,
     timeout: float,
     keep_records: bool,
-    ready: object,
-    results: object,
+    ready: Event,
+    results: Queue[tuple[int, int, list[float], list[tuple[int, int, int]]]],
 ) -> None:
     """The receiving end in its own process: assigns the partitions at their ends, signals ``ready``,
     then reports (records, errors, latencies in ms, timed records) once ``records`` arrived or
@@ -435,7 +440,7 @@ def _e2e_consumer(
     for tp in tps:
         tp.offset = consumer.get_watermark_offsets(tp, timeout=30)[1]
     consumer.assign(tps)
-    ready.set()  # type: ignore[attr-defined]
+    ready.set()
     latencies: list[float] = []
     timed: list[tuple[int, int, int]] = []
     received = errors = 0
@@ -450,12 +455,14 @@ def _e2e_consumer(
             continue
         received += 1
         if received > warmup:
-            sent = _STAMP.unpack_from(message.value())[0]
+            value, offset = message.value(), message.offset()
+            assert value is not None and offset is not None, "perf records carry their send time"
+            sent = _STAMP.unpack_from(value)[0]
             latencies.append((now - sent) / 1e6)
             if keep_records:
-                timed.append((message.offset(), sent, now - sent))
+                timed.append((offset, sent, now - sent))
     consumer.close()
-    results.put((received, errors, latencies, timed))  # type: ignore[attr-defined]
+    results.put((received, errors, latencies, timed))
 
 
 def write_latency_log(path: Path, timed: list[tuple[int, int, int]]) -> None:
