@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from typing import cast
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -108,7 +109,7 @@ class OffsetReader:
         if isinstance(strategy, Assign):
             return list(strategy.partitions)
         metadata = self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
-        result = []
+        result: list[tuple[str, int]] = []
         for name, topic in metadata.topics.items():
             if topic.error is not None:
                 continue
@@ -412,6 +413,8 @@ def _consume_step(
 
     consume() waits for its full count or its timeout: with holes in the offsets (control
     records, compaction) the count may never come, so it waits briefly and the caller loops.
+    confluent-kafka types ``Message.offset()`` as optional (an error of no partition has
+    none); every record, and a partition's end, carries one.
     """
     topic, partition, until = offset_range.topic, offset_range.partition, offset_range.until_offset
     messages = consumer.consume(
@@ -428,14 +431,14 @@ def _consume_step(
             if error is None:
                 data.append(message)
             elif error.code() == KafkaError._PARTITION_EOF:
-                done = done or message.offset() >= until
+                done = done or cast(int, message.offset()) >= until
             elif error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
                 restart = _after_data_loss(consumer, offset_range, position, options)
                 break
             else:
                 raise KafkaException(error)
         messages = data
-    offsets = [m.offset() for m in messages]
+    offsets = cast(list[int], [m.offset() for m in messages])
     cut = bisect.bisect_left(offsets, until)
     if cut < len(offsets):
         done = True

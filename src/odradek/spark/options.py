@@ -256,7 +256,7 @@ def _strategy(options: dict[str, str]) -> Strategy:
             raise ValueError(f"Invalid subscribePattern '{value}': {exc}") from None
         return SubscribePattern(value.strip())
     parsed = _json_object(value, "assign")
-    partitions = []
+    partitions: list[tuple[str, int]] = []
     for topic, parts in parsed.items():
         if not isinstance(parts, list) or not all(isinstance(p, int) for p in parts):
             raise ValueError(f"""Expected e.g. {{"topicA":[0,1],"topicB":[0,1]}}, got {value}""")

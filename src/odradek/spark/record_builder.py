@@ -51,11 +51,12 @@ def varints_column(n: int, fields: list[Zeros | np.ndarray]) -> pa.Array:
     are written with numpy into one zeroed buffer, a handful of array
     operations per field and varint byte.
     """
-    encoded: list[tuple[np.ndarray | None, np.ndarray | int]] = []
+    #: Per field: its Zeros, or its zig-zag values and their varint sizes.
+    encoded: list[Zeros | tuple[np.ndarray, np.ndarray]] = []
     row_size = np.zeros(n, np.int64)
     for f in fields:
         if isinstance(f, Zeros):
-            encoded.append((None, f.count))
+            encoded.append(f)
             row_size += f.count
         else:
             zigzag = _zigzag(f)
@@ -66,10 +67,11 @@ def varints_column(n: int, fields: list[Zeros | np.ndarray]) -> pa.Array:
     np.cumsum(row_size, out=offsets[1:])
     out = np.zeros(int(offsets[-1]), np.uint8)
     cursor = offsets[:-1].copy()
-    for zigzag, size in encoded:
-        if zigzag is None:
-            cursor += size
+    for entry in encoded:
+        if isinstance(entry, Zeros):
+            cursor += entry.count
             continue
+        zigzag, size = entry
         rows = None  # every row has a first byte
         for k in range(int(size.max(initial=1))):
             if k:

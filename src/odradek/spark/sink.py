@@ -167,7 +167,13 @@ def _produce_rows(producer: Producer, batch: pa.RecordBatch, topic: str | None) 
             _when_room(producer, row, pairs)
 
 
-def _when_room(producer: Producer, row: tuple, headers: list | None = None) -> None:
+#: produce()'s positional arguments for one row: topic, value, key, partition.
+_Row = tuple[str, bytes | None, bytes | None, int]
+
+
+def _when_room(
+    producer: Producer, row: _Row, headers: list[tuple[str, str | bytes | None]] | None = None
+) -> None:
     """The local queue is full: serve delivery reports until the record fits."""
     while True:
         producer.poll(0.05)

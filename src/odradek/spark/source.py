@@ -197,6 +197,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: o for tp, o in cap(latest, target).items() if tp in target or tp in begin}
         # New partitions start at their earliest offset; deleted records are not counted.
         effective = {tp: max(begin.get(tp, low), low) for tp, (low, _) in marks.items()}
+        end: PartitionOffsets | None
         if isinstance(limit, ReadAllAvailable):
             end = latest
         else:
