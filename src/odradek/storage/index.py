@@ -189,6 +189,7 @@ class _SparseIndex:
         keys.append(key)
         self.values.append(value)
         if not self.deferred:
+            # An index with capacity is mapped; appends skip the None check (_ensure_room asserts).
             buf = self._map.buf if n < self._capacity else self._ensure_room(n + 1)  # type: ignore[union-attr]
             self._pack_into(buf, n * self._entry_size, key, value)
         return n >= self._last_entry

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from odradek.durable import fsync_dir
 from odradek.protocol import records as rb
@@ -125,14 +125,15 @@ class FetchDataInfo(NamedTuple):
     size: int
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def _storage_io(method: F) -> F:
+def _storage_io(method: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
     """Turn an OSError into KafkaStorageError and take the log offline (its dir goes offline too)."""
 
     @functools.wraps(method)
-    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Log, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if self.offline:
             raise errors.KafkaStorageError(f"log {self.dir} is offline")
         try:
@@ -140,7 +141,7 @@ def _storage_io(method: F) -> F:
         except OSError as exc:
             raise self._io_failed(exc) from exc
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class Log:
@@ -860,6 +861,7 @@ class Log:
             if end == position:
                 if regions or not min_one_message:
                     break
+                # locate found a batch at position, so its header is there (no check on reads)
                 end = position + seg.header_at(position, seg.size).size  # type: ignore[union-attr]
             regions.append(FileRegion(seg.file, position, end - position))
             total += end - position
