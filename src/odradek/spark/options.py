@@ -317,7 +317,7 @@ def _offset_spec(
         )
     raw = options.get(f"{which}offsets", default).strip()
     if raw.lower() in ("earliest", "latest"):
-        return OffsetSpec(raw.lower())  # type: ignore[arg-type]
+        return OffsetSpec(raw.lower())  # type: ignore[arg-type]  # mypy does not narrow str by `in`
     return OffsetSpec("offsets", per_partition=_per_partition(raw, f"{which}Offsets"))
 
 
@@ -380,7 +380,7 @@ def parse_source_options(raw: Mapping[str, str], mode: Mode) -> SourceOptions:
         strategy=strategy,
         starting=starting,
         ending=ending,
-        timestamp_strategy=timestamp_strategy,  # type: ignore[arg-type]
+        timestamp_strategy=timestamp_strategy,  # type: ignore[arg-type]  # checked above
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=delay,
