@@ -46,7 +46,7 @@ import socket
 import types
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.framing import FrameReader
@@ -55,6 +55,7 @@ from odradek.protocol.frames import SIZE_PREFIX_LEN, InvalidFrame, size_prefix
 from odradek.protocol.response import EncodedResponse, Region
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: Requests answered back to back before the connection yields the event loop to others.
 MAX_BURST = 16
@@ -108,7 +109,7 @@ class Listener:
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         #: Shared by every listener of a broker; queued.max.request.bytes's default when not given.
         self.memory_pool = memory_pool if memory_pool is not None else MemoryPool()
-        self._acceptor: asyncio.Task | None = None
+        self._acceptor: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
         self._connections: set[_Connection] = set()
         self._stopping = False
@@ -135,7 +136,8 @@ class Listener:
             sock.close()
             raise
         self._socket = sock
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
     async def start(self) -> None:
         """Start accepting connections on the bound socket."""
@@ -238,7 +240,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.info = info
         #: Set once the listener tracks the connection; its quota slot is then released when it closes.
         self.counted = False
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         #: Set while the request loop waits for frames, for writability or for the stream's end.
         self._wakeup: asyncio.Future[None] | None = None
         self._busy = False  # a request is being handled
@@ -466,7 +468,8 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             pending = coro.send(None)
         except StopIteration as done:
-            return done.value
+            response: EncodedResponse | None = done.value
+            return response
         self._flush()
         return await _resume(coro, pending)
 
@@ -518,7 +521,7 @@ class _Connection(asyncio.BufferedProtocol):
 
 
 @types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, None, Any]:
+def _resume(coro: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, None, _T]:
     """Carry on a coroutine that was started by hand and yielded ``pending`` to its task.
 
     What ``await coro`` would have done had the coroutine not been started already:
@@ -531,9 +534,11 @@ def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, None
             try:
                 pending = coro.throw(e)
             except StopIteration as done:
-                return done.value
+                result: _T = done.value
+                return result
         else:
             try:
                 pending = coro.send(None)
             except StopIteration as done:
-                return done.value
+                result = done.value
+                return result
