@@ -61,14 +61,15 @@ def assign_replicas(
             start_partition,
             rng,
         )
-    if any(b.rack is None for b in brokers):
+    racks = {b.node_id: b.rack for b in brokers if b.rack is not None}
+    if len(racks) < len(brokers):
         raise AdminOperationError(
             "Not all brokers have rack information for replica rack aware assignment."
         )
     return _rack_aware(
         partitions,
         replication_factor,
-        {b.node_id: b.rack for b in brokers},  # type: ignore[misc]
+        racks,
         fixed_start_index,
         start_partition,
         rng,
