@@ -51,8 +51,11 @@ class EmbeddedCluster(StartedInWith):
         self.data_dir = (
             Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="odradek-"))
         )
-        self.zookeeper_server = None if zookeeper else ZooKeeperServer(self.data_dir / "zookeeper")
-        self.zookeeper = zookeeper or self.zookeeper_server.connect_string  # type: ignore[union-attr]
+        self.zookeeper_server: ZooKeeperServer | None = None
+        if not zookeeper:
+            self.zookeeper_server = ZooKeeperServer(self.data_dir / "zookeeper")
+            zookeeper = self.zookeeper_server.connect_string
+        self.zookeeper = zookeeper
         common = {"zookeeper.connect": self.zookeeper, **(config or {})}
         #: node id -> its broker.
         self.brokers = {
