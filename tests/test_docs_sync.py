@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from odradek.cli.docs import REFERENCE_DIR, REGENERATE, pages, stale_pages
+from odradek.cli.docs import REFERENCE_DIR, REGENERATE, pages, stale_pages, valid_values
 from odradek.cli.main import main
 from odradek.server.config import CONFIG_DEFS
 from odradek.storage.config import LogConfig
@@ -46,3 +47,20 @@ def test_check_names_stale_pages_and_the_command(
     assert main(["docs", "--dir", str(tmp_path), "--check"]) == 1
     err = capsys.readouterr().err
     assert "configs.md" in err and "cli.md" not in err and REGENERATE in err
+
+
+@pytest.mark.parametrize(
+    ("bounds", "text"),
+    [
+        ({"at_least": 1}, "[1,...]"),
+        ({"at_least": 0, "at_most": 1}, "[0,...,1]"),
+        ({"above": 0, "at_most": 1.0}, "(0,...,1.0]"),
+        ({"at_most": 22}, "[...,22]"),
+        ({"choices": ("compact", "delete")}, "[compact, delete]"),
+        ({}, ""),
+    ],
+)
+def test_valid_values_are_written_as_kafkas_docs_write_them(
+    bounds: dict[str, Any], text: str
+) -> None:
+    assert valid_values(**bounds) == text

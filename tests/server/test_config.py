@@ -241,3 +241,13 @@ def test_queued_max_request_bytes_is_finite_and_holds_the_largest_request() -> N
 def test_queued_max_request_bytes_errors(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BrokerConfig(props)
+
+
+def test_group_coordinator_configs_are_broker_configs() -> None:
+    """The coordinator's configs are parsed with the others (a bad one stops start-up naming
+    it); the migration policy is case-insensitive, as Kafka's."""
+    config = BrokerConfig({"group.max.size": "10", "group.consumer.migration.policy": "Upgrade"})
+    assert config["group.max.size"] == 10
+    assert config["group.consumer.migration.policy"] == "upgrade"
+    assert config["group.consumer.heartbeat.interval.ms"] == 5000
+    assert config["offsets.retention.check.interval.ms"] == 600000

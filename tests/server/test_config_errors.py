@@ -11,6 +11,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from odradek.server.config import BrokerConfig, ConfigError
+from odradek.storage.config import COMPRESSION_TYPES
 
 
 @pytest.mark.parametrize(
@@ -24,6 +25,18 @@ from odradek.server.config import BrokerConfig, ConfigError
         ("log.cleaner.io.buffer.load.factor", "abc", "Not a number of type DOUBLE"),
         ("log.cleaner.enable", "maybe", "Expected value to be either true or false"),
         ("num.partitions", "0", "Value must be at least 1"),
+        ("group.max.size", "many", "Not a number of type INT"),
+        ("group.consumer.session.timeout.ms", "0", "Value must be at least 1"),
+        ("compression.lz4.level", "18", "Value must be no more than 17"),
+        ("log.cleaner.min.cleanable.ratio", "1.5", "Value must be no more than 1"),
+        ("log.cleaner.io.buffer.load.factor", "0", "Value must be above 0"),
+        ("compression.type", "brotli", "String must be one of: " + ", ".join(COMPRESSION_TYPES)),
+        ("log.cleanup.policy", "delete,shred", "String must be one of: compact, delete"),
+        (
+            "group.consumer.migration.policy",
+            "sideways",
+            "String must be one of: disabled, upgrade, downgrade, bidirectional",
+        ),
     ],
 )
 def test_bad_value_message(key: str, value: str, message: str) -> None:

@@ -47,14 +47,24 @@ def _code(value: str | None) -> str:
     return f"`{value}`" if value else '`""`'
 
 
-def _range(at_least: float | None, at_most: float | None = None) -> str:
-    if at_least is not None and at_most is not None:
-        return f"[{at_least},...,{at_most}]"
+def valid_values(
+    at_least: float | None = None,
+    at_most: float | None = None,
+    above: float | None = None,
+    choices: tuple[str, ...] | None = None,
+) -> str:
+    """What a config accepts besides its type, written as Kafka's docs write it."""
+    if choices:
+        return "[" + ", ".join(choices) + "]"
     if at_least is not None:
-        return f"[{at_least},...]"
-    if at_most is not None:
-        return f"(0,...,{at_most}]"
-    return ""
+        low = f"[{at_least},..."
+    elif above is not None:
+        low = f"({above},..."
+    elif at_most is not None:
+        low = "[..."
+    else:
+        return ""
+    return f"{low},{at_most}]" if at_most is not None else f"{low}]"
 
 
 def update_mode(name: str) -> str:
@@ -70,7 +80,7 @@ def _broker_row(d: ConfigDef) -> str:
         d.doc,
         d.type,
         _code(d.default),
-        _range(d.at_least, d.at_most),
+        valid_values(d.at_least, d.at_most, d.above, d.valid_values),
         d.importance,
         update_mode(d.name),
     )
@@ -78,14 +88,13 @@ def _broker_row(d: ConfigDef) -> str:
 
 
 def _topic_row(d: TopicConfigDef) -> str:
-    valid = ", ".join(d.choices) if d.choices else _range(d.at_least)
     server_default = TOPIC_CONFIG_SYNONYMS.get(d.name, ())
     cells = (
         f"`{d.name}`",
         d.doc,
         d.kind,
         _code(d.default),
-        valid,
+        valid_values(d.at_least, d.at_most, choices=d.choices),
         f"`{server_default[0].name}`" if server_default else "",
         d.importance,
     )

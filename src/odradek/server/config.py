@@ -19,6 +19,7 @@ from typing import Any, Literal
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.network.connection_quotas import parse_overrides
 from odradek.network.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from odradek.storage.config import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +130,13 @@ class ConfigDef:
     #: Kafka's importance of the config (high, medium, low); ours are ranked the same way.
     importance: Importance
     #: Lowest accepted value for numeric configs.
-    at_least: int | None = None
-    #: For doubles: accepted values lie in (0, at_most].
+    at_least: float | None = None
+    #: Highest accepted value for numeric configs.
     at_most: float | None = None
+    #: Accepted values lie strictly above this (a double where 0 makes no sense).
+    above: float | None = None
+    #: The accepted strings (for a list, of each item), as Kafka's ValidString and ValidList.
+    valid_values: tuple[str, ...] | None = None
     #: How the value is read when that differs from the type's parser (listeners are a string to Kafka).
     reader: Callable[[str], Any] | None = None
 
@@ -289,6 +294,7 @@ _DEFS = [
         "string",
         "producer",
         "compression.type default: the codec topics store batches in; producer keeps what was sent.",
+        valid_values=COMPRESSION_TYPES,
         importance="high",
     ),
     ConfigDef(
@@ -297,6 +303,7 @@ _DEFS = [
         "-1",
         "compression.gzip.level default: gzip level when the broker compresses (-1 or 1-9).",
         at_least=-1,
+        at_most=9,
         importance="medium",
     ),
     ConfigDef(
@@ -305,6 +312,7 @@ _DEFS = [
         "9",
         "compression.lz4.level default: lz4 level when the broker compresses (1-17).",
         at_least=1,
+        at_most=17,
         importance="medium",
     ),
     ConfigDef(
@@ -313,6 +321,7 @@ _DEFS = [
         "3",
         "compression.zstd.level default: zstd level when the broker compresses (up to 22).",
         at_least=-131072,
+        at_most=22,
         importance="medium",
     ),
     ConfigDef(
@@ -523,6 +532,7 @@ _DEFS = [
         "list",
         "delete",
         "cleanup.policy default: delete old segments, compact by key, or both.",
+        valid_values=CLEANUP_POLICIES,
         importance="medium",
     ),
     ConfigDef(
@@ -530,6 +540,7 @@ _DEFS = [
         "string",
         "CreateTime",
         "message.timestamp.type default: CreateTime or LogAppendTime.",
+        valid_values=TIMESTAMP_TYPES,
         importance="medium",
     ),
     ConfigDef(
@@ -617,6 +628,7 @@ _DEFS = [
         "0.5",
         "min.cleanable.dirty.ratio default: the dirty share that makes a log cleanable.",
         at_least=0,
+        at_most=1,
         importance="medium",
     ),
     ConfigDef(
@@ -631,6 +643,7 @@ _DEFS = [
         "double",
         "0.9",
         "How full the offset map may get before a cleaning stops at the offsets it has mapped.",
+        above=0,
         at_most=1.0,
         importance="medium",
     ),
@@ -800,6 +813,62 @@ _DEFS = [
         "1800000",
         "Largest session timeout a member may ask for.",
         at_least=0,
+        importance="medium",
+    ),
+    ConfigDef(
+        "group.max.size",
+        "int",
+        str(INT_MAX),
+        "Most members a classic group may have; a join beyond it is refused.",
+        at_least=1,
+        importance="medium",
+    ),
+    ConfigDef(
+        "offset.metadata.max.bytes",
+        "int",
+        "4096",
+        "Largest metadata string an offset commit may carry.",
+        importance="high",
+    ),
+    ConfigDef(
+        "offsets.retention.check.interval.ms",
+        "long",
+        "600000",
+        "How often the group coordinator looks for expired offsets.",
+        at_least=1,
+        importance="high",
+    ),
+    ConfigDef(
+        "group.consumer.session.timeout.ms",
+        "int",
+        "45000",
+        "Session timeout of consumer-protocol (KIP-848) group members.",
+        at_least=1,
+        importance="medium",
+    ),
+    ConfigDef(
+        "group.consumer.heartbeat.interval.ms",
+        "int",
+        "5000",
+        "Heartbeat interval the coordinator gives consumer-protocol group members.",
+        at_least=1,
+        importance="medium",
+    ),
+    ConfigDef(
+        "group.consumer.max.size",
+        "int",
+        str(INT_MAX),
+        "Most members a consumer-protocol group may have; a join beyond it is refused.",
+        at_least=1,
+        importance="medium",
+    ),
+    ConfigDef(
+        "group.consumer.migration.policy",
+        "string",
+        "bidirectional",
+        "Which online conversions between classic and consumer groups are allowed (any case).",
+        valid_values=("disabled", "upgrade", "downgrade", "bidirectional"),
+        reader=lambda value: value.strip().lower(),
         importance="medium",
     ),
     ConfigDef(
@@ -1171,17 +1240,21 @@ class BrokerConfig:
 
     @staticmethod
     def _parse(definition: ConfigDef, raw: str) -> Any:
+        """The value, checked as Kafka's validators check it (their messages, the key named)."""
         value = definition.parse(raw)
+        problem = None
         if definition.at_least is not None and value < definition.at_least:
-            raise ConfigError(
-                f"Invalid value {raw} for configuration {definition.name}: "
-                f"Value must be at least {definition.at_least}"
-            )
-        if definition.at_most is not None and not 0 < value <= definition.at_most:
-            raise ConfigError(
-                f"Invalid value {raw} for configuration {definition.name}: "
-                f"Value must be above 0 and no more than {definition.at_most}"
-            )
+            problem = f"Value must be at least {definition.at_least}"
+        elif definition.above is not None and not value > definition.above:
+            problem = f"Value must be above {definition.above}"
+        elif definition.at_most is not None and value > definition.at_most:
+            problem = f"Value must be no more than {definition.at_most}"
+        elif definition.valid_values is not None:
+            items = value if isinstance(value, list) else [value]
+            if any(item not in definition.valid_values for item in items):
+                problem = f"String must be one of: {', '.join(definition.valid_values)}"
+        if problem is not None:
+            raise ConfigError(f"Invalid value {raw} for configuration {definition.name}: {problem}")
         return value
 
     def __getitem__(self, name: str) -> Any:

@@ -12,6 +12,13 @@ from odradek.storage.errors import InvalidConfig
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
+#: Kafka's BrokerCompressionType names: a codec, or "producer" to keep what the producer sent.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+#: Kafka's TimestampType names a topic may store.
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+#: Kafka's cleanup policies; a topic may name both.
+CLEANUP_POLICIES = ("compact", "delete")
+
 
 def _parse_bool(value: str) -> bool:
     v = value.strip().lower()
@@ -41,6 +48,7 @@ class TopicConfigDef:
     doc: str
     importance: Importance
     at_least: float | None
+    at_most: float | None
     choices: tuple[str, ...] | None
 
 
@@ -52,6 +60,7 @@ def _kafka_field(
     choices: tuple[str, ...] | None = None,
     *,
     importance: Importance,
+    at_most: float | None = None,
 ) -> Any:
     return field(
         default=default,
@@ -59,6 +68,7 @@ def _kafka_field(
             "kind": kind,
             "doc": doc,
             "at_least": at_least,
+            "at_most": at_most,
             "choices": choices,
             "importance": importance,
         },
@@ -87,13 +97,14 @@ class LogConfig:
         "list",
         "What happens to old segments: delete them, compact them by key, or both.",
         ("delete",),
+        choices=CLEANUP_POLICIES,
         importance="medium",
     )
     compression_type: str = _kafka_field(
         "string",
         "Final compression of the topic; 'producer' keeps what the producer sent.",
         "producer",
-        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        choices=COMPRESSION_TYPES,
         importance="high",
     )
     compression_gzip_level: int = _kafka_field(
@@ -102,12 +113,18 @@ class LogConfig:
         -1,
         -1,
         importance="medium",
+        at_most=9,
     )
     compression_lz4_level: int = _kafka_field(
-        "int", "lz4 level when the broker compresses (1-17).", 9, 1, importance="medium"
+        "int", "lz4 level when the broker compresses (1-17).", 9, 1, importance="medium", at_most=17
     )
     compression_zstd_level: int = _kafka_field(
-        "int", "zstd level when the broker compresses (up to 22).", 3, -131072, importance="medium"
+        "int",
+        "zstd level when the broker compresses (up to 22).",
+        3,
+        -131072,
+        importance="medium",
+        at_most=22,
     )
     delete_retention_ms: int = _kafka_field(
         "long",
@@ -176,7 +193,7 @@ class LogConfig:
         "string",
         "Whether a record's timestamp is the producer's CreateTime or the broker's LogAppendTime.",
         "CreateTime",
-        choices=("CreateTime", "LogAppendTime"),
+        choices=TIMESTAMP_TYPES,
         importance="medium",
     )
     min_cleanable_dirty_ratio: float = _kafka_field(
@@ -185,6 +202,7 @@ class LogConfig:
         0.5,
         0,
         importance="medium",
+        at_most=1,
     )
     min_compaction_lag_ms: int = _kafka_field(
         "long",
@@ -250,16 +268,14 @@ class LogConfig:
 
     def __post_init__(self) -> None:
         for policy in self.cleanup_policy:
-            if policy not in ("delete", "compact"):
+            if policy not in CLEANUP_POLICIES:
                 raise InvalidConfig(f"cleanup.policy: unknown policy {policy!r}")
-        if self.min_cleanable_dirty_ratio > 1:
-            raise InvalidConfig("min.cleanable.dirty.ratio must be at most 1")
         if self.compression_gzip_level == 0 or self.compression_gzip_level > 9:
             raise InvalidConfig("compression.gzip.level must be -1 or between 1 and 9")
-        if self.compression_lz4_level > 17:
-            raise InvalidConfig("compression.lz4.level must be at most 17")
-        if self.compression_zstd_level > 22:
-            raise InvalidConfig("compression.zstd.level must be at most 22")
+        for f in dataclasses.fields(self):  # upper bounds hold however the config was built
+            at_most = f.metadata["at_most"]
+            if at_most is not None and getattr(self, f.name) > at_most:
+                raise InvalidConfig(f"{_kafka_name(f)} must be at most {at_most}")
 
     @property
     def compact(self) -> bool:
@@ -284,6 +300,7 @@ class LogConfig:
                 f.metadata["doc"],
                 f.metadata["importance"],
                 f.metadata["at_least"],
+                f.metadata["at_most"],
                 f.metadata["choices"],
             )
             for f in dataclasses.fields(cls)
@@ -322,7 +339,8 @@ class LogConfig:
                 raise InvalidConfig(
                     f"Invalid value {raw} for configuration {key}: must be at least {meta['at_least']}"
                 )
-            if meta["choices"] and value not in meta["choices"]:
+            items = value if meta["kind"] == "list" else (value,)
+            if meta["choices"] and any(item not in meta["choices"] for item in items):
                 raise InvalidConfig(
                     f"Invalid value {raw} for configuration {key}: must be one of {meta['choices']}"
                 )
