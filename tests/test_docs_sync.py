@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from odradek.cli.docs import REFERENCE_DIR, REGENERATE, pages, stale_pages, valid_values
-from odradek.cli.main import main
+from odradek.cli.main import build_parser, main
 from odradek.server.config import CONFIG_DEFS
 from odradek.storage.config import LogConfig
 
@@ -64,3 +65,20 @@ def test_valid_values_are_written_as_kafkas_docs_write_them(
     bounds: dict[str, Any], text: str
 ) -> None:
     assert valid_values(**bounds) == text
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _parsers(sub)
+    return found
+
+
+def test_every_cli_option_says_what_it_does() -> None:
+    """--help and the CLI reference show each option's help; none may be blank."""
+    for parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"{parser.prog} {'/'.join(action.option_strings)}: no help"

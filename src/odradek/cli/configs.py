@@ -48,8 +48,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_entity_args(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
-    parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), required=True)
-    parser.add_argument("--entity-name", required=True, help="topic name or broker id")
+    parser.add_argument(
+        "--entity-type",
+        choices=sorted(ENTITY_TYPES),
+        required=True,
+        help="kind of resource: a topic or a broker",
+    )
+    parser.add_argument(
+        "--entity-name",
+        required=True,
+        help="topic name or broker id",
+    )
 
 
 def parse_config_list(text: str) -> dict[str, str]:

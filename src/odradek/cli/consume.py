@@ -44,7 +44,7 @@ POLL_INTERVAL_S = 0.2
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("consume", help="print records from a topic")
     add_connection_args(parser)
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", required=True, help="topic to read")
     parser.add_argument("--group", help="consume as a member of this consumer group")
     parser.add_argument("--partition", type=int, help="read only this partition")
     start = parser.add_mutually_exclusive_group()
@@ -57,7 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--max-messages", type=int, help="exit after printing this many records")
     parser.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: one line per record (see --property); json: one object per record",
+    )
     add_key_value_arg(
         parser,
         "--property",

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("describe", help="members, committed offsets and lag per partition")
     add_connection_args(p)
-    p.add_argument("--group", required=True)
+    p.add_argument("--group", required=True, help="the group to describe")
     p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser("delete", help="delete groups with no members (and their offsets)")
@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "reset-offsets", help="move a group's committed offsets (dry run unless --execute)"
     )
     add_connection_args(p)
-    p.add_argument("--group", required=True)
+    p.add_argument("--group", required=True, help="the group whose offsets move")
     p.add_argument(
         "--topic",
         action="append",
@@ -61,9 +61,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="TOPIC or TOPIC:P1,P2 (repeatable); all partitions when none are named",
     )
     target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--to-earliest", action="store_true")
-    target.add_argument("--to-latest", action="store_true")
-    target.add_argument("--to-offset", type=int)
+    target.add_argument("--to-earliest", action="store_true", help="to the log start offset")
+    target.add_argument("--to-latest", action="store_true", help="to the log end offset")
+    target.add_argument(
+        "--to-offset", type=int, help="to this offset (clamped to the partition's range)"
+    )
     target.add_argument("--to-datetime", help="ISO 8601, e.g. 2024-01-31T12:00:00+00:00")
     p.add_argument(
         "--execute", action="store_true", help="commit the new offsets (default: dry run)"

@@ -89,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ):
         p = commands.add_parser(name, help=help_text)
         add_connection_args(p)
-        p.add_argument("--topic", required=True)
+        p.add_argument("--topic", required=True, help="topic to write or read")
         p.add_argument(
             "--records", type=int, default=1_000_000, help="number of records (default 1,000,000)"
         )
@@ -103,7 +103,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             p.add_argument(
                 "--record-size", type=int, default=100, help="value bytes per record (default 100)"
             )
-            p.add_argument("--acks", default="1", choices=("0", "1", "all", "-1"))
+            p.add_argument(
+                "--acks",
+                default="1",
+                choices=("0", "1", "all", "-1"),
+                help="the producer's acks",
+            )
             p.add_argument(
                 "--partitions",
                 type=int,
@@ -111,7 +116,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 help="partitions of the topic if it must be created (default 1)",
             )
             p.add_argument(
-                "--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd")
+                "--compression",
+                default="none",
+                choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                help="the producer's compression.type",
             )
             p.add_argument(
                 "--batch-size", type=int, help="batch.size in bytes (librdkafka default otherwise)"

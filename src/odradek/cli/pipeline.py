@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "aggregate", help="windowed counts per key from one topic into another"
     )
     _common(aggregate)
-    aggregate.add_argument("--source-topic", required=True)
-    aggregate.add_argument("--sink-topic", required=True)
+    aggregate.add_argument("--source-topic", required=True, help="topic of keyed records to count")
+    aggregate.add_argument("--sink-topic", required=True, help="topic the counts are written to")
     aggregate.add_argument(
         "--window", default="1 minute", help='window length (default "1 minute")'
     )
@@ -44,7 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument(
+        "--bootstrap-servers", required=True, help="host:port of the brokers, comma-separated"
+    )
     parser.add_argument(
         "--checkpoint", required=True, help="checkpoint directory (offsets and state)"
     )

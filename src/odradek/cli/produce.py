@@ -22,7 +22,7 @@ FLUSH_TIMEOUT_S = 60.0
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("produce", help="write lines from stdin to a topic")
     add_connection_args(parser)
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", required=True, help="topic to write to")
     parser.add_argument("--partition", type=int, help="write every record to this partition")
     parser.add_argument(
         "--key-separator", help="split each line into key SEP value (implies parse.key)"

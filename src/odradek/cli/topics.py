@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     create = actions.add_parser("create", help="create a topic")
     add_connection_args(create)
-    create.add_argument("--topic", required=True)
+    create.add_argument("--topic", required=True, help="name of the new topic")
     create.add_argument(
         "--partitions", type=int, default=-1, help="default: the broker's num.partitions"
     )
@@ -39,7 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_key_value_arg(
         create, "--config", help="a topic config, e.g. cleanup.policy=compact; repeatable"
     )
-    create.add_argument("--if-not-exists", action="store_true")
+    create.add_argument(
+        "--if-not-exists", action="store_true", help="succeed when the topic already exists"
+    )
     create.add_argument(
         "--validate-only", action="store_true", help="check the request, create nothing"
     )
@@ -47,7 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     listing = actions.add_parser("list", help="list topic names")
     add_connection_args(listing)
-    listing.add_argument("--exclude-internal", action="store_true")
+    listing.add_argument(
+        "--exclude-internal", action="store_true", help="leave out topics whose names start with __"
+    )
     listing.set_defaults(func=_list)
 
     describe = actions.add_parser(
@@ -57,12 +61,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument(
         "--topic", action="append", default=[], help="repeatable; default: all topics"
     )
-    describe.add_argument("--exclude-internal", action="store_true")
+    describe.add_argument(
+        "--exclude-internal", action="store_true", help="leave out topics whose names start with __"
+    )
     describe.set_defaults(func=_describe)
 
     alter = actions.add_parser("alter", help="increase a topic's partition count")
     add_connection_args(alter)
-    alter.add_argument("--topic", required=True)
+    alter.add_argument("--topic", required=True, help="topic to change")
     alter.add_argument(
         "--partitions", type=int, required=True, help="the new total partition count"
     )
@@ -71,7 +77,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     delete = actions.add_parser("delete", help="delete topics")
     add_connection_args(delete)
     delete.add_argument("--topic", action="append", required=True, help="repeatable")
-    delete.add_argument("--if-exists", action="store_true")
+    delete.add_argument(
+        "--if-exists", action="store_true", help="succeed when a topic does not exist"
+    )
     delete.set_defaults(func=_delete)
 
 
