@@ -12,6 +12,7 @@ import subprocess
 import sys
 import uuid
 
+import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 TIMEOUT = 60
@@ -55,7 +56,17 @@ def test_consume_timeout_counts_from_the_group_assignment(odradek, odradek_broke
     assert "Processed a total of 2 messages" in consumed.stderr
 
 
-def test_unknown_broker_id_is_one_line(odradek, odradek_broker) -> None:
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("7", ("broker 7 is not in the cluster", "its brokers: ")),
+        # librdkafka refuses a resource without a name (Kafka's cluster-wide default)
+        ("", ("librdkafka cannot address the cluster-wide default",)),
+    ],
+)
+def test_unknown_broker_entity_is_one_line(
+    odradek, odradek_broker, name: str, expected: tuple[str, ...]
+) -> None:
     for action in (("describe",), ("alter", "--add-config", "log.retention.ms=1000")):
         result = odradek(
             odradek_broker,
@@ -64,10 +75,13 @@ def test_unknown_broker_id_is_one_line(odradek, odradek_broker) -> None:
             "--entity-type",
             "brokers",
             "--entity-name",
-            "7",
+            name,
             *action[1:],
         )
-        _assert_one_line_error(result, "broker 7 is not in the cluster", "its brokers: ")
+        _assert_one_line_error(result, *expected)
+
+
+def test_broker_entity_name_must_be_a_number(odradek, odradek_broker) -> None:
     not_a_number = odradek(
         odradek_broker, "configs", "describe", "--entity-type", "brokers", "--entity-name", "x"
     )

@@ -79,8 +79,23 @@ def parse_config_list(text: str) -> dict[str, str]:
     return configs
 
 
-def _resource(args: argparse.Namespace) -> ConfigResource:
-    return ConfigResource(ENTITY_TYPES[args.entity_type], args.entity_name)
+def _resource(
+    args: argparse.Namespace, incremental_configs: list[ConfigEntry] | None = None
+) -> ConfigResource:
+    """The resource to describe or alter; ToolError for an empty name, which librdkafka refuses.
+
+    Kafka's cluster-wide default broker resource is named "", and librdkafka (hence
+    confluent-kafka) will not build a resource without a name, so this tool cannot reach it:
+    the broker serves it to other admin clients (kafka-configs.sh --entity-default).
+    """
+    if not args.entity_name:
+        raise ToolError(
+            "--entity-name is empty: librdkafka cannot address the cluster-wide default; "
+            "use another Kafka admin client (kafka-configs.sh --entity-default)"
+        )
+    return ConfigResource(
+        ENTITY_TYPES[args.entity_type], args.entity_name, incremental_configs=incremental_configs
+    )
 
 
 def _entity(args: argparse.Namespace) -> str:
@@ -88,10 +103,7 @@ def _entity(args: argparse.Namespace) -> str:
 
 
 def _check_broker(admin, watch: BrokerWatch, args: argparse.Namespace) -> None:
-    """ToolError unless a brokers entity names a broker of the cluster (see the module docstring).
-
-    An empty name is Kafka's cluster-wide default resource, which any broker answers.
-    """
+    """ToolError unless a brokers entity names a broker of the cluster (see the module docstring)."""
     if args.entity_type != "brokers" or args.entity_name == "":
         return
     try:
@@ -138,9 +150,7 @@ def _alter(args: argparse.Namespace) -> int:
     entries = [
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()
     ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
-    resource = ConfigResource(
-        ENTITY_TYPES[args.entity_type], args.entity_name, incremental_configs=entries
-    )
+    resource = _resource(args, entries)
     admin, watch = admin_client(args)
     _check_broker(admin, watch, args)
     (future,) = admin.incremental_alter_configs([resource]).values()
