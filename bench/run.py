@@ -435,7 +435,12 @@ def precompile() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds, each running both brokers; medians are reported (default 3)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="a tenth of the records and partitions"
     )
