@@ -63,25 +63,12 @@ def overrides(items: list[str]) -> dict[str, str]:
     return props
 
 
-def without_test_libraries() -> None:
-    """Keep hypothesis out of a broker process.
-
-    kio imports hypothesis whenever it is installed (a dev or test venv) to register
-    test strategies for its types; that import and the registration took 0.2 s of
-    every broker start, for nothing a broker uses. Marked absent in ``sys.modules``
-    before kio is imported, ``import hypothesis`` raises ImportError, which kio
-    takes as "not installed". A process that already imported it keeps it.
-    """
-    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig(broker_properties(args))
     except (ConfigError, OSError) as e:
         print(f"odradek: invalid configuration: {e}", file=sys.stderr)
         return 2
-    without_test_libraries()
     try:
         return asyncio.run(_serve(config))
     except KeyboardInterrupt:
