@@ -106,7 +106,13 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins(odradek_cluster, admin):
             odradek_cluster, **{"bootstrap.servers": leader_admin_servers(odradek_cluster, leader)}
         )
         assert produce_numbered(p, "replicated", 3000, 100) == list(range(3000, 3100))
-        assert leader_and_isr(leader_admin, "replicated")[1] == {1, 2, 3} - {follower}
+        # The ISR change reaches the metadata through the state znode's watch, a moment
+        # after the leader saw it committed.
+        wait_until(
+            lambda: leader_and_isr(leader_admin, "replicated")[1] == {1, 2, 3} - {follower},
+            timeout=10,
+            what="the metadata to show the shrunk ISR",
+        )
         # The leader took it out, not the controller: the paused broker's ZooKeeper session
         # (6 s) has not ended, it is still registered.
         assert follower in leader_admin.list_topics(timeout=10).brokers

@@ -6,7 +6,7 @@ from odradek.coordinator.batches import encode_batch
 from odradek.protocol.errors import ErrorCode
 from odradek.replication.partition import EpochQuery, FetchPosition, Partition
 from odradek.replication.partition_state import PartitionState
-from odradek.storage import Log, LogConfig, TopicPartition
+from odradek.storage import Log, LogConfig, LogManager, TopicPartition
 
 NOW = 1_700_000_000_000
 REPLICAS = (0, 1)
@@ -65,3 +65,28 @@ def test_replication_between_real_logs_commits_then_truncates_a_divergent_tail(t
     assert log_bytes(log0) == log_bytes(log1)
     log0.close()
     log1.close()
+
+
+def test_a_restarted_broker_starts_from_its_checkpointed_high_watermark(tmp_path) -> None:
+    """replication-offset-checkpoint is written with each partition's high watermark and read
+    back at start-up: a restarted leader does not hide what was committed, and a checkpoint
+    beyond the log end (a log cut short since) is capped at it."""
+    tp, other = TopicPartition("t", 0), TopicPartition("t", 1)
+    manager = LogManager([str(tmp_path)], LogConfig())
+    manager.startup()
+    logs = manager.get_or_create_logs([tp, other], LogConfig())
+    for log in logs:
+        for i in range(5):
+            log.append(encode_batch([(b"k", b"%d" % i)], NOW), leader_epoch=0, now_ms=NOW)
+    manager.high_watermark = {tp: 3, other: 5}.get
+    manager.shutdown()
+
+    restarted = LogManager([str(tmp_path)], LogConfig())
+    restarted.startup()
+    assert restarted.checkpointed_high_watermarks == {tp: 3, other: 5}
+    state = PartitionState(0, 1, REPLICAS, REPLICAS, 0)
+    log0, log1 = restarted.get_or_create_logs([tp, other], LogConfig())
+    assert Partition(log0, 0, state, NOW, checkpointed_high_watermark=3).high_watermark == 3
+    assert Partition(log1, 0, state, NOW, checkpointed_high_watermark=9).high_watermark == 5
+    assert Partition(log1, 0, state, NOW).high_watermark == 0  # no checkpoint: log start
+    restarted.shutdown()

@@ -39,11 +39,13 @@ where a real log's files and fsyncs would allow only a few); both keep their
 epochs in storage's ``LeaderEpochFileCache``, so the truncation arithmetic the
 simulation checks is the production code.
 
-There is no high watermark checkpoint yet (Kafka's replication-offset-checkpoint):
-a partition opened with other replicas starts its high watermark at the log start
-offset, which hides nothing committed for ever (it rises with the followers'
-next fetches) and never exposes an uncommitted tail. A partition whose only
-replica is this broker (the single node) starts at its log end offset, as before.
+A partition opens with the high watermark its broker last checkpointed (Kafka's
+replication-offset-checkpoint), capped at its log end offset: a restarted leader does
+not hide what was committed before, and nothing above it was ever exposed. Without a
+checkpoint entry, a partition with other replicas starts at its log start offset, which
+hides nothing committed for ever (it rises with the followers' next fetches) and never
+exposes an uncommitted tail; a partition whose only replica is this broker (the single
+node) starts at its log end offset.
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ class Partition(Generic[LogT]):
         state: PartitionState,
         now_ms: int,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        checkpointed_high_watermark: int | None = None,
     ) -> None:
         self.log = log
         self.topic_partition = log.topic_partition
@@ -151,9 +154,14 @@ class Partition(Generic[LogT]):
         self.leader_epoch_start_offset = -1
         #: A follower must find its divergence point before it fetches.
         self._truncating = False
-        self.high_watermark = (
-            log.log_end_offset if state.replicas == (node_id,) else log.log_start_offset
-        )
+        if state.replicas == (node_id,):
+            self.high_watermark = log.log_end_offset
+        elif checkpointed_high_watermark is not None:
+            self.high_watermark = max(
+                log.log_start_offset, min(checkpointed_high_watermark, log.log_end_offset)
+            )
+        else:
+            self.high_watermark = log.log_start_offset
         self.apply_state(state, now_ms)
 
     # -- views ---------------------------------------------------------------------------

@@ -193,7 +193,12 @@ class ReplicaManager:
         # Logs made by create_topic/create_partitions already exist; these calls only look them up.
         for p, log_ in zip(new, self._open_logs(after.name, new, config)):
             partition = Partition(
-                log_, self.node_id, _partition_state(p), now_ms, self.replica_lag_time_max_ms
+                log_,
+                self.node_id,
+                _partition_state(p),
+                now_ms,
+                self.replica_lag_time_max_ms,
+                self.log_manager.checkpointed_high_watermarks.pop(log_.topic_partition, None),
             )
             self._partitions[log_.topic_partition] = partition
             changed.append(log_.topic_partition)
@@ -308,6 +313,11 @@ class ReplicaManager:
                 f"This server does not host this topic-partition: {tp.topic}-{tp.partition}"
             )
         return partition
+
+    def high_watermark_of(self, tp: TopicPartition) -> int | None:
+        """``tp``'s high watermark here, None if it is not hosted here."""
+        partition = self._partitions.get(tp)
+        return partition.high_watermark if partition is not None else None
 
     def partitions(self) -> dict[TopicPartition, Partition[Log]]:
         return dict(self._partitions)

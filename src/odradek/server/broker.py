@@ -173,6 +173,7 @@ class Broker:
                 self.default_log_config,
                 self.config.get("replica.lag.time.max.ms"),
             )
+            self.log_manager.high_watermark = self.replica_manager.high_watermark_of
             self.replica_manager.append_listeners.append(self.fetch_purgatory.notify)
             self.replica_manager.hw_listeners.append(self.fetch_purgatory.notify)
             self.replica_manager.startup()

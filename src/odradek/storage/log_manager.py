@@ -66,8 +66,12 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
-        #: The broker sets this to give replication-offset-checkpoint its high watermarks.
+        #: The broker sets this to give replication-offset-checkpoint its high watermarks, and
+        #: retention and the cleaner their upper bound (neither goes past the high watermark).
         self.high_watermark: Callable[[TopicPartition], int | None] | None = None
+        #: The high watermarks replication-offset-checkpoint held at start-up, for the
+        #: partitions to start from (Kafka's ReplicaManager reads them the same way).
+        self.checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         self.offline_dirs: set[Path] = set()
         self._logs: dict[TopicPartition, Log] = {}
         self._lock_fds: dict[Path, int] = {}
@@ -123,6 +127,9 @@ class LogManager:
         clean = marker.exists()
         recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        self.checkpointed_high_watermarks.update(
+            self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+        )
         partition_dirs = []
         with os.scandir(d) as listing:  # file types come with the listing: no stat per partition
             entries = sorted((entry.name, entry.is_dir()) for entry in listing)
