@@ -147,13 +147,42 @@ def test_several_listeners_matched_by_name() -> None:
 @pytest.mark.parametrize(
     ("props", "message"),
     [
-        ({"listeners": "SSL://:9093"}, "PLAINTEXT listeners only"),
+        # The inter-broker listener defaults to PLAINTEXT (security.inter.broker.protocol).
+        ({"listeners": "SSL://:9093"}, "inter.broker.listener.name must be a listener name"),
         (
             {
                 "listeners": "PLAINTEXT://:9092,X://:9093",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,X:SASL_PLAINTEXT",
             },
-            "PLAINTEXT listeners only",
+            "X uses security protocol SASL_PLAINTEXT: SASL is not supported yet",
+        ),
+        (
+            {"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "SSL"},
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol",
+        ),
+        (
+            {"inter.broker.listener.name": "internal"},
+            "Listener with name INTERNAL defined in inter.broker.listener.name not found",
+        ),
+        (
+            {"security.inter.broker.protocol": "TLS"},
+            "security.inter.broker.protocol: String must be one of: PLAINTEXT, SSL",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,SSL://:9093",
+                "advertised.listeners": "PLAINTEXT://h:9092",
+                "security.inter.broker.protocol": "SSL",
+            },
+            "must be a listener name defined in advertised.listeners. The valid options "
+            "based on currently configured listeners are PLAINTEXT",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,SSL://:9093",
+                "listener.name.ssl.ssl.client.auth": "x",
+            },
+            "listener.name.ssl.ssl.client.auth: String must be one of: required, requested, none",
         ),
         (
             {"listeners": "PLAINTEXT://:9092,OTHER://:9093"},
@@ -251,3 +280,39 @@ def test_group_coordinator_configs_are_broker_configs() -> None:
     assert config["group.consumer.migration.policy"] == "upgrade"
     assert config["group.consumer.heartbeat.interval.ms"] == 5000
     assert config["offsets.retention.check.interval.ms"] == 600000
+
+
+def test_the_inter_broker_listener() -> None:
+    assert BrokerConfig({}).inter_broker_listener_name == "PLAINTEXT"
+    two = {"listeners": "PLAINTEXT://:9092,SSL://:9093"}
+    ssl_only = BrokerConfig({**two, "security.inter.broker.protocol": "SSL"})
+    assert ssl_only.inter_broker_listener_name == "SSL"
+    named = BrokerConfig(
+        {
+            "listeners": "CLIENTS://:9092,REPLICATION://:9093",
+            "listener.security.protocol.map": "CLIENTS:SSL,REPLICATION:PLAINTEXT",
+            "inter.broker.listener.name": "replication",
+        }
+    )
+    assert named.inter_broker_listener_name == "REPLICATION"
+
+
+def test_listener_prefixed_ssl_configs_override_the_broker_wide_ones() -> None:
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://:9092,SSL://:9093,MTLS://:9094",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": "/etc/broker.pem",
+            "ssl.client.auth": "requested",
+            "listener.name.mtls.ssl.client.auth": "required",
+            "listener.name.mtls.ssl.enabled.protocols": "TLSv1.3",
+            # Kafka's prefix is the lower-cased listener name: this one configures nothing.
+            "listener.name.SSL.ssl.client.auth": "required",
+        }
+    )
+    ssl, mtls = config.ssl_config("SSL"), config.ssl_config("MTLS")
+    assert (ssl.client_auth, ssl.enabled_protocols) == ("requested", ("TLSv1.2", "TLSv1.3"))
+    assert (mtls.client_auth, mtls.enabled_protocols) == ("required", ("TLSv1.3",))
+    assert ssl.keystore_location == mtls.keystore_location == "/etc/broker.pem"
+    assert mtls.keystore_type == "PEM"

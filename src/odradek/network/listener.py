@@ -34,15 +34,32 @@ holds the pool's pass (see ``memory_pool``). A muted connection ages like any
 other, as in Kafka, whose idle expiry does not look at muting: one that has sent
 nothing for ``connections.max.idle.ms`` is closed, so connections stalled in the
 middle of requests cannot hold the pool for longer than that.
+
+A TLS listener (security protocol SSL) has an ``SslChannel``. Its acceptor
+hands each accepted socket to a handshake task of its own, so a client that
+connects and says nothing (or speaks plaintext) delays no one else; the
+handshake has ``connections.max.idle.ms`` to finish, and a failed one is
+logged, as Kafka logs a failed authentication, and closes that socket alone.
+The connection's principal is set from the peer's certificate once the
+handshake is done, before its first request is read. Responses go out as on
+plaintext, except file regions: sendfile cannot pass through TLS, so a region
+is read from the file in chunks (``os.pread``) and written to the TLS transport
+as it drains. Each chunk is a new bytes object rather than a reused buffer
+because the TLS transport may keep a reference to data it has not yet
+encrypted; the record bytes are still never decoded, and the plaintext path
+keeps sendfile without a check per response (the region sender is chosen
+once per connection).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
+import ssl
 import types
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
@@ -51,6 +68,8 @@ from typing import Any, TypeVar
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.framing import FrameReader
 from odradek.network.memory_pool import MemoryPool
+from odradek.network.principal import ANONYMOUS, KafkaPrincipal
+from odradek.network.ssl_channel import SslChannel
 from odradek.protocol.frames import SIZE_PREFIX_LEN, InvalidFrame, size_prefix
 from odradek.protocol.response import EncodedResponse, Region
 
@@ -63,6 +82,8 @@ MAX_BURST = 16
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 #: Most bytes one read takes while request memory is exhausted (before the connection is muted).
 SHORT_READ = 4 * 1024
+#: Bytes of a file region read and written to a TLS transport at once.
+TLS_REGION_CHUNK = 256 * 1024
 
 
 class CloseConnection(Exception):
@@ -77,6 +98,10 @@ class ConnectionInfo:
     peer_host: str
     peer_port: int
     listener_name: str
+    #: PLAINTEXT or SSL (the listener's protocol in listener.security.protocol.map).
+    security_protocol: str = "PLAINTEXT"
+    #: Who the peer is, for authorization and quotas: User:ANONYMOUS until authenticated.
+    principal: KafkaPrincipal = ANONYMOUS
 
 
 Dispatch = Callable[[ConnectionInfo, memoryview], Coroutine[Any, Any, EncodedResponse | None]]
@@ -87,6 +112,7 @@ class ListenerConfig:
     host: str
     port: int
     listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000
     #: Pending connections the kernel queues while the acceptor waits for a slot.
@@ -102,8 +128,16 @@ class Listener:
         dispatch: Dispatch,
         quotas: ConnectionQuotas | None = None,
         memory_pool: MemoryPool | None = None,
+        ssl_channel: SslChannel | None = None,
     ) -> None:
+        if (ssl_channel is None) != (config.security_protocol == "PLAINTEXT"):
+            raise ValueError(
+                f"listener {config.listener_name} ({config.security_protocol}): "
+                "an SslChannel is needed for SSL and only for SSL"
+            )
         self.config = config
+        #: The TLS context and principal mapping of an SSL listener; replaced by ``update_ssl``.
+        self.ssl_channel = ssl_channel
         self._dispatch = dispatch
         #: Shared by every listener of a broker (max.connections counts them all); unlimited by default.
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
@@ -112,6 +146,7 @@ class Listener:
         self._acceptor: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
         self._connections: set[_Connection] = set()
+        self._handshakes: set[asyncio.Task] = set()
         self._stopping = False
         self._next_id = 0
 
@@ -175,6 +210,11 @@ class Listener:
                 sock.close()
                 continue
             connection = _Connection(self, info)
+            if self.ssl_channel is not None:
+                task = asyncio.create_task(self._handshake(connection, sock, self.ssl_channel))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+                continue
             try:
                 await loop.connect_accepted_socket(lambda: connection, sock)  # noqa: B023 - called now
             except OSError as e:
@@ -182,6 +222,32 @@ class Listener:
                 sock.close()
                 if not connection.counted:
                     self._release(info)
+
+    async def _handshake(
+        self, connection: _Connection, sock: socket.socket, channel: SslChannel
+    ) -> None:
+        """TLS handshake of one accepted socket; the connection serves once it is done."""
+        info = connection.info
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: connection,
+                sock,
+                ssl=channel.context,
+                ssl_handshake_timeout=self.config.connections_max_idle_ms / 1000,
+            )
+        except (OSError, ValueError) as e:  # ssl.SSLError, a reset, the handshake timeout
+            log.info(
+                "Failed authentication with %s (channelId=%s) (SSL handshake failed: %s)",
+                info.peer_host,
+                info.connection_id,
+                e,
+            )
+        except asyncio.CancelledError:
+            pass
+        finally:
+            if not connection.counted:
+                sock.close()
+                self._release(info)
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Stop accepting, let in-flight requests finish and be answered, close every connection."""
@@ -191,6 +257,10 @@ class Listener:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._acceptor
             self._acceptor = None
+        for task in list(self._handshakes):
+            task.cancel()
+        if self._handshakes:
+            await asyncio.wait(list(self._handshakes))
         for connection in list(self._connections):
             connection.stop()
         tasks = [c.task for c in self._connections if c.task is not None]
@@ -215,8 +285,18 @@ class Listener:
             return None
         self._next_id += 1
         return ConnectionInfo(
-            f"{host}:{port}-{self._next_id}", host, port, self.config.listener_name
+            f"{host}:{port}-{self._next_id}",
+            host,
+            port,
+            self.config.listener_name,
+            self.config.security_protocol,
         )
+
+    def update_ssl(self, channel: SslChannel) -> None:
+        """Serve new connections with ``channel`` (a rotated key store); open ones keep theirs."""
+        if self.ssl_channel is None:
+            raise ValueError(f"listener {self.config.listener_name} is not an SSL listener")
+        self.ssl_channel = channel
 
     def _release(self, info: ConnectionInfo) -> None:
         self.quotas.release(info.listener_name, info.peer_host)
@@ -251,6 +331,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._pool_muted = False  # waiting for request memory
         self._writable = True  # the transport's write buffer is below its high-water mark
         self._out: list[bytes | memoryview] = []  # response bytes not yet given to the transport
+        self._tls = False  # set once a TLS handshake has made the connection
+        #: How file regions are sent: sendfile on plaintext, read and written through TLS.
+        self._send_region = self._sendfile
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
 
@@ -261,12 +344,43 @@ class _Connection(asyncio.BufferedProtocol):
         self._transport = transport
         self.counted = True
         self._listener._connections.add(self)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self._tls = True
+            self._send_region = self._send_region_through_tls
+            if not self._authenticate(ssl_object):
+                return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._socket_fd = sock.fileno()
         self.task = self._loop.create_task(self._serve())
         self._arm_idle_timer(self._listener.config.connections_max_idle_ms / 1000)
+
+    def _authenticate(self, ssl_object: ssl.SSLObject) -> bool:
+        """Set the principal from the peer's certificate; False (and closed) when it has none."""
+        channel = self._listener.ssl_channel
+        assert channel is not None
+        try:
+            principal = channel.principal(ssl_object)
+        except ValueError as e:  # no mapping rule applies, or an unreadable certificate
+            log.info(
+                "Failed authentication with %s (channelId=%s) (%s)",
+                self.info.peer_host,
+                self.info.connection_id,
+                e,
+            )
+            self.abort()
+            return False
+        self.info = dataclasses.replace(self.info, principal=principal)
+        log.debug(
+            "connection %s on listener %s: %s, principal %s",
+            self.info.connection_id,
+            self.info.listener_name,
+            ssl_object.version(),
+            principal,
+        )
+        return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
         pool = self._pool
@@ -301,10 +415,11 @@ class _Connection(asyncio.BufferedProtocol):
             pool.mute(self)
 
     def eof_received(self) -> bool:
-        # Keep the transport open: the frames already received are still answered.
+        # Keep the transport open: the frames already received are still answered
+        # (TLS has no half-close: asyncio closes a TLS transport whatever is returned).
         self._eof = True
         self._wake()
-        return True
+        return not self._tls
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -481,7 +596,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._out.append(chunk)
             else:
                 self._flush()
-                await self._sendfile(chunk)
+                await self._send_region(chunk)
                 if self._closed:
                     return
 
@@ -518,6 +633,25 @@ class _Connection(asyncio.BufferedProtocol):
             await self._loop.sendfile(
                 self._transport, region.file, position, remaining, fallback=True
             )
+
+    async def _send_region_through_tls(self, region: Region) -> None:
+        """Read the region from the file in chunks and write them to the TLS transport.
+
+        Writes while the transport takes them and waits for it to drain (its
+        ``resume_writing``) when it is full, so a large fetch holds at most a
+        chunk and the transport's high-water mark in memory.
+        """
+        fd = region.file.fileno()
+        position, remaining = region.position, region.length
+        while remaining and not self._closed:
+            chunk = os.pread(fd, min(remaining, TLS_REGION_CHUNK), position)
+            if not chunk:
+                raise CloseConnection(f"file region ends {remaining} bytes early")
+            self._transport.write(chunk)
+            position += len(chunk)
+            remaining -= len(chunk)
+            while not self._writable and not self._closed:
+                await self._sleep_until_woken()
 
 
 @types.coroutine

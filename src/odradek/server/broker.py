@@ -28,12 +28,14 @@ from odradek.metadata.store import MetadataStore
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.network.memory_pool import MemoryPool
+from odradek.network.ssl_channel import SslChannel
+from odradek.network.ssl_engine_factory import SslConfigError
 from odradek.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.replication.purgatory import Purgatory
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.authorization import Authorizer
 from odradek.server.components import COMPONENTS
-from odradek.server.config import BrokerConfig
+from odradek.server.config import BrokerConfig, ConfigError, Endpoint
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.request_channel import RequestChannel
 from odradek.storage import LogConfig, LogManager
@@ -43,6 +45,16 @@ if TYPE_CHECKING:
     from odradek.server.zk_cluster import ZkCluster
 
 log = logging.getLogger(__name__)
+
+
+def _ssl_channel(config: BrokerConfig, endpoint: Endpoint) -> SslChannel | None:
+    """An SSL listener's TLS context and principal mapping; a bad ssl.* config stops start-up."""
+    if endpoint.security_protocol != "SSL":
+        return None
+    try:
+        return SslChannel.from_config(config.ssl_config(endpoint.listener_name))
+    except SslConfigError as e:
+        raise ConfigError(f"listener {endpoint.listener_name} (SSL): {e}") from None
 
 
 class Broker:
@@ -64,12 +76,14 @@ class Broker:
                     host=endpoint.host,
                     port=endpoint.port,
                     listener_name=endpoint.listener_name,
+                    security_protocol=endpoint.security_protocol,
                     socket_request_max_bytes=config["socket.request.max.bytes"],
                     connections_max_idle_ms=config["connections.max.idle.ms"],
                 ),
                 self._dispatch,
                 self.connection_quotas,
                 self.memory_pool,
+                _ssl_channel(config, endpoint),
             )
             for endpoint in config.listeners()
         ]

@@ -5,6 +5,17 @@ with a bad value stops start-up with a message naming the key; an unknown key is
 kept (plugins and later rooms read their own keys) and logged, as Kafka does.
 The log.* keys are the broker-wide defaults of the topic-level configs and are
 translated to a storage LogConfig by ``log_config_properties``.
+
+Listeners are validated as Kafka's KafkaConfig validates them: every name in
+``listeners`` and ``advertised.listeners`` has a security protocol in
+``listener.security.protocol.map``; the inter-broker listener is named by
+``inter.broker.listener.name`` or, when that is unset, is the listener named
+after ``security.inter.broker.protocol`` (PLAINTEXT by default), never both, and
+it must be advertised. PLAINTEXT and SSL listeners are served; a SASL_PLAINTEXT
+or SASL_SSL listener stops start-up with a message rather than serving
+unauthenticated clients. A listener's own settings are Kafka's
+``listener.name.<listener name in lower case>.<config>`` keys, which override the
+unprefixed config for that listener (``ssl_config``).
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from typing import Any, Literal
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.network.connection_quotas import parse_overrides
 from odradek.network.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from odradek.network.ssl_engine_factory import SslConfig
 from odradek.storage.config import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES
 
 log = logging.getLogger(__name__)
@@ -30,8 +42,10 @@ LONG_MAX = 2**63 - 1
 #: Kafka's per-listener form of max.connections.
 _LISTENER_MAX_CONNECTIONS = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.max\.connections")
 
-#: Kafka's security protocols; odradek serves PLAINTEXT only.
+#: Kafka's security protocols; odradek serves PLAINTEXT and SSL.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: Any listener-prefixed config: ``listener.name.<listener>.<config>``.
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?P<config>.+)")
 
 
 #: Kafka's ConfigDef.Importance, as its configuration docs show it.
@@ -150,7 +164,40 @@ class ConfigDef:
             raise ConfigError(f"Invalid value {raw} for configuration {self.name}: {e}") from None
 
 
+#: The ssl.* configs an SSL listener is built from (network/ssl_engine_factory.py), with
+#: Kafka's types, defaults and importance: (name, type, default, importance, description).
+_SSL_DEFS: list[tuple[str, str, str | None, Importance, str]] = [
+    ("ssl.keystore.type", "string", "JKS", "medium", "Key store format; only PEM is served."),
+    ("ssl.keystore.location", "string", None, "high", "PEM file of the private key and chain."),
+    ("ssl.keystore.password", "password", None, "high", "Refused with PEM, as Kafka refuses it."),
+    ("ssl.key.password", "password", None, "high", "Password of an encrypted private key."),
+    ("ssl.keystore.certificate.chain", "password", None, "high", "PEM certificate chain text."),
+    ("ssl.keystore.key", "password", None, "high", "PEM private key text (PKCS#8)."),
+    ("ssl.truststore.type", "string", "JKS", "medium", "Trust store format; only PEM is served."),
+    ("ssl.truststore.location", "string", None, "high", "PEM file of trusted CA certificates."),
+    ("ssl.truststore.password", "password", None, "high", "Refused with PEM, as Kafka refuses it."),
+    ("ssl.truststore.certificates", "password", None, "high", "PEM CA certificates text."),
+    ("ssl.protocol", "string", "TLSv1.3", "medium", "SSLContext algorithm name (checked only)."),
+    ("ssl.cipher.suites", "list", None, "low", "Cipher suites, IANA or OpenSSL names."),
+    ("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "medium", "TLS versions served."),
+    (
+        "ssl.principal.mapping.rules",
+        "string",
+        "DEFAULT",
+        "low",
+        "Rules mapping a client certificate's subject to the principal's name.",
+    ),
+]
+
 _DEFS = [
+    ConfigDef(
+        "ssl.client.auth",
+        "string",
+        "none",
+        "Whether clients must present a certificate: required, requested or none.",
+        importance="medium",
+        valid_values=("required", "requested", "none"),
+    ),
     ConfigDef(
         "listeners",
         "string",
@@ -174,6 +221,19 @@ _DEFS = [
         "Security protocol of each listener name, as NAME:PROTOCOL pairs.",
         reader=_list,
         importance="low",
+    ),
+    ConfigDef(
+        "security.inter.broker.protocol",
+        "string",
+        "PLAINTEXT",
+        "Security protocol between brokers (its listener has the protocol's name); only one of "
+        "this and inter.broker.listener.name may be set.",
+        importance="medium",
+        valid_values=SECURITY_PROTOCOLS,
+    ),
+    *(
+        ConfigDef(name, kind, default, doc, importance)
+        for name, kind, default, importance, doc in _SSL_DEFS
     ),
     ConfigDef(
         "log.dirs",
@@ -707,8 +767,8 @@ _DEFS = [
         "inter.broker.listener.name",
         "string",
         None,
-        "Listener brokers use to reach each other (followers fetch through it); the first "
-        "listener when unset.",
+        "Listener brokers use to reach each other (followers fetch through it); the one named "
+        "after security.inter.broker.protocol when unset.",
         importance="medium",
     ),
     ConfigDef(
@@ -882,79 +942,12 @@ _DEFS = [
 ]
 
 #: Kafka's dynamic broker configs (see server/dynamic_broker_config.py) for features this
-#: broker does not have (TLS, SASL, metrics reporters, remote storage, replica fetchers,
+#: broker does not have (JVM TLS providers, SASL, metrics reporters, remote storage, replica fetchers,
 #: replication quotas): accepted with Kafka's types and defaults, stored and described, so
 #: tools that set them work, but nothing here reads them.
 #: (name, type, default, importance, one-line description).
 _ACCEPTED_DYNAMIC: list[tuple[str, str, str | None, Importance, str]] = [
-    (
-        "ssl.keystore.type",
-        "string",
-        "JKS",
-        "medium",
-        "Format of the key store: JKS, PKCS12 or PEM.",
-    ),
-    (
-        "ssl.keystore.location",
-        "string",
-        None,
-        "high",
-        "Path of the key store file holding this broker's key and certificate.",
-    ),
-    ("ssl.keystore.password", "password", None, "high", "Password of the key store file."),
-    ("ssl.key.password", "password", None, "high", "Password of the private key in the key store."),
-    (
-        "ssl.keystore.certificate.chain",
-        "password",
-        None,
-        "high",
-        "PEM certificate chain given in the config instead of a key store file.",
-    ),
-    (
-        "ssl.keystore.key",
-        "password",
-        None,
-        "high",
-        "PEM private key given in the config instead of a key store file.",
-    ),
-    (
-        "ssl.truststore.type",
-        "string",
-        "JKS",
-        "medium",
-        "Format of the trust store: JKS, PKCS12 or PEM.",
-    ),
-    (
-        "ssl.truststore.location",
-        "string",
-        None,
-        "high",
-        "Path of the trust store file holding the trusted CA certificates.",
-    ),
-    ("ssl.truststore.password", "password", None, "high", "Password of the trust store file."),
-    (
-        "ssl.truststore.certificates",
-        "password",
-        None,
-        "high",
-        "PEM trusted certificates given in the config instead of a trust store file.",
-    ),
-    ("ssl.protocol", "string", "TLSv1.3", "medium", "TLS protocol used to create the SSL context."),
     ("ssl.provider", "string", None, "medium", "Security provider of the SSL connections."),
-    (
-        "ssl.cipher.suites",
-        "list",
-        None,
-        "low",
-        "Cipher suites allowed on TLS connections; all the runtime offers when empty.",
-    ),
-    (
-        "ssl.enabled.protocols",
-        "list",
-        "TLSv1.2,TLSv1.3",
-        "medium",
-        "TLS protocol versions allowed on TLS connections.",
-    ),
     (
         "ssl.keymanager.algorithm",
         "string",
@@ -982,13 +975,6 @@ _ACCEPTED_DYNAMIC: list[tuple[str, str, str | None, Importance, str]] = [
         None,
         "low",
         "SecureRandom implementation of TLS operations.",
-    ),
-    (
-        "ssl.client.auth",
-        "string",
-        "none",
-        "medium",
-        "Whether clients must present a certificate: none, requested or required.",
     ),
     ("ssl.engine.factory.class", "class", None, "low", "Class that creates the SSL engines."),
     (
@@ -1198,6 +1184,9 @@ _DEFS += [
 
 CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
+#: The configs a TLS listener is built from (SslConfig's fields under Kafka's names).
+_SSL_CONFIGS = tuple("ssl." + f.replace("_", ".") for f in SslConfig.__dataclass_fields__)
+
 
 def read_properties(path: str | Path) -> dict[str, str]:
     """A Java-style .properties file (key=value or key: value, # and ! comments)."""
@@ -1225,6 +1214,11 @@ class BrokerConfig:
         self._listeners = self._endpoints("listeners", distinct_ports=True)
         self._advertised = self._endpoints("advertised.listeners", distinct_ports=False)
         self._check_listeners()
+        #: The listener followers fetch through (Kafka's interBrokerListenerName).
+        self.inter_broker_listener_name = self._inter_broker_listener()
+        for endpoint in self._listeners:  # parse each SSL listener's own ssl.* values now
+            if endpoint.security_protocol == "SSL":
+                self.ssl_config(endpoint.listener_name)
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
             raise ConfigError(
                 "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
@@ -1233,7 +1227,8 @@ class BrokerConfig:
         self._check_queued_max_request_bytes()
         self._listener_max_connections = self._per_listener_max_connections()
         for name in props:
-            if name not in CONFIG_DEFS and not _LISTENER_MAX_CONNECTIONS.fullmatch(name):
+            prefixed = _LISTENER_PREFIXED.fullmatch(name)
+            if name not in CONFIG_DEFS and not (prefixed and prefixed["config"] in CONFIG_DEFS):
                 log.info(
                     "config %s=%s is not a known broker config; kept as given", name, props[name]
                 )
@@ -1318,10 +1313,10 @@ class BrokerConfig:
                 "Invalid value '' for configuration listeners: at least one listener is needed"
             )
         for endpoint in self._listeners:
-            if endpoint.security_protocol != "PLAINTEXT":
+            if endpoint.security_protocol.startswith("SASL_"):
                 raise ConfigError(
                     f"listener {endpoint.listener_name} uses security protocol {endpoint.security_protocol}: "
-                    "odradek serves PLAINTEXT listeners only (no TLS, no SASL)"
+                    "SASL is not supported yet; odradek serves PLAINTEXT and SSL listeners"
                 )
         names = {e.listener_name for e in self._listeners}
         extra = [e.listener_name for e in self._advertised if e.listener_name not in names]
@@ -1336,18 +1331,52 @@ class BrokerConfig:
                 "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
                 "Use a routable IP address."
             )
-        inter_broker = self["inter.broker.listener.name"]
-        if inter_broker is not None and inter_broker not in names:
-            raise ConfigError(
-                f"inter.broker.listener.name must be a listener name defined in listeners. "
-                f"The valid options based on currently configured listeners are "
-                f"{','.join(sorted(names))}"
-            )
 
-    @property
-    def inter_broker_listener_name(self) -> str:
-        """The listener followers fetch through: inter.broker.listener.name, else the first."""
-        return self["inter.broker.listener.name"] or self._listeners[0].listener_name
+    def _inter_broker_listener(self) -> str:
+        """Kafka's getInterBrokerListenerNameAndSecurityProtocol, and its check that it is advertised."""
+        name = self["inter.broker.listener.name"]
+        if name is not None:
+            if "security.inter.broker.protocol" in self.originals:
+                raise ConfigError(
+                    "Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                    "should be set."
+                )
+            name = name.upper()
+            if name not in self._security_protocols():
+                raise ConfigError(
+                    f"Listener with name {name} defined in inter.broker.listener.name not found "
+                    "in listener.security.protocol.map."
+                )
+        else:  # one of SECURITY_PROTOCOLS (its validator), and a listener of that name
+            name = self["security.inter.broker.protocol"]
+        advertised = [e.listener_name for e in self._advertised or self._listeners]
+        if name not in advertised:
+            raise ConfigError(
+                "inter.broker.listener.name must be a listener name defined in "
+                "advertised.listeners. The valid options based on currently configured listeners "
+                f"are {','.join(advertised)}"
+            )
+        protocol = self._security_protocols()[name]
+        if protocol != "PLAINTEXT" and self["zookeeper.connect"]:
+            raise ConfigError(
+                f"the inter-broker listener {name} uses {protocol}: followers fetch over "
+                "PLAINTEXT only so far; name a PLAINTEXT listener in inter.broker.listener.name"
+            )
+        return name
+
+    def listener_config(self, listener_name: str, name: str) -> Any:
+        """``name``'s value for one listener: ``listener.name.<listener>.<name>`` when set, else
+        the broker-wide value (Kafka's valuesWithPrefixOverride; the prefix is lower-case)."""
+        key = f"listener.name.{listener_name.lower()}.{name}"
+        if key in self.originals:
+            return self._parse(replace(CONFIG_DEFS[name], name=key), self.originals[key])
+        return self[name]
+
+    def ssl_config(self, listener_name: str) -> SslConfig:
+        """The ssl.* configs of one listener, its own overrides applied."""
+        return SslConfig.from_configs(
+            {name: self.listener_config(listener_name, name) for name in _SSL_CONFIGS}
+        )
 
     def _check_queued_max_request_bytes(self) -> None:
         """As Kafka: the request memory pool must hold the largest request the broker accepts."""

@@ -56,8 +56,11 @@ class EmbeddedBroker(StartedInWith):
         data_dir: str | Path | None = None,
         port: int = 0,
         start_timeout: float = 30.0,
+        log_level: str = "INFO",
     ) -> None:
         self.config = dict(config or {})
+        #: The broker's --log-level (DEBUG shows, for example, each TLS connection's principal).
+        self.log_level = log_level
         self._own_dir = data_dir is None
         self.data_dir = (
             Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="odradek-"))
@@ -84,6 +87,8 @@ class EmbeddedBroker(StartedInWith):
             sys.executable,
             "-m",
             "odradek",
+            "--log-level",
+            self.log_level,
             "serve",
             "--data-dir",
             str(self.data_dir),
