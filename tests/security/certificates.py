@@ -26,6 +26,7 @@ class Certificates:
     broker_cert: Path
     broker_key: Path
     broker_key_encrypted: Path  # the broker key as encrypted PKCS#8, password KEY_PASSWORD
+    broker_encrypted: Path  # that key and the certificate in one PEM file
     client_cert: Path
     client_key: Path
     #: A client certificate signed by a CA the broker does not trust.
@@ -82,12 +83,17 @@ def make_certificates(directory: Path) -> Certificates:
         "pkcs8", "-topk8", "-in", "broker.key", "-v2", "aes-256-cbc",
         "-passout", f"pass:{KEY_PASSWORD}", "-out", "broker-encrypted.key", cwd=directory,
     )  # fmt: skip
+    encrypted = directory / "broker-keystore-encrypted.pem"
+    encrypted.write_text(
+        (directory / "broker-encrypted.key").read_text() + (directory / "broker.pem").read_text()
+    )
     return Certificates(
         ca=directory / "ca.pem",
         broker=combined,
         broker_cert=directory / "broker.pem",
         broker_key=directory / "broker.key",
         broker_key_encrypted=directory / "broker-encrypted.key",
+        broker_encrypted=encrypted,
         client_cert=directory / "client.pem",
         client_key=directory / "client.key",
         stranger_cert=directory / "stranger.pem",

@@ -253,7 +253,8 @@ def _load_cert_chain(context: ssl.SSLContext, path: str, password: str | None, s
     except SslConfigError:
         raise
     except (OSError, ssl.SSLError) as e:
-        raise SslConfigError(f"Failed to load PEM SSL keystore {source}: {e}") from None
+        hint = " (a wrong ssl.key.password?)" if password is not None else ""
+        raise SslConfigError(f"Failed to load PEM SSL keystore {source}: {e}{hint}") from None
 
 
 def _load_truststore(context: ssl.SSLContext, c: SslConfig) -> None:

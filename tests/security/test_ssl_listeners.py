@@ -1,0 +1,355 @@
+"""SSL listeners served to real clients over real TLS, beside a PLAINTEXT listener.
+
+One broker for the module with three listeners: PLAINTEXT; SSL (key store from a PEM file,
+client certificates requested); MTLS, an SSL listener whose own settings
+(``listener.name.mtls.``) require a client certificate and give the key store as PEM text
+with an encrypted key. The client certificate's subject is mapped by Kafka's documented
+rule, and the principal is read from the broker's connection log (DEBUG).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.helpers import create_ssl_context
+from confluent_kafka import Consumer, Producer, TopicPartition
+from integration.wire_client import WireClient
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaPythonTopicPartition
+from kio.schema.metadata.v12 import request as metadata_v12
+from kio.schema.types import TopicName
+
+from odradek import EmbeddedBroker
+
+from .certificates import KEY_PASSWORD, Certificates
+
+RULES = "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,DEFAULT"
+
+
+@pytest.fixture(scope="module")
+def broker(certificates: Certificates) -> Iterator[EmbeddedBroker]:
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certificates.ca),
+        "ssl.client.auth": "requested",
+        "ssl.principal.mapping.rules": RULES,
+        "listener.name.ssl.ssl.keystore.location": str(certificates.broker),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.keystore.certificate.chain": certificates.broker_cert.read_text(),
+        "listener.name.mtls.ssl.keystore.key": certificates.broker_key_encrypted.read_text(),
+        "listener.name.mtls.ssl.key.password": KEY_PASSWORD,
+    }
+    with EmbeddedBroker(config=config, log_level="DEBUG") as b:
+        yield b
+
+
+def new_topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def client_context(certificates: Certificates, with_cert: bool = True) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certificates.ca))
+    if with_cert:
+        context.load_cert_chain(str(certificates.client_cert), str(certificates.client_key))
+    return context
+
+
+def metadata(sock: socket.socket, topic: str):
+    client = WireClient.__new__(WireClient)
+    client.sock, client._correlation_id, client.last_correlation_id = sock, 0, -1
+    try:
+        return client.call(
+            metadata_v12.MetadataRequest(
+                topics=(metadata_v12.MetadataRequestTopic(name=TopicName(topic), topic_id=None),),
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            )
+        )
+    finally:
+        client.close()
+
+
+def connect(address: str, context: ssl.SSLContext | None = None) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=15)
+    return sock if context is None else context.wrap_socket(sock, server_hostname=host)
+
+
+def principals(broker: EmbeddedBroker, listener: str) -> list[str]:
+    return [
+        line.rsplit("principal ", 1)[1].strip()
+        for line in list(broker.log_lines)
+        if f"on listener {listener}:" in line and "principal" in line
+    ]
+
+
+def confluent_round_trip(config: dict[str, str], topic: str, values: list[bytes]) -> list[bytes]:
+    producer = Producer(config)
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    received: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while len(received) < len(values):
+            message = consumer.poll(30)
+            assert message is not None and message.error() is None
+            received.append(message.value())
+    finally:
+        consumer.close()
+    return received
+
+
+def confluent_ssl(address: str, certificates: Certificates, with_cert: bool) -> dict[str, str]:
+    config = {
+        "bootstrap.servers": address,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certificates.ca),
+    }
+    if with_cert:
+        config["ssl.certificate.location"] = str(certificates.client_cert)
+        config["ssl.key.location"] = str(certificates.client_key)
+    return config
+
+
+def test_each_listener_advertises_its_own_endpoint(
+    broker: EmbeddedBroker, certificates: Certificates
+) -> None:
+    assert set(broker.listeners) == {"PLAINTEXT", "SSL", "MTLS"}
+    topic = new_topic("advertised")
+    for name, context in [
+        ("PLAINTEXT", None),
+        ("SSL", client_context(certificates, with_cert=False)),
+        ("MTLS", client_context(certificates)),
+    ]:
+        response = metadata(connect(broker.listeners[name], context), topic)
+        (node,) = response.brokers
+        assert f"{node.host}:{node.port}" == broker.listeners[name]
+
+
+@pytest.mark.parametrize("with_cert", [False, True], ids=["anonymous", "client-cert"])
+def test_confluent_kafka_over_ssl(
+    broker: EmbeddedBroker, certificates: Certificates, with_cert: bool
+) -> None:
+    config = confluent_ssl(broker.listeners["SSL"], certificates, with_cert)
+    topic = new_topic("confluent")
+    values = [f"record {i}".encode() for i in range(100)]
+    assert confluent_round_trip(config, topic, values) == values
+    expected = "User:duke@sme" if with_cert else "User:ANONYMOUS"
+    assert expected in principals(broker, "SSL")
+
+
+def test_large_fetches_through_tls_arrive_whole(
+    broker: EmbeddedBroker, certificates: Certificates
+) -> None:
+    """Fetch responses of several MB: file regions read in chunks while the transport drains."""
+    config = confluent_ssl(broker.listeners["SSL"], certificates, with_cert=True)
+    topic = new_topic("large")
+    values = [bytes([i]) * 65536 for i in range(80)]
+    assert confluent_round_trip(config, topic, values) == values
+
+
+def test_kafka_python_with_a_client_certificate(
+    broker: EmbeddedBroker, certificates: Certificates
+) -> None:
+    topic = new_topic("kafka-python")
+    options = {
+        "bootstrap_servers": broker.listeners["MTLS"],
+        "security_protocol": "SSL",
+        "ssl_cafile": str(certificates.ca),
+        "ssl_certfile": str(certificates.client_cert),
+        "ssl_keyfile": str(certificates.client_key),
+    }
+    producer = KafkaProducer(**options)
+    for i in range(20):
+        producer.send(topic, f"kp {i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(**options, consumer_timeout_ms=30000)
+    try:
+        consumer.assign([KafkaPythonTopicPartition(topic, 0)])
+        consumer.seek(KafkaPythonTopicPartition(topic, 0), 0)
+        received = [next(consumer).value for _ in range(20)]
+    finally:
+        consumer.close()
+    assert received == [f"kp {i}".encode() for i in range(20)]
+    assert "User:duke@sme" in principals(broker, "MTLS")
+
+
+def test_aiokafka_over_ssl(broker: EmbeddedBroker, certificates: Certificates) -> None:
+    topic = new_topic("aiokafka")
+
+    async def round_trip() -> list[bytes]:
+        context = create_ssl_context(
+            cafile=str(certificates.ca),
+            certfile=str(certificates.client_cert),
+            keyfile=str(certificates.client_key),
+        )
+        options = {
+            "bootstrap_servers": broker.listeners["SSL"],
+            "security_protocol": "SSL",
+            "ssl_context": context,
+        }
+        producer = AIOKafkaProducer(**options)
+        await producer.start()
+        try:
+            for i in range(20):
+                await producer.send_and_wait(topic, f"aio {i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **options)
+        await consumer.start()
+        try:
+            return [(await consumer.getone()).value for _ in range(20)]
+        finally:
+            await consumer.stop()
+
+    values = asyncio.run(asyncio.wait_for(round_trip(), 60))
+    assert values == [f"aio {i}".encode() for i in range(20)]
+
+
+def api_versions_frame() -> bytes:
+    body = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+    return struct.pack(">i", len(body)) + body
+
+
+def refused(sock: socket.socket) -> bool:
+    """Whether the broker ends this connection instead of answering an ApiVersions request."""
+    try:
+        sock.sendall(api_versions_frame())
+        return sock.recv(4096) == b""
+    except (ssl.SSLError, ConnectionError):
+        return True
+    finally:
+        sock.close()
+
+
+def logged(broker: EmbeddedBroker, text: str) -> bool:
+    """Whether the broker's log has (or within 30 s gets) a line containing ``text``."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(text in line for line in list(broker.log_lines)):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def handshake_refused(address: str, context: ssl.SSLContext) -> bool:
+    try:
+        sock = connect(address, context)
+    except (ssl.SSLError, ConnectionError):
+        return True  # refused within the handshake (TLS 1.2)
+    return refused(sock)  # TLS 1.3: the client's handshake ends before the server's check
+
+
+def test_required_client_auth_refuses_a_client_without_a_certificate(
+    broker: EmbeddedBroker, certificates: Certificates
+) -> None:
+    context = client_context(certificates, with_cert=False)
+    assert handshake_refused(broker.listeners["MTLS"], context)
+    assert logged(broker, "Failed authentication with 127.0.0.1")
+    # Requested rather than required: the same client is served on SSL, anonymously.
+    response = metadata(connect(broker.listeners["SSL"], context), new_topic("requested"))
+    assert len(response.brokers) == 1
+
+
+def test_a_certificate_from_an_untrusted_ca_is_refused_on_both(
+    broker: EmbeddedBroker, certificates: Certificates
+) -> None:
+    context = client_context(certificates, with_cert=False)
+    context.load_cert_chain(str(certificates.stranger_cert), str(certificates.stranger_key))
+    assert handshake_refused(broker.listeners["MTLS"], context)
+    assert handshake_refused(broker.listeners["SSL"], context)
+
+
+def test_wrong_protocol_on_each_port_closes_only_that_connection(
+    broker: EmbeddedBroker, certificates: Certificates
+) -> None:
+    # Plaintext Kafka bytes on the TLS port: the handshake fails, the connection closes.
+    assert refused(connect(broker.listeners["SSL"]))
+    # A TLS handshake on the plaintext port: its ClientHello is no Kafka frame.
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        connect(broker.listeners["PLAINTEXT"], client_context(certificates)).recv(1)
+    # Everyone else is still served, on both listeners.
+    topic = new_topic("still")
+    assert metadata(connect(broker.listeners["PLAINTEXT"]), topic).brokers
+    context = client_context(certificates)
+    assert metadata(connect(broker.listeners["SSL"], context), topic).brokers
+
+
+def serve(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "odradek", "serve", "--data-dir", str(tmp_path)]
+    for override in overrides:
+        args += ["-o", override]
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+SSL_LISTENER = ("listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (("ssl.keystore.location=/etc/broker.jks",), "only PEM key stores are"),
+        (
+            ("ssl.keystore.type=PKCS12", "ssl.keystore.location=/etc/broker.p12"),
+            "ssl.keystore.type PKCS12 is not supported",
+        ),
+        ((), "an SSL listener needs a key store"),
+        (
+            ("ssl.keystore.type=PEM", "ssl.keystore.location=/nonexistent/broker.pem"),
+            "Failed to load PEM SSL keystore /nonexistent/broker.pem",
+        ),
+        (
+            ("ssl.keystore.type=PEM", "ssl.keystore.location={broker}", "ssl.keystore.password=x"),
+            "SSL key store password cannot be specified with PEM format",
+        ),
+        (
+            ("ssl.keystore.type=PEM", "ssl.keystore.location={encrypted}"),
+            "is encrypted: set ssl.key.password",
+        ),
+        (
+            (
+                "ssl.keystore.type=PEM",
+                "ssl.keystore.location={encrypted}",
+                "ssl.key.password=wrong",
+            ),
+            "a wrong ssl.key.password?",
+        ),
+        (
+            ("ssl.keystore.type=PEM", "ssl.keystore.location={broker}", "ssl.client.auth=maybe"),
+            "ssl.client.auth: String must be one of: none, requested, required",
+        ),
+        (
+            (
+                "ssl.keystore.type=PEM",
+                "ssl.keystore.location={broker}",
+                "ssl.principal.mapping.rules=RULE:x/y/Z",
+            ),
+            "ssl.principal.mapping.rules",
+        ),
+    ],
+)
+def test_bad_ssl_configs_stop_start_up(
+    tmp_path: Path, certificates: Certificates, overrides: tuple[str, ...], message: str
+) -> None:
+    paths = {"broker": certificates.broker, "encrypted": certificates.broker_encrypted}
+    result = serve(tmp_path, *SSL_LISTENER, *(o.format(**paths) for o in overrides))
+    assert result.returncode == 2, result.stderr
+    assert "listener SSL (SSL)" in result.stderr and message in result.stderr
+    assert "odradek ready" not in result.stdout
