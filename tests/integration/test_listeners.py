@@ -19,13 +19,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.describe_cluster.v1 import request as describe_cluster_v1
-from kio.schema.metadata.v12 import request as metadata_v12
-from kio.schema.types import TopicName
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
 
-from .wire_client import WireClient
+from .wire_client import WireClient, metadata
 
 PROTOCOLS = "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,HIDDEN:PLAINTEXT"
 
@@ -51,20 +49,6 @@ def broker(hidden_port: int) -> Iterator[EmbeddedBroker]:
     }
     with EmbeddedBroker(config=config) as b:
         yield b
-
-
-def metadata(address: str, topic: str):
-    client = WireClient(address)
-    try:
-        return client.call(
-            metadata_v12.MetadataRequest(
-                topics=(metadata_v12.MetadataRequestTopic(name=TopicName(topic), topic_id=None),),
-                allow_auto_topic_creation=True,
-                include_topic_authorized_operations=False,
-            )
-        )
-    finally:
-        client.close()
 
 
 def test_each_listener_advertises_its_own_endpoint(broker: EmbeddedBroker) -> None:

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from typing import Any
 
+from kio.schema.metadata.v12 import request as metadata_v12
+from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol import schemas
 
 
 class WireClient:
-    def __init__(self, bootstrap_servers: str, timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        timeout: float = 15.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         host, port = bootstrap_servers.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if ssl_context is not None:  # an SSL listener: TLS handshake first
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self._correlation_id = 0
         #: Correlation id of the last response received.
         self.last_correlation_id = -1
@@ -58,3 +68,18 @@ class WireClient:
                 raise ConnectionError("closed by broker")
             out += chunk
         return out
+
+
+def metadata(address: str, topic: str, ssl_context: ssl.SSLContext | None = None):
+    """A Metadata v12 answer for ``topic`` (auto-created) from the broker at ``address``."""
+    client = WireClient(address, ssl_context=ssl_context)
+    try:
+        return client.call(
+            metadata_v12.MetadataRequest(
+                topics=(metadata_v12.MetadataRequestTopic(name=TopicName(topic), topic_id=None),),
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            )
+        )
+    finally:
+        client.close()

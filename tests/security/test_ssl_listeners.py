@@ -24,11 +24,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import Consumer, Producer, TopicPartition
-from integration.wire_client import WireClient
+from integration.wire_client import metadata
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonTopicPartition
-from kio.schema.metadata.v12 import request as metadata_v12
-from kio.schema.types import TopicName
 
 from odradek import EmbeddedBroker
 
@@ -66,21 +64,6 @@ def client_context(certificates: Certificates, with_cert: bool = True) -> ssl.SS
     if with_cert:
         context.load_cert_chain(str(certificates.client_cert), str(certificates.client_key))
     return context
-
-
-def metadata(sock: socket.socket, topic: str):
-    client = WireClient.__new__(WireClient)
-    client.sock, client._correlation_id, client.last_correlation_id = sock, 0, -1
-    try:
-        return client.call(
-            metadata_v12.MetadataRequest(
-                topics=(metadata_v12.MetadataRequestTopic(name=TopicName(topic), topic_id=None),),
-                allow_auto_topic_creation=True,
-                include_topic_authorized_operations=False,
-            )
-        )
-    finally:
-        client.close()
 
 
 def connect(address: str, context: ssl.SSLContext | None = None) -> socket.socket:
@@ -137,7 +120,7 @@ def test_each_listener_advertises_its_own_endpoint(
         ("SSL", client_context(certificates, with_cert=False)),
         ("MTLS", client_context(certificates)),
     ]:
-        response = metadata(connect(broker.listeners[name], context), topic)
+        response = metadata(broker.listeners[name], topic, context)
         (node,) = response.brokers
         assert f"{node.host}:{node.port}" == broker.listeners[name]
 
@@ -264,7 +247,7 @@ def test_required_client_auth_refuses_a_client_without_a_certificate(
     assert handshake_refused(broker.listeners["MTLS"], context)
     assert logged(broker, "Failed authentication with 127.0.0.1")
     # Requested rather than required: the same client is served on SSL, anonymously.
-    response = metadata(connect(broker.listeners["SSL"], context), new_topic("requested"))
+    response = metadata(broker.listeners["SSL"], new_topic("requested"), context)
     assert len(response.brokers) == 1
 
 
@@ -287,9 +270,9 @@ def test_wrong_protocol_on_each_port_closes_only_that_connection(
         connect(broker.listeners["PLAINTEXT"], client_context(certificates)).recv(1)
     # Everyone else is still served, on both listeners.
     topic = new_topic("still")
-    assert metadata(connect(broker.listeners["PLAINTEXT"]), topic).brokers
+    assert metadata(broker.listeners["PLAINTEXT"], topic).brokers
     context = client_context(certificates)
-    assert metadata(connect(broker.listeners["SSL"], context), topic).brokers
+    assert metadata(broker.listeners["SSL"], topic, context).brokers
 
 
 def serve(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:

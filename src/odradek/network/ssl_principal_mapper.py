@@ -126,8 +126,8 @@ class SslPrincipalMapper:
     """Parsed rules; ``name(subject)`` maps one certificate subject."""
 
     def __init__(self, rules: str | None = DEFAULT_RULES) -> None:
-        self.rules = [_parse(entry) for entry in _split(DEFAULT_RULES if rules is None else rules)]
-        self.rules = [r for r in self.rules if r is not None]
+        parsed = [_parse(entry) for entry in _split(DEFAULT_RULES if rules is None else rules)]
+        self.rules = [r for r in parsed if r is not None]
 
     def name(self, subject: str) -> str:
         for rule in self.rules:
