@@ -27,6 +27,8 @@ class Certificates:
     broker_key: Path
     broker_key_encrypted: Path  # the broker key as encrypted PKCS#8, password KEY_PASSWORD
     broker_encrypted: Path  # that key and the certificate in one PEM file
+    #: Another broker key store (key and certificate, subject CN=rotated) from the same CA.
+    rotated: Path
     client_cert: Path
     client_key: Path
     #: A client certificate signed by a CA the broker does not trust.
@@ -73,6 +75,13 @@ def make_certificates(directory: Path) -> Certificates:
         directory,
         "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
     )
+    _signed(
+        "rotated",
+        "/O=Odradek/OU=Brokers/CN=rotated",
+        "ca",
+        directory,
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
     _signed("client", CLIENT_SUBJECT, "ca", directory)
     _signed("stranger", "/CN=stranger", "other-ca", directory)
     combined = directory / "broker-keystore.pem"
@@ -83,6 +92,10 @@ def make_certificates(directory: Path) -> Certificates:
         "pkcs8", "-topk8", "-in", "broker.key", "-v2", "aes-256-cbc",
         "-passout", f"pass:{KEY_PASSWORD}", "-out", "broker-encrypted.key", cwd=directory,
     )  # fmt: skip
+    rotated = directory / "rotated-keystore.pem"
+    rotated.write_text(
+        (directory / "rotated.key").read_text() + (directory / "rotated.pem").read_text()
+    )
     encrypted = directory / "broker-keystore-encrypted.pem"
     encrypted.write_text(
         (directory / "broker-encrypted.key").read_text() + (directory / "broker.pem").read_text()
@@ -94,6 +107,7 @@ def make_certificates(directory: Path) -> Certificates:
         broker_key=directory / "broker.key",
         broker_key_encrypted=directory / "broker-encrypted.key",
         broker_encrypted=encrypted,
+        rotated=rotated,
         client_cert=directory / "client.pem",
         client_key=directory / "client.key",
         stranger_cert=directory / "stranger.pem",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 COMPONENTS: dict[str, str] = {
     "dynamic_broker_configs": "odradek.server.handlers.configs:DynamicBrokerConfigs",
+    "dynamic_listener_config": "odradek.server.dynamic_listener_config:DynamicListenerConfig",
     "producer_ids": "odradek.server.handlers.producer_ids:ProducerIds",
     "group_coordinator": "odradek.coordinator.service:GroupCoordinatorService",
 }

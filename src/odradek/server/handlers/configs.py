@@ -155,14 +155,17 @@ def _set_broker_configs(
     }
     levels[resource] = configs
     dynamic = {**levels[""], **levels[str(ctx.broker.node_id)]}
+    listeners = ctx.broker.components["dynamic_listener_config"]
     try:
         BrokerConfig({**ctx.broker.config.originals, **dynamic})
         default = default_log_config(ctx.broker.config, dynamic)
+        ssl_changes = listeners.validate(dynamic)  # a key store that does not load is refused
     except (ConfigError, ValueError) as exc:
         raise InvalidConfig(str(exc)) from None
     if not validate_only:
         metadata.set_broker_configs(configs, resource)
         ctx.broker.replica_manager.update_default_config(default)
+        listeners.reconfigure(ssl_changes)
 
 
 def describe_broker(ctx: RequestContext, name: str) -> list[DescribedConfig]:
