@@ -11,13 +11,18 @@ empty data dir and runs, through `odradek perf` in a subprocess:
 - start to ready with an empty data dir, and after a restart with 1,000 partitions on disk;
 - metadata for 10,000 partitions, and producing round-robin across 1,000 partitions.
 
-It prints one table with the machine's description and writes it to docs/benchmarks.md.
+A second table puts TLS beside plaintext: one Odradek broker with a PLAINTEXT and an SSL
+listener (certificates made with openssl), producing and consuming 100 B and 64 KB records
+through each, alternating which goes first; the ratio is TLS over plaintext.
 
-    .venv/bin/python bench/run.py [--rounds 3] [--quick] [--start-only] [--output docs/benchmarks.md]
+It prints the tables with the machine's description and writes it to docs/benchmarks.md.
+
+    .venv/bin/python bench/run.py [--rounds 3] [--quick] [--start-only|--tls-only] [--output docs/benchmarks.md]
 
 ``--quick`` divides the record and partition counts by 10 for a smoke run. ``--start-only``
 runs only the start-to-ready rows (and the produce that fills the 1,000 partitions), cheap
 enough for many rounds on a loaded machine; it writes no file unless ``--output`` says so.
+``--tls-only`` runs only the TLS table (and, like ``--start-only``, writes no file by default).
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ class Broker:
     process: subprocess.Popen | None = None
     bootstrap: str = ""
     lines: list[str] = field(default_factory=list)
+    #: More ``-o key=value`` broker configs (Odradek only).
+    configs: dict[str, str] = field(default_factory=dict)
+    #: Listener name -> advertised host:port, from the ready line.
+    listeners: dict[str, str] = field(default_factory=dict)
 
     def command(self) -> list[str]:
         if self.name == "null":
@@ -71,6 +80,7 @@ class Broker:
             port,
             "-o",
             "num.partitions=6",
+            *(arg for key, value in self.configs.items() for arg in ("-o", f"{key}={value}")),
         ]
 
     def start(self, timeout: float = 120.0) -> float:
@@ -93,6 +103,10 @@ class Broker:
                 if match and not ready_at:
                     ready_at.append(time.perf_counter())
                     self.bootstrap = match.group(1)
+                    listeners = re.search(r" listeners=(\S+)", line)
+                    for uri in listeners.group(1).split(",") if listeners else ():
+                        name, _, address = uri.partition("://")
+                        self.listeners[name] = address
                     found.set()
             found.set()
 
@@ -130,19 +144,13 @@ FULL = Scale(1_000_000, 200_000, 4_000, 50_000, 10_000, 1_000, 200_000)
 QUICK = Scale(100_000, 20_000, 400, 5_000, 1_000, 100, 20_000)
 
 
-def perf(broker: Broker, test: str, *args: str, timeout: float = 600) -> dict:
-    """One `odradek perf` run against ``broker``; its JSON summary ({"failed": reason} on failure)."""
-    cmd = [
-        PY,
-        "-m",
-        "odradek",
-        "perf",
-        test,
-        "--bootstrap-server",
-        broker.bootstrap,
-        "--json",
-        *args,
-    ]
+def perf(
+    broker: Broker, test: str, *args: str, timeout: float = 600, listener: str | None = None
+) -> dict:
+    """One `odradek perf` run against ``broker`` (through ``listener``, else its first one); its
+    JSON summary ({"failed": reason} on failure)."""
+    bootstrap = broker.listeners[listener] if listener else broker.bootstrap
+    cmd = [PY, "-m", "odradek", "perf", test, "--bootstrap-server", bootstrap, "--json", *args]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -422,6 +430,73 @@ def table(results: dict[str, list[dict]], scale: Scale) -> str:
     return "\n".join(rows)
 
 
+#: metric -> (label, unit) of the TLS table; each is measured through both listeners.
+TLS_METRICS = {
+    "produce_100b_rps": ("Produce 100 B records, acks=1", "records/s"),
+    "consume_100b_rps": ("Consume 100 B records", "records/s"),
+    "produce_64kb_mbps": ("Produce 64 KB records, acks=1", "MB/s"),
+    "consume_64kb_mbps": ("Consume 64 KB records", "MB/s"),
+}
+
+
+def tls_round(scale: Scale, r: int, work: Path, certificates) -> dict[str, float | None]:
+    """Produce and consume 100 B and 64 KB records through a PLAINTEXT and an SSL listener of
+    one broker; metric names are prefixed with the listener ("plaintext_", "tls_")."""
+    out: dict[str, float | None] = {}
+    data = Path(tempfile.mkdtemp(prefix="bench-tls-", dir=work))
+    configs = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certificates.broker),
+    }
+    broker = Broker("odradek", data, configs=configs)
+    broker.start()
+    client_tls = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={certificates.ca}"]
+    sides = [("plaintext", "PLAINTEXT", []), ("tls", "SSL", client_tls)]
+    try:
+        for prefix, listener, client in sides if r % 2 == 0 else sides[::-1]:
+            for size, count, label in (
+                (100, scale.records_100b, "100b"),
+                (65536, scale.records_64kb, "64kb"),
+            ):
+                topic = f"{prefix}-{label}-{r}"
+                field_name = "records_per_s" if size == 100 else "mb_per_s"
+                unit = "rps" if size == 100 else "mbps"
+                for test, extra in (
+                    ("produce", ["--partitions", "6", "--record-size", str(size)]),
+                    ("consume", []),
+                ):
+                    res = perf(
+                        broker, test, "--topic", topic, "--records", str(count), *extra, *client,
+                        listener=listener,
+                    )  # fmt: skip
+                    key = f"{prefix}_{test}_{label}_{unit}"
+                    if "failed" in res:
+                        print(f"  TLS bench {key}: FAILED {res['failed']}", file=sys.stderr)
+                    out[key] = res.get(field_name) if "failed" not in res else None
+    finally:
+        broker.stop()
+        shutil.rmtree(data, ignore_errors=True)
+    return out
+
+
+def tls_table(rounds: list[dict[str, float | None]]) -> str:
+    rows = [
+        "| Workload | Unit | Plaintext | TLS | TLS ÷ plaintext | Goal | Met |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
+    for key, (label, unit) in TLS_METRICS.items():
+        plain = median([r.get(f"plaintext_{key}") for r in rounds])
+        tls = median([r.get(f"tls_{key}") for r in rounds])
+        ratio = tls / plain if tls is not None and plain else None
+        met = "?" if ratio is None else ("yes" if ratio >= 0.6 else "no")
+        rows.append(
+            f"| {label} | {unit} | {fmt(plain, unit)} | {fmt(tls, unit)} | "
+            f"{'' if ratio is None else f'{ratio:.2f}'} | TLS ≥ 0.6 of plaintext | {met} |"
+        )
+    return "\n".join(rows)
+
+
 def precompile() -> None:
     """Byte-compile the packages the brokers import, so that the first start of a fresh
     checkout times starting, not compiling every module."""
@@ -450,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
         help="only the start-to-ready rows (and the produce that fills the spread topic)",
     )
     parser.add_argument(
+        "--tls-only", action="store_true", help="only the TLS beside plaintext table"
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         default=None,
@@ -458,22 +536,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.output is None:
-        args.output = Path("-") if args.start_only else ROOT / "docs" / "benchmarks.md"
+        quiet = args.start_only or args.tls_only
+        args.output = Path("-") if quiet else ROOT / "docs" / "benchmarks.md"
     scale = QUICK if args.quick else FULL
     precompile()
     load_before = os.getloadavg()
     results: dict[str, list[dict]] = {"odradek": [], "null": []}
+    tls_rounds: list[dict[str, float | None]] = []
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
-        for r in range(args.rounds):
+        for r in range(args.rounds if not args.tls_only else 0):
             order = ("odradek", "null") if r % 2 == 0 else ("null", "odradek")
             for name in order:
                 print(f"round {r + 1}/{args.rounds}: {name}", file=sys.stderr, flush=True)
                 results[name].append(one_round(name, scale, r, Path(tmp), args.start_only))
+        if not args.start_only:
+            from odradek.testing.certificates import make_certificates
+
+            certificates = make_certificates(Path(tempfile.mkdtemp(dir=tmp)))
+            for r in range(args.rounds):
+                print(f"round {r + 1}/{args.rounds}: TLS", file=sys.stderr, flush=True)
+                tls_rounds.append(tls_round(scale, r, Path(tmp), certificates))
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = table(results, scale)
+    text = "" if args.tls_only else table(results, scale)
+    if tls_rounds:
+        text += ("\n\n" if text else "") + "TLS beside plaintext (one broker, both listeners):\n\n"
+        text += tls_table(tls_rounds)
     load_after = os.getloadavg()
     flags = "".join(
-        f" --{flag}" for flag in ("quick", "start-only") if getattr(args, flag.replace("-", "_"))
+        f" --{flag}"
+        for flag in ("quick", "start-only", "tls-only")
+        if getattr(args, flag.replace("-", "_"))
     )
     header = (
         f"Machine: {machine()}\n\nMeasured {when}: `bench/run.py{flags} "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .certificates import Certificates, make_certificates
+from odradek.testing.certificates import Certificates, make_certificates
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from odradek import EmbeddedBroker
-
-from .certificates import KEY_PASSWORD, Certificates
+from odradek.testing.certificates import KEY_PASSWORD, Certificates
 
 RULES = "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,DEFAULT"
 

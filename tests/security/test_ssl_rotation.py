@@ -24,8 +24,7 @@ from confluent_kafka.admin import (
 )
 
 from odradek import EmbeddedBroker
-
-from .certificates import Certificates
+from odradek.testing.certificates import Certificates
 
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
 

@@ -1,4 +1,4 @@
-"""Test certificates made with the openssl command: a CA, a broker and clients signed by it.
+"""Certificates for tests and benchmarks, made with the openssl command: a CA, brokers, clients.
 
 The broker's certificate names 127.0.0.1 and localhost in subjectAltName, so clients that
 verify the host name (all three client libraries do by default) accept it. EC keys, which
