@@ -314,10 +314,6 @@ SSL_LISTENER = ("listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=S
             "a wrong ssl.key.password?",
         ),
         (
-            ("ssl.keystore.type=PEM", "ssl.keystore.location={broker}", "ssl.client.auth=maybe"),
-            "ssl.client.auth: String must be one of: none, requested, required",
-        ),
-        (
             (
                 "ssl.keystore.type=PEM",
                 "ssl.keystore.location={broker}",

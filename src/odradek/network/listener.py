@@ -146,7 +146,7 @@ class Listener:
         self._acceptor: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
         self._connections: set[_Connection] = set()
-        self._handshakes: set[asyncio.Task] = set()
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._next_id = 0
 

@@ -39,7 +39,7 @@ import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,7 +298,7 @@ def _load_truststore(context: ssl.SSLContext, c: SslConfig) -> None:
 
 
 @contextlib.contextmanager
-def _private_file(text: str):
+def _private_file(text: str) -> Iterator[str]:
     """A file only this user can read, holding ``text``, removed on exit."""
     fd, path = tempfile.mkstemp(prefix="odradek-ssl-", suffix=".pem")
     try:
