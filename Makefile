@@ -13,28 +13,26 @@ $(PY):
 install: $(PY) install-zookeeper install-openssl
 	$(PY) -m pip install -q -e '.[test,spark]'
 
-install-zookeeper:
-	@if [ ! -x $(ZKSERVER) ]; then \
+# $(call debian_package,CHECK,PACKAGE,WHAT NEEDS IT): when the shell test CHECK fails, install
+# the Debian PACKAGE as root, or say how to and fail.
+define debian_package
+	@if ! $(1); then \
 		if [ "$$(id -u)" = 0 ]; then \
-			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y zookeeper; \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(2); \
 		else \
-			echo "missing: $(ZKSERVER) (Debian package zookeeper, needed by cluster mode and its tests);" \
-				"install it as root with: apt-get update && apt-get install -y zookeeper" >&2; \
+			echo "missing: Debian package $(2), needed by $(3);" \
+				"install it as root with: apt-get update && apt-get install -y $(2)" >&2; \
 			exit 1; \
 		fi; \
 	fi
+endef
+
+install-zookeeper:
+	$(call debian_package,[ -x $(ZKSERVER) ],zookeeper,cluster mode and its tests)
 
 # The TLS tests and benchmarks make their certificates with the openssl command.
 install-openssl:
-	@if ! command -v openssl >/dev/null; then \
-		if [ "$$(id -u)" = 0 ]; then \
-			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openssl; \
-		else \
-			echo "missing: openssl (Debian package openssl, needed by the TLS tests and benchmarks);" \
-				"install it as root with: apt-get update && apt-get install -y openssl" >&2; \
-			exit 1; \
-		fi; \
-	fi
+	$(call debian_package,command -v openssl >/dev/null,openssl,the TLS tests and benchmarks)
 
 serve: install
 	$(VENV)/bin/odradek serve --data-dir ./data
