@@ -146,17 +146,28 @@ def test_large_fetches_through_tls_arrive_whole(
     assert confluent_round_trip(config, topic, values) == values
 
 
-def test_kafka_python_with_a_client_certificate(
-    broker: EmbeddedBroker, certificates: Certificates
+#: (listener, whether the client sends its certificate, the principal the broker gives it).
+CLIENT_CASES = [("SSL", False, "User:ANONYMOUS"), ("MTLS", True, "User:duke@sme")]
+CASE_IDS = ["anonymous", "client-cert"]
+
+
+@pytest.mark.parametrize(("listener", "with_cert", "principal"), CLIENT_CASES, ids=CASE_IDS)
+def test_kafka_python_over_ssl(
+    broker: EmbeddedBroker,
+    certificates: Certificates,
+    listener: str,
+    with_cert: bool,
+    principal: str,
 ) -> None:
     topic = new_topic("kafka-python")
     options = {
-        "bootstrap_servers": broker.listeners["MTLS"],
+        "bootstrap_servers": broker.listeners[listener],
         "security_protocol": "SSL",
         "ssl_cafile": str(certificates.ca),
-        "ssl_certfile": str(certificates.client_cert),
-        "ssl_keyfile": str(certificates.client_key),
     }
+    if with_cert:
+        options["ssl_certfile"] = str(certificates.client_cert)
+        options["ssl_keyfile"] = str(certificates.client_key)
     producer = KafkaProducer(**options)
     for i in range(20):
         producer.send(topic, f"kp {i}".encode())
@@ -170,20 +181,28 @@ def test_kafka_python_with_a_client_certificate(
     finally:
         consumer.close()
     assert received == [f"kp {i}".encode() for i in range(20)]
-    assert "User:duke@sme" in principals(broker, "MTLS")
+    assert principal in principals(broker, listener)
 
 
-def test_aiokafka_over_ssl(broker: EmbeddedBroker, certificates: Certificates) -> None:
+@pytest.mark.parametrize(("listener", "with_cert", "principal"), CLIENT_CASES, ids=CASE_IDS)
+def test_aiokafka_over_ssl(
+    broker: EmbeddedBroker,
+    certificates: Certificates,
+    listener: str,
+    with_cert: bool,
+    principal: str,
+) -> None:
     topic = new_topic("aiokafka")
 
     async def round_trip() -> list[bytes]:
-        context = create_ssl_context(
-            cafile=str(certificates.ca),
-            certfile=str(certificates.client_cert),
-            keyfile=str(certificates.client_key),
+        client_files = (
+            {"certfile": str(certificates.client_cert), "keyfile": str(certificates.client_key)}
+            if with_cert
+            else {}
         )
+        context = create_ssl_context(cafile=str(certificates.ca), **client_files)
         options = {
-            "bootstrap_servers": broker.listeners["SSL"],
+            "bootstrap_servers": broker.listeners[listener],
             "security_protocol": "SSL",
             "ssl_context": context,
         }
@@ -203,6 +222,7 @@ def test_aiokafka_over_ssl(broker: EmbeddedBroker, certificates: Certificates) -
 
     values = asyncio.run(asyncio.wait_for(round_trip(), 60))
     assert values == [f"aio {i}".encode() for i in range(20)]
+    assert principal in principals(broker, listener)
 
 
 def api_versions_frame() -> bytes:
