@@ -22,6 +22,14 @@ in the next request.
 
 Records arrive as bytes in the response (one copy, as Kafka's fetcher has its own
 buffer) and are appended as the leader wrote them: offsets, epochs and CRCs kept.
+
+A fetcher stops on a flag its loop checks, not on task cancellation alone: on
+Python 3.11 ``asyncio.wait_for`` swallows a cancellation that arrives while the
+awaited thing has just completed (a wake-up from a role change, a refused
+connect), and the loop would then go on for ever. That is exactly what happens
+when the brokers of a cluster stop together: each one's roles change as the
+others leave, the cancellation was lost, and shutdown waited on the fetcher until
+the process was killed.
 """
 
 from __future__ import annotations
@@ -122,6 +130,7 @@ class ReplicaFetcher:
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connection: AsyncBrokerConnection | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -132,13 +141,20 @@ class ReplicaFetcher:
         self._woken.set()
 
     def stop(self) -> None:
+        self._stopping = True
+        self._woken.set()
         if self._task is not None:
             self._task.cancel()
 
     async def stopped(self) -> None:
+        """Wait until the loop has ended (``asyncio.wait`` leaves a cancellation of this
+        waiter to this waiter; suppressing CancelledError around ``await task`` would not)."""
         if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task})
+            if not self._task.cancelled() and self._task.exception() is not None:
+                log.error(
+                    "fetcher from broker %d failed", self.leader_id, exc_info=self._task.exception()
+                )
         if self._connection is not None:
             self._connection.close()
             self._connection = None
@@ -152,7 +168,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         settings = self.manager.settings
-        while True:
+        while not self._stopping:
             self._woken.clear()
             partitions = self._partitions()
             if not partitions:
