@@ -171,7 +171,7 @@ class Probes:
 
 def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
     """`odradek serve` with the probes installed by wrapping, not by editing, the broker's code."""
-    from odradek.cli.serve import without_test_libraries
+    from odradek.cli.main import without_test_libraries
 
     without_test_libraries()
     from odradek.cli.main import main
@@ -200,8 +200,8 @@ def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
     ReplicaManager.append_records = append_records
     read = fetch._read
 
-    def probed_read(broker, wanted, max_bytes, isolation_level):
-        results = read(broker, wanted, max_bytes, isolation_level)
+    def probed_read(broker, wanted, max_bytes, isolation_level, *replica):
+        results = read(broker, wanted, max_bytes, isolation_level, *replica)
         now = time.monotonic_ns()
         for tp, result in results.items():
             if result.records:
