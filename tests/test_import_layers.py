@@ -69,6 +69,7 @@ def test_lower_layers_do_not_import_upper_ones():
         "odradek.server": ("odradek.cli",),
         "odradek.coordinator": ("odradek.server", "odradek.cli"),
         "odradek.replication": ("odradek.coordinator", "odradek.server", "odradek.cli"),
+        "odradek.metrics": ("odradek.server", "odradek.cli"),
     }
     reaching_up = [
         (module, target)
@@ -79,3 +80,22 @@ def test_lower_layers_do_not_import_upper_ones():
         if target.startswith(above)
     ]
     assert reaching_up == []
+
+
+def test_metrics_counters_import_nothing_of_ours():
+    """Every layer counts into metrics.stats (storage, replication, coordinator, server)."""
+    assert GRAPH["odradek.metrics.stats"] == set()
+
+
+def test_only_metrics_counters_are_imported_below_the_server():
+    """Below the server, only the plain counters of metrics.stats may be used; the collectors
+    read the broker's parts and sit above them."""
+    lower = ("odradek.storage", "odradek.replication", "odradek.coordinator", "odradek.protocol")
+    reaching = [
+        (module, target)
+        for module, targets in GRAPH.items()
+        if module.startswith(lower)
+        for target in targets
+        if target.startswith("odradek.metrics") and target != "odradek.metrics.stats"
+    ]
+    assert reaching == []

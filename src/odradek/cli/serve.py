@@ -112,6 +112,7 @@ async def _serve(config: BrokerConfig) -> int:
         broker.cluster_id,
         config.log_dirs,
         broker.advertised_listeners,
+        broker.components["metrics"].url,
     )
     print(line, flush=True)
     await stop.wait()

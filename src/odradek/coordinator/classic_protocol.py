@@ -23,6 +23,7 @@ from odradek.coordinator.classic_group import (
 )
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.group_metadata import GroupMetadataManager
+from odradek.metrics.stats import REBALANCES
 from odradek.protocol.errors import ErrorCode
 
 
@@ -277,6 +278,7 @@ class ClassicGroupProtocol:
         group.in_initial_delay = False
         group.initial_delay_remaining_ms = 0
         group.generation_id += 1
+        REBALANCES.classic += 1
         if not group.members:
             group.protocol_name = None
             group.transition_to(GroupState.EMPTY, now_ms)

@@ -29,6 +29,7 @@ from odradek.coordinator.consumer_group import (
 )
 from odradek.coordinator.group_metadata import GroupMetadataManager
 from odradek.coordinator.migration import GroupMigration, classic_member
+from odradek.metrics.stats import REBALANCES
 from odradek.protocol.errors import ErrorCode
 
 #: ConsumerGroupHeartbeat member epochs of a member leaving for good, and of a static member leaving
@@ -212,6 +213,7 @@ class ConsumerGroupProtocol:
         metadata = {t: topics[t] for t in group.subscribed_topics() if t in topics}
         if changed or metadata != group.subscribed_metadata:
             group.group_epoch += 1
+            REBALANCES.consumer += 1
         retargeted = group.assignment_epoch != group.group_epoch
         if retargeted:
             group.compute_target(topics)
@@ -400,6 +402,7 @@ class ConsumerGroupProtocol:
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         group.group_epoch += 1
+        REBALANCES.consumer += 1
         group.state_timestamp_ms = now_ms
         if topics is not None:
             group.compute_target(topics)

@@ -301,6 +301,17 @@ class Listener:
     def _release(self, info: ConnectionInfo) -> None:
         self.quotas.release(info.listener_name, info.peer_host)
 
+    @property
+    def connection_count(self) -> int:
+        """Open connections (Kafka's connection-count of this listener)."""
+        return len(self._connections)
+
+    @property
+    def connections_created(self) -> int:
+        """Connections admitted since start (connection-creation-total); the closed ones are
+        the difference from ``connection_count``."""
+        return self._next_id
+
 
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames in through a FrameReader, responses out in request order."""

@@ -63,6 +63,7 @@ def encode_fetch_response(
     if api_version >= 7:
         head += wire.int16(error_code) + wire.int32(session_id)
     head += wire.array_length(len(topics), flexible)
+    errors = out.error_counts = {error_code: 1}
     for topic in topics:
         if api_version >= FIRST_TOPIC_ID_VERSION:
             head += (topic.topic_id or ZERO_UUID).bytes
@@ -70,6 +71,7 @@ def encode_fetch_response(
             head += wire.string(topic.topic, flexible)
         head += wire.array_length(len(topic.partitions), flexible)
         for p in topic.partitions:
+            errors[p.error_code] = errors.get(p.error_code, 0) + 1
             head += (
                 wire.int32(p.partition_index)
                 + wire.int16(p.error_code)

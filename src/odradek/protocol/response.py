@@ -33,6 +33,9 @@ class EncodedResponse:
 
     chunks: list[Chunk] = field(default_factory=list)
     size: int = 0
+    #: error code -> how many times the response carries it (Kafka's errorCounts), for the
+    #: request metrics; set by the encoder or handler that knows the fields, None if unknown.
+    error_counts: dict[int, int] | None = None
 
     def add(self, chunk: bytes | memoryview) -> None:
         self.chunks.append(chunk)

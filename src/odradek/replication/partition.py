@@ -53,6 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from odradek.metrics.stats import ISR_CHANGES
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.partition_state import AlterPartition, IsrState, PartitionState
 from odradek.replication.replica import FollowerReplica
@@ -227,6 +228,8 @@ class Partition(Generic[LogT]):
             return False
         new_epoch = state.leader_epoch > self.leader_epoch
         was_leader = self.is_leader
+        if was_leader and not new_epoch:  # the controller changed the ISR of a partition led here
+            ISR_CHANGES.changed(self._isr_state.isr, frozenset(state.isr))
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
@@ -380,6 +383,7 @@ class Partition(Generic[LogT]):
             ):
                 return False
             self.partition_epoch = result.partition_epoch
+            ISR_CHANGES.changed(state.isr, frozenset(result.isr))
             self._isr_state = IsrState.committed(frozenset(result.isr))
             return self._maybe_increment_high_watermark(now_ms)
         if result in (ErrorCode.operation_not_attempted, ErrorCode.ineligible_replica):

@@ -23,6 +23,8 @@ class Purgatory:
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._closed = False
+        #: Fetches waiting now (Kafka's NumDelayedOperations of the Fetch purgatory).
+        self.delayed = 0
 
     @property
     def closed(self) -> bool:
@@ -43,11 +45,13 @@ class Purgatory:
         keys = list(partitions)
         for tp in keys:
             self._watchers.setdefault(tp, set()).add(future)
+        self.delayed += 1
         try:
             await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
             pass
         finally:
+            self.delayed -= 1
             for tp in keys:
                 watchers = self._watchers.get(tp)
                 if watchers is not None:

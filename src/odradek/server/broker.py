@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.metadata.image import BrokerImage
 from odradek.metadata.local import LocalMetadataStore
 from odradek.metadata.store import MetadataStore
+from odradek.metrics.stats import BrokerTopicStats, RequestMetrics
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.network.memory_pool import MemoryPool
@@ -92,6 +93,10 @@ class Broker:
         self.default_log_config = LogConfig.from_properties(config.log_config_properties())
         self.fetch_purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache()
+        #: BrokerTopicMetrics: always counted (a few additions per partition of a request).
+        self.topic_stats = BrokerTopicStats()
+        #: RequestMetrics, kept only when metrics are served (metrics.http.listener).
+        self.request_metrics = RequestMetrics() if config["metrics.http.listener"] else None
         self.components: dict[str, Any] = {}
         #: None, as Kafka without ``authorizer.class.name``: every operation is allowed.
         self.authorizer: Authorizer | None = None

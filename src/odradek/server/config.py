@@ -189,6 +189,17 @@ _SSL_DEFS: list[tuple[str, str, str | None, Importance, str]] = [
     ),
 ]
 
+
+def parse_http_listener(raw: str) -> tuple[str, int] | None:
+    """``metrics.http.listener``: "host:port" (IPv6 in brackets) -> (host, port); empty -> None (off)."""
+    if not raw.strip():
+        return None
+    host, colon, port = raw.strip().rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("expected host:port, such as 127.0.0.1:9644, or empty for no metrics")
+    return host.strip("[]"), int(port)
+
+
 _DEFS = [
     ConfigDef(
         "ssl.client.auth",
@@ -273,6 +284,14 @@ _DEFS = [
         None,
         "Rack of this broker, for rack-aware assignment.",
         importance="medium",
+    ),
+    ConfigDef(
+        "metrics.http.listener",
+        "string",
+        "",
+        "host:port of the HTTP listener serving Prometheus metrics at /metrics; empty: none.",
+        importance="medium",
+        reader=parse_http_listener,
     ),
     ConfigDef(
         "zookeeper.connect",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.metadata.store import MetadataStore
+from odradek.metrics.stats import BrokerTopicStats, RequestMetrics
 from odradek.network.listener import ConnectionInfo
 from odradek.protocol.header import RequestHeader
 from odradek.replication.purgatory import Purgatory
@@ -38,6 +39,10 @@ class BrokerServices(Protocol):
     node_id: int
     #: None: every operation is allowed (Kafka without authorizer.class.name).
     authorizer: Authorizer | None
+    #: BrokerTopicMetrics counters, updated by the Produce and Fetch handlers.
+    topic_stats: BrokerTopicStats
+    #: RequestMetrics by API and version; None when metrics are off (nothing is timed).
+    request_metrics: RequestMetrics | None
 
     @property
     def metadata(self) -> MetadataStore:

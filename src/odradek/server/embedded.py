@@ -71,6 +71,8 @@ class EmbeddedBroker(StartedInWith):
         self.bootstrap_servers = ""
         #: Listener name -> "host:port" the broker advertises on it (several when ``listeners`` names several).
         self.listeners: dict[str, str] = {}
+        #: "http://host:port/metrics" when the config sets metrics.http.listener, else None.
+        self.metrics_url: str | None = None
         #: Lines the broker wrote to stderr (its log), for test diagnostics.
         self.log_lines: list[str] = []
 
@@ -117,6 +119,7 @@ class EmbeddedBroker(StartedInWith):
                 if parsed is not None and not found:
                     found.append(parsed.bootstrap_servers)
                     self.listeners = parsed.listeners
+                    self.metrics_url = parsed.metrics_url
                     ready.set()
             ready.set()
 

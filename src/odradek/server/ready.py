@@ -17,12 +17,15 @@ READY = "odradek ready"
 
 _READY = re.compile(rf"^{READY} bootstrap_servers=(\S+) ")
 _LISTENERS = re.compile(r" listeners=(\S+)")
+_METRICS = re.compile(r" metrics=(\S+)")
 
 
 class ReadyLine(NamedTuple):
     bootstrap_servers: str
     #: listener name -> "host:port" as advertised.
     listeners: dict[str, str]
+    #: "http://host:port/metrics" when metrics.http.listener is set, else None.
+    metrics_url: str | None = None
 
 
 def ready_line(
@@ -31,14 +34,16 @@ def ready_line(
     cluster_id: str,
     log_dirs: Iterable[str],
     listeners: dict[str, tuple[str, int]],
+    metrics_url: str | None = None,
 ) -> str:
-    """The ready line of a broker serving at these addresses."""
+    """The ready line of a broker serving at these addresses (and metrics at ``metrics_url``)."""
     host, port = bootstrap
     advertised = ",".join(f"{name}://{h}:{p}" for name, (h, p) in listeners.items())
-    return (
+    line = (
         f"{READY} bootstrap_servers={host}:{port} node_id={node_id} "
         f"cluster_id={cluster_id} log_dirs={','.join(log_dirs)} listeners={advertised}"
     )
+    return line if metrics_url is None else f"{line} metrics={metrics_url}"
 
 
 def parse_ready_line(line: str) -> ReadyLine | None:
@@ -48,4 +53,9 @@ def parse_ready_line(line: str) -> ReadyLine | None:
         return None
     listeners = _LISTENERS.search(line)
     uris = listeners.group(1).split(",") if listeners else []
-    return ReadyLine(match.group(1), dict(uri.split("://", 1) for uri in uris))
+    metrics = _METRICS.search(line)
+    return ReadyLine(
+        match.group(1),
+        dict(uri.split("://", 1) for uri in uris),
+        metrics.group(1) if metrics else None,
+    )

@@ -13,6 +13,12 @@ field (protocol.error_response, Kafka's getErrorResponse). A version Kafka does 
 define at all closes the connection, as Kafka 4 does (SocketServer.parseRequestHeader:
 "Received request api key ... with version ... which is not enabled"): no response
 could be trusted to decode.
+
+With metrics on (``metrics.http.listener``), each answered request is counted in the
+broker's RequestMetrics by API and version: its time from the frame's dispatch to the
+encoded response, split into the handler running (local) and waiting (remote, see
+``timed``), its size and its response's, and the error codes the response carries.
+Off, the handler is awaited directly and nothing is measured.
 """
 
 from __future__ import annotations
@@ -20,14 +26,17 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+import types
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, TypeVar
 
 from odradek.network.listener import CloseConnection, ConnectionInfo
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.error_counts import error_counts
 from odradek.protocol.error_response import error_response
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.frames import SIZE_PREFIX_LEN
 from odradek.protocol.header import parse_request_header, peek_api, response_header
 from odradek.protocol.response import EncodedResponse
 from odradek.server.apis import API_TABLE, ApiSpec
@@ -35,6 +44,53 @@ from odradek.server.context import BrokerServices, RequestContext
 from odradek.server.handlers.api_versions import api_versions_response
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _with_header(
+    response: Any, api_key: int, correlation_id: int, flexible: bool
+) -> EncodedResponse:
+    """The response with its header in front, as the bytes the network layer sends."""
+    head = response_header(api_key, correlation_id, flexible)
+    if isinstance(response, EncodedResponse):
+        response.chunks.insert(0, head)
+        response.size += len(head)
+        return response
+    out = EncodedResponse()
+    out.add(head)
+    out.add(schemas.encode(response))
+    return out
+
+
+@types.coroutine
+def timed(coro: Coroutine[Any, Any, T]) -> Generator[Any, None, tuple[T, float]]:
+    """Run a handler; also return how long it was suspended (Kafka's remote time).
+
+    ``await timed(handler(...))`` steps the handler itself, as ``await`` would, and adds
+    up the time between handing what it waits on to the event loop and being resumed:
+    a long poll in the purgatory, a coordinator's write. The time it runs is local.
+    """
+    clock, waited = time.perf_counter, 0.0
+    try:
+        pending = coro.send(None)
+    except StopIteration as done:
+        return done.value, waited
+    while True:
+        suspended = clock()
+        try:
+            yield pending
+        except BaseException as e:
+            waited += clock() - suspended
+            try:
+                pending = coro.throw(e)
+            except StopIteration as done:
+                return done.value, waited
+        else:
+            waited += clock() - suspended
+            try:
+                pending = coro.send(None)
+            except StopIteration as done:
+                return done.value, waited
 
 
 def _resolve(path: str) -> Callable[..., Any]:
@@ -48,6 +104,8 @@ class RequestChannel:
     def __init__(self, broker: BrokerServices, table: dict[int, ApiSpec] = API_TABLE) -> None:
         self._broker = broker
         self._table = table
+        #: None when metrics are off (and for a channel without a broker, in network tests).
+        self._metrics = getattr(broker, "request_metrics", None)
         # Resolved up front: a handler that fails to import stops start-up, not a request.
         self._handlers = {key: _resolve(spec.handler) for key, spec in table.items()}
         self._decoders = {
@@ -55,6 +113,7 @@ class RequestChannel:
         }
 
     async def dispatch(self, connection: ConnectionInfo, frame: bytes) -> EncodedResponse | None:
+        started = time.perf_counter()
         buf = memoryview(frame)
         try:
             api_key, api_version, correlation_id = peek_api(buf)
@@ -81,17 +140,26 @@ class RequestChannel:
                 f"malformed {ApiKey(api_key).name} v{api_version} request: {e!r}"
             ) from None
         ctx = RequestContext(self._broker, connection, header, api_version, int(time.time() * 1000))
-        response = await self._handlers[api_key](ctx, request)
-        if response is None:
-            return None
-        head = response_header(api_key, correlation_id, flexible)
-        if isinstance(response, EncodedResponse):
-            response.chunks.insert(0, head)
-            response.size += len(head)
-            return response
-        out = EncodedResponse()
-        out.add(head)
-        out.add(schemas.encode(response))
+        metrics = self._metrics
+        if metrics is None:
+            response = await self._handlers[api_key](ctx, request)
+            return (
+                None
+                if response is None
+                else _with_header(response, api_key, correlation_id, flexible)
+            )
+        response, waited = await timed(self._handlers[api_key](ctx, request))
+        errors = error_counts(response)
+        out = (
+            None if response is None else _with_header(response, api_key, correlation_id, flexible)
+        )
+        metrics.stats(api_key, api_version).record(
+            time.perf_counter() - started,
+            waited,
+            len(frame) + SIZE_PREFIX_LEN,
+            0 if out is None else out.size + SIZE_PREFIX_LEN,
+            errors,
+        )
         return out
 
     def _unsupported_version(

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from odradek.durable import fsync_dir
+from odradek.metrics.stats import LOG_FLUSH
 from odradek.protocol import records as rb
 from odradek.storage import errors
 from odradek.storage.cleaner import CLEANED_SUFFIX, CleanPlan, next_offset_in_file
@@ -1111,6 +1112,7 @@ class Log:
         a segment closed meanwhile flushes as a no-op, and a truncation meanwhile keeps the
         recovery point where the truncation put it.
         """
+        started = time.perf_counter()
         truncations = self._truncations
         leo = self.log_end_offset
         for seg in self._segments_from(self.recovery_point):
@@ -1132,6 +1134,7 @@ class Log:
                 self.recovery_point = max(self.recovery_point, leo)
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms() if now_ms is None else now_ms
+        LOG_FLUSH.observe(time.perf_counter() - started)
 
     def close(self) -> None:
         """Flush, snapshot producer state at the log end offset, trim indexes and close files."""

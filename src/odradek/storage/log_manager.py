@@ -85,6 +85,8 @@ class LogManager:
         #: log.cleaner.backoff.ms: how long the cleaner rests after finding nothing to clean.
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self._cleaner_idle_until_ms = 0
+        #: When the cleaner last looked at the compacted logs (Kafka's time-since-last-run-ms); 0: never.
+        self.cleaner_last_run_ms = 0
         #: Logs whose cleaning is under way in a thread; their deletion waits for it.
         self._cleaning: set[Log] = set()
         #: Closes deleted logs' files and removes their renamed dirs, file.delete.delay.ms later.
@@ -438,6 +440,7 @@ class LogManager:
         slots = asyncio.Semaphore(self.cleaner_threads)
         logs = [lg for lg in self.all_logs() if not lg.offline and lg.config.compact]
         cleaned = await asyncio.gather(*(self._clean_log(lg, now_ms, slots) for lg in logs))
+        self.cleaner_last_run_ms = now_ms
         if not any(cleaned):
             self._cleaner_idle_until_ms = now_ms + self.cleaner_backoff_ms
 

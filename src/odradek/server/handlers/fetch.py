@@ -82,6 +82,9 @@ async def handle(ctx: RequestContext, request):
             break
         await broker.fetch_purgatory.wait(wanted.keys(), remaining)
 
+    broker.topic_stats.fetched(
+        (tp.topic, r.error_code, r.records_size) for tp, r in results.items()
+    )
     topics: list[FetchTopicResponse] = []
     for tp, result in results.items():
         if incremental and not _has_news(wanted[tp], result):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.produce import (
@@ -41,10 +42,21 @@ log = logging.getLogger(__name__)
 
 #: Produce v8 added per-record errors to the response.
 FIRST_RECORD_ERRORS_VERSION = 8
+#: Errors that refuse the records themselves: their bytes count as BytesRejected, as Kafka's
+#: log validation marks them (a failure elsewhere, such as not being the leader, does not).
+REJECTED_RECORDS = frozenset(
+    {
+        ErrorCode.corrupt_message,
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.invalid_record,
+        ErrorCode.invalid_timestamp,
+    }
+)
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedResponse | None:
-    replicas = ctx.broker.replica_manager
+    replicas, topic_stats = ctx.broker.replica_manager, ctx.broker.topic_stats
     acks, now_ms = request.acks, ctx.now_ms
     by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
     results: list[tuple[str | uuid.UUID, list[ProducePartitionResponse]]] = []
@@ -82,14 +94,20 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
                 result.error_code, result.error_message = e.error_code, str(e)
                 if ctx.api_version >= FIRST_RECORD_ERRORS_VERSION:
                     result.record_errors = list(e.record_errors)
+                topic_stats.append_failed(name, len(p.records))
                 continue
             except KafkaError as e:
                 result.error_code, result.error_message = e.error_code, str(e)
+                if e.error_code != ErrorCode.unknown_topic_or_partition:  # no series per typo
+                    rejected = e.error_code in REJECTED_RECORDS and p.records is not None
+                    topic_stats.append_failed(name, len(p.records) if rejected else 0)
                 continue
             except Exception as e:
                 log.exception("append to %s failed", tp)
                 result.error_code, result.error_message = ErrorCode.unknown_server_error, str(e)
+                topic_stats.append_failed(name)
                 continue
+            topic_stats.appended(name, len(p.records), info.record_count)
             result.base_offset = info.first_offset
             result.log_append_time_ms = info.log_append_time_ms
             partition = replicas.partition(tp)
@@ -108,6 +126,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
             result.error_code = error
     if acks == 0:
         return None
-    response = EncodedResponse()
+    response = EncodedResponse(
+        error_counts=Counter(p.error_code for _, partitions in results for p in partitions)
+    )
     response.add(encode_produce_response(ctx.api_version, results))
     return response

@@ -1,0 +1,44 @@
+"""MetricsService: the broker component that serves /metrics when ``metrics.http.listener`` is set.
+
+A component (server/components.py) so that the broker starts it after the logs,
+replicas and group coordinator whose state it reports, and before the Kafka
+listeners accept clients: the ready line can then name its URL. Its registry is
+the broker's own, not prometheus_client's global one, so that two brokers in one
+process (tests) do not share series; it holds the broker's collector and
+prometheus_client's process, platform and garbage-collector collectors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+
+from odradek.metrics.collectors import BrokerCollector
+from odradek.metrics.http import PATH, MetricsHttpServer
+
+
+class MetricsService:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        #: http://host:port/metrics once serving; None when metrics.http.listener is empty.
+        self.url: str | None = None
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._server: MetricsHttpServer | None = None
+
+    async def start(self) -> None:
+        address = self.broker.config["metrics.http.listener"]
+        if address is None:
+            return
+        self.registry.register(BrokerCollector(self.broker))
+        for collector in (ProcessCollector, PlatformCollector, GCCollector):
+            collector(registry=self.registry)
+        self._server = MetricsHttpServer(*address, self.registry.collect)
+        host, port = await self._server.start()
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{port}{PATH}"
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop()
+            self._server = None
