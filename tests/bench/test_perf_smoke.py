@@ -6,6 +6,8 @@ They check that records arrive and are counted, never how fast.
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 
 from odradek import EmbeddedBroker
 from odradek.cli.perf import Throttle, percentile
+from odradek.cli.perf_report import Progress, histogram
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60
@@ -44,26 +47,48 @@ def odradek() -> Iterator[str]:
         yield broker.bootstrap_servers
 
 
+def perf_command(bootstrap: str, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "odradek",
+        "perf",
+        *args,
+        "--bootstrap-server",
+        bootstrap,
+        "--timeout",
+        str(TIMEOUT),
+    ]
+
+
 def perf(bootstrap: str, *args: str) -> dict:
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "odradek",
-            "perf",
-            *args,
-            "--bootstrap-server",
-            bootstrap,
-            "--json",
-            "--timeout",
-            str(TIMEOUT),
-        ],
+        [*perf_command(bootstrap, *args), "--json"],
         capture_output=True,
         text=True,
         timeout=TIMEOUT * 2,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def on_a_terminal(command: list[str]) -> tuple[int, str, str]:
+    """Run ``command`` with stderr on a pseudo-terminal: (exit status, stdout, terminal output)."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=terminal, text=True)
+    os.close(terminal)
+    seen = bytearray()
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(controller)
+    out, _ = process.communicate(timeout=TIMEOUT * 2)
+    return process.returncode, out, seen.decode(errors="replace")
 
 
 @pytest.mark.parametrize("target", ["null_broker", "odradek"])
@@ -163,3 +188,63 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 0.99) == 99.0
     assert percentile(values, 0.999) == 100.0
     assert percentile([7.0], 0.999) == 7.0
+
+
+def test_json_file_and_plot_hold_the_latency_distribution(odradek: str, tmp_path: Path) -> None:
+    report, plot = tmp_path / "latency.json", tmp_path / "latency.png"
+    done = subprocess.run(
+        perf_command(
+            odradek,
+            "produce",
+            "--topic",
+            "smoke-report",
+            "--records",
+            "2000",
+            "--json",
+            str(report),
+            "--plot",
+            str(plot),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 2,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("produce: 2000 records")  # the line for people stays
+    document = json.loads(report.read_text())
+    summary, latency = document["summary"], document["latency"]
+    assert summary["records"] == 2000 and summary["errors"] == 0
+    assert latency["samples"] == summary["latency_samples"] == 2000
+    assert sum(bucket["count"] for bucket in latency["histogram"]) == 2000
+    assert latency["percentiles_ms"]["p50"] == pytest.approx(summary["p50_ms"], abs=0.001)
+    assert latency["percentiles_ms"]["p100"] == pytest.approx(summary["max_ms"], abs=0.001)
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(str(plot))
+    assert pixels.shape[0] >= 400 and pixels.shape[1] >= 1000  # a real image, 12 x 4.8 in
+
+
+def test_progress_line_on_a_terminal_only(odradek: str) -> None:
+    command = perf_command(odradek, "produce", "--topic", "smoke-progress", "--records", "3000")
+    status, out, terminal = on_a_terminal(command)
+    assert status == 0, terminal
+    assert "produce: 0/3,000 records (0%)" in terminal
+    assert out.startswith("produce: 3000 records")
+    status, _, terminal = on_a_terminal([*command, "--quiet"])
+    assert status == 0 and "records/s" not in terminal
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT * 2)
+    assert piped.returncode == 0 and "records/s" not in piped.stderr
+
+
+def test_progress_line_reads_the_count_it_is_given() -> None:
+    progress = Progress("consume", 2000, lambda: 500, enabled=False)
+    assert progress.line(500, 2.0) == "consume: 500/2,000 records (25%), 250 records/s, 2.0 s"
+
+
+def test_histogram_buckets_hold_every_sample_once() -> None:
+    samples = sorted([0.05, 0.3, 0.3, 1.0, 7.5, 7.5, 99.0, 250.0])
+    buckets = histogram(samples)
+    assert sum(b["count"] for b in buckets) == len(samples)
+    bounds = [b["le_ms"] for b in buckets]
+    assert bounds == sorted(bounds) and bounds[-1] >= 250.0
+    assert histogram([]) == []

@@ -13,14 +13,15 @@ back to back, linger.ms 0); the consumer keeps librdkafka's fetch settings (a fe
 in the broker until an append wakes it). ``--latency-log`` writes every timed record.
 
 Every command prints one human-readable line, or with ``--json`` one JSON object
-(what bench/run.py reads).
+(what bench/run.py reads). ``--json FILE`` writes the summary and the latency
+distribution to FILE instead, ``--plot FILE.png`` draws the distribution, and on a
+terminal a progress line runs meanwhile (``--quiet``: none); see cli/perf_report.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing
 import queue
 import random
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.cli.client_options import add_connection_args, client_config
 from odradek.cli.errors import ToolError
+from odradek.cli.perf_report import Progress, percentile, write_json, write_plot
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
@@ -70,13 +72,6 @@ class Result:
         return out
 
 
-def percentile(ordered: list[float], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    rank = math.ceil(q * len(ordered) - 1e-9)  # the epsilon absorbs float error such as 0.99 * 100
-    index = min(len(ordered) - 1, max(0, rank - 1))
-    return ordered[index]
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     perf = subparsers.add_parser(
         "perf", help="producer, consumer and end-to-end latency benchmarks"
@@ -94,7 +89,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--records", type=int, default=1_000_000, help="number of records (default 1,000,000)"
         )
         p.add_argument(
-            "--json", action="store_true", help="print one JSON object instead of a line of text"
+            "--json",
+            nargs="?",
+            const="-",
+            metavar="FILE",
+            help="alone: print one JSON object instead of a line of text; with FILE: also write "
+            "the summary and the latency distribution there as JSON",
+        )
+        p.add_argument(
+            "--quiet", action="store_true", help="no progress line (drawn only on a terminal)"
         )
         p.add_argument(
             "--timeout", type=float, default=300.0, help="give up after this many seconds"
@@ -128,6 +131,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 "--linger-ms",
                 type=float,
                 help="linger.ms (librdkafka default 5 for produce, 0 for e2e)",
+            )
+        if name != "consume":
+            p.add_argument(
+                "--plot",
+                type=Path,
+                metavar="FILE.png",
+                help="draw the latency distribution (histogram and percentiles) as a PNG",
             )
         if name == "produce":
             p.add_argument(
@@ -239,7 +249,11 @@ class Throttle:
 
 def emit(args: argparse.Namespace, kind: str, result: Result) -> int:
     summary = {"test": kind, **result.summary()}
-    if args.json:
+    if args.json not in (None, "-"):
+        write_json(Path(args.json), summary, result.latencies_ms)
+    if getattr(args, "plot", None) is not None:
+        write_plot(args.plot, summary, result.latencies_ms)
+    if args.json == "-":
         print(json.dumps(summary), flush=True)
     else:
         line = (
@@ -271,8 +285,12 @@ def _produce_worker(
     go: Event,
     results: Queue[tuple[float, float, int, list[float]]],
     seed: int,
+    sent: Any,
 ) -> None:
-    """One producer process: waits for ``go``, sends, flushes, reports (start, end, errors, latencies)."""
+    """One producer process: waits for ``go``, sends, flushes, reports (start, end, errors, latencies).
+
+    ``sent[seed]`` (shared memory) tells the progress line how far it got, every 1,000 records.
+    """
     from confluent_kafka import Producer
 
     producer = Producer(config)
@@ -308,7 +326,9 @@ def _produce_worker(
         if i % 1000 == 0:
             poll(0)
             throttle.wait(i)
+            sent[seed] = i
     left = producer.flush(300)
+    sent[seed] = records
     end = time.perf_counter()
     results.put((start, end, errors[0] + left, latencies))
 
@@ -319,23 +339,27 @@ def run_produce(args: argparse.Namespace) -> int:
     n = max(1, args.producers)
     ctx = multiprocessing.get_context("spawn")
     go, results = ctx.Event(), ctx.Queue()
+    sent = ctx.Array("q", n, lock=False)  # each producer writes its own slot
     share = [args.records // n + (1 if i < args.records % n else 0) for i in range(n)]
     rate = args.throughput / n if args.throughput > 0 else -1
+    progress = Progress("produce", args.records, lambda: sum(sent), Progress.wanted(args.quiet))
     if n == 1:
         # In-process: no spawn cost, and the figures are the same as Kafka's single-producer test.
         go.set()
-        _produce_worker(
-            config,
-            args.topic,
-            share[0],
-            args.record_size,
-            rate,
-            partitions,
-            args.round_robin,
-            go,
-            results,
-            0,
-        )
+        with progress:
+            _produce_worker(
+                config,
+                args.topic,
+                share[0],
+                args.record_size,
+                rate,
+                partitions,
+                args.round_robin,
+                go,
+                results,
+                0,
+                sent,
+            )
         reports = [results.get(timeout=args.timeout)]
     else:
         workers = [
@@ -353,14 +377,16 @@ def run_produce(args: argparse.Namespace) -> int:
                     go,
                     results,
                     i,
+                    sent,
                 ),
             )
             for i in range(n)
         ]
         for w in workers:
             w.start()
-        go.set()
-        reports = [results.get(timeout=args.timeout) for _ in workers]
+        with progress:
+            go.set()
+            reports = [results.get(timeout=args.timeout) for _ in workers]
         for w in workers:
             w.join(10)
     start = min(r[0] for r in reports)
@@ -406,13 +432,14 @@ def run_consume(args: argparse.Namespace) -> int:
     got = size = errors = 0
     start = time.perf_counter()
     deadline = start + args.timeout
-    while got < args.records and time.perf_counter() < deadline:
-        for message in consumer.consume(10_000, 1.0):
-            if message.error() is not None:
-                errors += 1
-                continue
-            got += 1
-            size += len(message.value() or b"")
+    with Progress("consume", args.records, lambda: got, Progress.wanted(args.quiet)):
+        while got < args.records and time.perf_counter() < deadline:
+            for message in consumer.consume(10_000, 1.0):
+                if message.error() is not None:
+                    errors += 1
+                    continue
+                got += 1
+                size += len(message.value() or b"")
     seconds = time.perf_counter() - start
     consumer.close()
     if got < args.records:
@@ -517,16 +544,18 @@ def run_e2e(args: argparse.Namespace) -> int:
     filler = payload(size - _STAMP.size)
     start = time.perf_counter()
     throttle = Throttle(args.throughput, start)
-    for i in range(args.records):
-        throttle.wait(i)
-        while True:
-            try:
-                producer.produce(args.topic, _STAMP.pack(time.monotonic_ns()) + filler)
-                break
-            except BufferError:
-                producer.poll(0.001)
-        producer.poll(0)
-    producer.flush(args.timeout)
+    sent = 0
+    with Progress("e2e", args.records, lambda: sent, Progress.wanted(args.quiet)):
+        for sent in range(args.records):
+            throttle.wait(sent)
+            while True:
+                try:
+                    producer.produce(args.topic, _STAMP.pack(time.monotonic_ns()) + filler)
+                    break
+                except BufferError:
+                    producer.poll(0.001)
+            producer.poll(0)
+        producer.flush(args.timeout)
     try:
         received, errors, latencies, timed = results.get(timeout=args.timeout + 30)
     except queue.Empty:
