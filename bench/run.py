@@ -17,12 +17,17 @@ through each, alternating which goes first; the ratio is TLS over plaintext.
 
 It prints the tables with the machine's description and writes it to docs/benchmarks.md.
 
-    .venv/bin/python bench/run.py [--rounds 3] [--quick] [--start-only|--tls-only] [--output docs/benchmarks.md]
+    .venv/bin/python bench/run.py [--rounds 3] [--quick] [--start-only|--tls-only]
+                                  [--throughput] [--metrics] [--output docs/benchmarks.md]
 
 ``--quick`` divides the record and partition counts by 10 for a smoke run. ``--start-only``
 runs only the start-to-ready rows (and the produce that fills the 1,000 partitions), cheap
 enough for many rounds on a loaded machine; it writes no file unless ``--output`` says so.
 ``--tls-only`` runs only the TLS table (and, like ``--start-only``, writes no file by default).
+``--throughput`` runs only the produce 100 B (acks=1 and acks=all) and consume rows.
+``--metrics`` adds a third broker to each round, Odradek serving /metrics
+(metrics.http.listener) and scraped every second while it works, so the table shows
+what keeping and serving the metrics costs next to the same broker without them.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +53,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 READY = re.compile(r"ready bootstrap_servers=(\S+)")
+METRICS_URL = re.compile(r" metrics=(\S+)")
+#: The broker variants a round may start: the reference, Odradek, Odradek serving /metrics.
+ODRADEK_WITH_METRICS = "odradek-metrics"
+#: Seconds between scrapes of the metrics broker (Prometheus' default is 15 s or 1 min).
+SCRAPE_INTERVAL_S = 1.0
+
+
+def variant_configs(name: str) -> dict[str, str]:
+    """The broker configs of a round's broker variant: the metrics one serves /metrics."""
+    return {"metrics.http.listener": "127.0.0.1:0"} if name == ODRADEK_WITH_METRICS else {}
 
 
 @dataclass
@@ -107,6 +123,9 @@ class Broker:
                     for uri in listeners.group(1).split(",") if listeners else ():
                         name, _, address = uri.partition("://")
                         self.listeners[name] = address
+                    metrics = METRICS_URL.search(line)
+                    if metrics:
+                        self._scrape_until_stopped(metrics.group(1))
                     found.set()
             found.set()
 
@@ -116,6 +135,21 @@ class Broker:
             self.stop()
             raise RuntimeError(f"{self.name} did not start:\n{''.join(self.lines[-20:])}")
         return ready_at[0] - started
+
+    def _scrape_until_stopped(self, url: str) -> None:
+        """Scrape /metrics every SCRAPE_INTERVAL_S in a thread while the process runs."""
+        process = self.process
+
+        def scrape() -> None:
+            while process.poll() is None:
+                try:
+                    with urllib.request.urlopen(url, timeout=30) as response:
+                        response.read()
+                except OSError:
+                    pass  # stopping
+                time.sleep(SCRAPE_INTERVAL_S)
+
+        threading.Thread(target=scrape, daemon=True).start()
 
     def stop(self) -> None:
         if self.process is None:
@@ -191,10 +225,15 @@ def metadata_ms(broker: Broker, repeats: int = 5) -> float:
 
 
 def one_round(
-    name: str, scale: Scale, r: int, work: Path, start_only: bool = False
+    name: str,
+    scale: Scale,
+    r: int,
+    work: Path,
+    start_only: bool = False,
+    throughput_only: bool = False,
 ) -> dict[str, float | None]:
-    """All workloads (``start_only``: the start-to-ready ones) against one fresh broker; metric
-    name -> value (None when it failed)."""
+    """All workloads (``start_only``: the start-to-ready ones; ``throughput_only``: produce and
+    consume 100 B) against one fresh broker; metric name -> value (None when it failed)."""
     out: dict[str, float | None] = {}
 
     def record(key: str, result: dict, field_name: str) -> None:
@@ -205,18 +244,22 @@ def one_round(
             out[key] = result[field_name]
 
     data = Path(tempfile.mkdtemp(prefix=f"bench-{name}-", dir=work))
-    broker = Broker(name, data)
+    broker = Broker(name, data, configs=variant_configs(name))
     out["start_empty_s"] = broker.start()
     try:
-        if not start_only:
+        if throughput_only:
+            throughput(broker, scale, r, record)
+        elif not start_only:
             workloads(broker, scale, r, record, out)
     finally:
         broker.stop()
         shutil.rmtree(data, ignore_errors=True)
+    if throughput_only:
+        return out
 
     # A second broker with only the spread topic on disk, restarted to time recovery of its partitions.
     data = Path(tempfile.mkdtemp(prefix=f"bench-{name}-", dir=work))
-    broker = Broker(name, data)
+    broker = Broker(name, data, configs=variant_configs(name))
     broker.start()
     try:
         try:
@@ -243,14 +286,10 @@ def one_round(
     return out
 
 
-def workloads(
-    broker: Broker,
-    scale: Scale,
-    r: int,
-    record: Callable[[str, dict, str], None],
-    out: dict[str, float | None],
+def throughput(
+    broker: Broker, scale: Scale, r: int, record: Callable[[str, dict, str], None]
 ) -> None:
-    """The throughput, latency and metadata workloads of a round, against a running broker."""
+    """The LinkedIn workload: produce 100 B records with acks=1 and acks=all, consume them."""
     for acks in ("1", "all"):
         res = perf(
             broker,
@@ -269,6 +308,17 @@ def workloads(
         record(f"produce_100b_acks{acks}_rps", res, "records_per_s")
     res = perf(broker, "consume", "--topic", f"lb-1-{r}", "--records", str(scale.records_100b))
     record("consume_100b_rps", res, "records_per_s")
+
+
+def workloads(
+    broker: Broker,
+    scale: Scale,
+    r: int,
+    record: Callable[[str, dict, str], None],
+    out: dict[str, float | None],
+) -> None:
+    """The throughput, latency and metadata workloads of a round, against a running broker."""
+    throughput(broker, scale, r, record)
     for size, count, label in (
         (1024, scale.records_1kb, "1kb"),
         (65536, scale.records_64kb, "64kb"),
@@ -407,9 +457,12 @@ def fmt(value: float | None, unit: str) -> str:
 
 
 def table(results: dict[str, list[dict]], scale: Scale) -> str:
+    """The markdown table; with an ``odradek-metrics`` broker, two more columns for it."""
+    with_metrics = ODRADEK_WITH_METRICS in results
+    extra_head = " Odradek, metrics on | Metrics on ÷ null |" if with_metrics else ""
     rows = [
-        "| Workload | Unit | Odradek | Null broker | Odradek ÷ null | Goal | Met |",
-        "|---|---|---:|---:|---:|---|---|",
+        f"| Workload | Unit | Odradek |{extra_head} Null broker | Odradek ÷ null | Goal | Met |",
+        "|---|---|---:|" + ("---:|---:|" if with_metrics else "") + "---:|---:|---|---|",
     ]
     for key, (label, unit, _higher, goal, check) in METRICS.items():
         if not any(key in r for rounds in results.values() for r in rounds):
@@ -423,8 +476,13 @@ def table(results: dict[str, list[dict]], scale: Scale) -> str:
         label = label.format(
             spread=f"{scale.spread_partitions:,}", wide=f"{scale.metadata_partitions:,}"
         )
+        extra = ""
+        if with_metrics:
+            on = median([r.get(key) for r in results[ODRADEK_WITH_METRICS]])
+            on_ratio = on / ref if on is not None and ref else None
+            extra = f" {fmt(on, unit)} | {'' if on_ratio is None else f'{on_ratio:.2f}'} |"
         rows.append(
-            f"| {label} | {unit} | {fmt(ours, unit)} | {fmt(ref, unit)} | "
+            f"| {label} | {unit} | {fmt(ours, unit)} |{extra} {fmt(ref, unit)} | "
             f"{'' if ratio is None else f'{ratio:.2f}'} | {goal} | {met} |"
         )
     return "\n".join(rows)
@@ -528,6 +586,16 @@ def main(argv: list[str] | None = None) -> int:
         "--tls-only", action="store_true", help="only the TLS beside plaintext table"
     )
     parser.add_argument(
+        "--throughput",
+        action="store_true",
+        help="only the produce 100 B (acks=1, acks=all) and consume rows",
+    )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also run Odradek serving /metrics, scraped every second, as a third broker",
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         default=None,
@@ -536,20 +604,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.output is None:
-        quiet = args.start_only or args.tls_only
-        args.output = Path("-") if quiet else ROOT / "docs" / "benchmarks.md"
+        partial = args.start_only or args.tls_only or args.throughput or args.metrics
+        args.output = Path("-") if partial else ROOT / "docs" / "benchmarks.md"
     scale = QUICK if args.quick else FULL
     precompile()
     load_before = os.getloadavg()
-    results: dict[str, list[dict]] = {"odradek": [], "null": []}
+    names = ["odradek", *([ODRADEK_WITH_METRICS] if args.metrics else []), "null"]
+    results: dict[str, list[dict]] = {name: [] for name in names}
     tls_rounds: list[dict[str, float | None]] = []
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         for r in range(args.rounds if not args.tls_only else 0):
-            order = ("odradek", "null") if r % 2 == 0 else ("null", "odradek")
+            order = names[r % len(names) :] + names[: r % len(names)]  # each goes first in turn
             for name in order:
                 print(f"round {r + 1}/{args.rounds}: {name}", file=sys.stderr, flush=True)
-                results[name].append(one_round(name, scale, r, Path(tmp), args.start_only))
-        if not args.start_only:
+                results[name].append(
+                    one_round(name, scale, r, Path(tmp), args.start_only, args.throughput)
+                )
+        if not (args.start_only or args.throughput or args.metrics):
             from odradek.testing.certificates import make_certificates
 
             certificates = make_certificates(Path(tempfile.mkdtemp(dir=tmp)))
@@ -564,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     flags = "".join(
         f" --{flag}"
-        for flag in ("quick", "start-only", "tls-only")
+        for flag in ("quick", "start-only", "tls-only", "throughput", "metrics")
         if getattr(args, flag.replace("-", "_"))
     )
     header = (
