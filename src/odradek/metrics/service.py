@@ -33,7 +33,8 @@ class MetricsService:
         self.registry.register(BrokerCollector(self.broker))
         for collector in (ProcessCollector, PlatformCollector, GCCollector):
             collector(registry=self.registry)
-        self._server = MetricsHttpServer(*address, self.registry.collect)
+        bind_host, bind_port = address
+        self._server = MetricsHttpServer(bind_host, bind_port, self.registry.collect)
         host, port = await self._server.start()
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{port}{PATH}"

@@ -11,15 +11,18 @@ out once per class, so a walk touches only error codes and entity lists.
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 from typing import Any
 
 from odradek.protocol.response import EncodedResponse
 
+_FIELDS: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
-@cache
+
 def _fields(cls: type) -> tuple[bool, tuple[str, ...]]:
     """(has an ``error_code``, names of fields that may hold entities) of a kio schema class."""
+    known = _FIELDS.get(cls)
+    if known is not None:
+        return known
     has_error, nested = False, []
     for f in dataclasses.fields(cls):
         if f.name == "error_code":
@@ -28,7 +31,8 @@ def _fields(cls: type) -> tuple[bool, tuple[str, ...]]:
             continue
         else:
             nested.append(f.name)
-    return has_error, tuple(nested)
+    known = _FIELDS[cls] = (has_error, tuple(nested))
+    return known
 
 
 def _walk(entity: Any, counts: dict[int, int]) -> None:

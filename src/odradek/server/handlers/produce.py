@@ -86,6 +86,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
             if acks not in (-1, 0, 1):
                 result.error_code = ErrorCode.invalid_required_acks
                 continue
+            size = len(p.records) if p.records is not None else 0
             try:
                 if p.records is None:
                     raise KafkaError("null records", ErrorCode.invalid_record)
@@ -94,20 +95,19 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
                 result.error_code, result.error_message = e.error_code, str(e)
                 if ctx.api_version >= FIRST_RECORD_ERRORS_VERSION:
                     result.record_errors = list(e.record_errors)
-                topic_stats.append_failed(name, len(p.records))
+                topic_stats.append_failed(name, size)
                 continue
             except KafkaError as e:
                 result.error_code, result.error_message = e.error_code, str(e)
                 if e.error_code != ErrorCode.unknown_topic_or_partition:  # no series per typo
-                    rejected = e.error_code in REJECTED_RECORDS and p.records is not None
-                    topic_stats.append_failed(name, len(p.records) if rejected else 0)
+                    topic_stats.append_failed(name, size if e.error_code in REJECTED_RECORDS else 0)
                 continue
             except Exception as e:
                 log.exception("append to %s failed", tp)
                 result.error_code, result.error_message = ErrorCode.unknown_server_error, str(e)
                 topic_stats.append_failed(name)
                 continue
-            topic_stats.appended(name, len(p.records), info.record_count)
+            topic_stats.appended(name, size, info.record_count)
             result.base_offset = info.first_offset
             result.log_append_time_ms = info.log_append_time_ms
             partition = replicas.partition(tp)
@@ -126,8 +126,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
             result.error_code = error
     if acks == 0:
         return None
-    response = EncodedResponse(
-        error_counts=Counter(p.error_code for _, partitions in results for p in partitions)
-    )
+    response = EncodedResponse()
+    if ctx.broker.request_metrics is not None:  # counted only when someone reads them
+        response.error_counts = Counter(p.error_code for _, ps in results for p in ps)
     response.add(encode_produce_response(ctx.api_version, results))
     return response
