@@ -224,7 +224,7 @@ def test_broker_wide_gauges_of_a_single_node(broker):
     closed = value(found, prefix + "connection_close_total", listener="PLAINTEXT")
     assert created == open_now + closed and created > 0
     purgatory = "kafka_server_delayedoperationpurgatory_num_delayed_operations"
-    assert value(found, purgatory, delayed_operation="Produce") == 0  # none waits yet
+    assert value(found, purgatory, delayed_operation="Produce") == 0  # none in flight now
     assert value(found, purgatory, delayed_operation="Fetch") >= 0
     assert "kafka_log_logflushstats_log_flush_time_seconds_count" in found
     assert "kafka_log_logcleanermanager_max_dirty_percent" in found
@@ -348,3 +348,34 @@ def test_a_deleted_topic_leaves_its_series(broker):
     assert all(
         labels.get("topic") != "m-deleted" for labels, _ in found["kafka_log_log_size_bytes"]
     )
+
+
+def test_a_subscribing_consumer_shows_as_a_rebalance_and_a_stable_group(broker):
+    create_topic(broker, "m-group")
+    rebalances = "kafka_server_group_coordinator_metrics_group_rebalance_total"
+    before = value(samples(broker), rebalances, protocol="classic")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "m-group-members",
+            "session.timeout.ms": 6000,
+        }
+    )
+    try:
+        consumer.subscribe(["m-group"])
+        while not consumer.assignment():
+            consumer.poll(0.2)
+        found = samples(broker)
+        assert value(found, rebalances, protocol="classic") >= before + 1
+        states = "kafka_server_group_coordinator_metrics_group_count"
+        assert total(found, states, protocol="classic", state="Stable") >= 1
+    finally:
+        consumer.close()
+
+
+def test_each_scrape_reports_what_the_previous_one_cost(broker):
+    scrape(broker)
+    found = samples(broker)
+    assert value(found, "odradek_metrics_last_scrape_collect_seconds") > 0
+    assert value(found, "odradek_metrics_last_scrape_format_seconds") > 0
+    assert "process_cpu_seconds_total" in found

@@ -56,6 +56,9 @@ def test_topic_stats_count_per_topic_and_in_total():
     assert (everything.messages_in, everything.bytes_in, everything.bytes_out) == (4, 150, 100)
     assert everything.total_fetch_requests == 2
     assert "nope" not in stats.topics  # an unknown topic gets no series
+    stats.fetched([("a", 0, 40)], follower=True)
+    assert (a.replication_bytes_out, a.bytes_out, a.total_fetch_requests) == (40, 100, 2)
+    assert everything.replication_bytes_out == 40
     stats.remove_topic("a")
     assert "a" not in stats.topics and everything.messages_in == 4
 

@@ -18,9 +18,10 @@ this package sits below ``server`` and must not import it.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client.core import (
@@ -49,6 +50,7 @@ TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
     ("BytesInPerSec", "bytes_in", "Record batch bytes appended by producers."),
     ("BytesOutPerSec", "bytes_out", "Record bytes sent to consumers."),
     ("BytesRejectedPerSec", "bytes_rejected", "Record batch bytes refused as invalid."),
+    ("ReplicationBytesOutPerSec", "replication_bytes_out", "Record bytes sent to followers."),
     (
         "TotalProduceRequestsPerSec",
         "total_produce_requests",
@@ -105,33 +107,46 @@ class BrokerCollector:
         self.broker = broker
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._topic_metrics()
-        yield from self._request_metrics()
-        yield from self._socket_server()
-        yield from self._purgatory()
-        yield from self._logs()
-        yield from self._cleaner()
-        yield from self._replica_manager()
-        yield from self._controller()
-        yield from self._group_coordinator()
+        yield from self.read()()
+
+    def read(self) -> Callable[[], list[Metric]]:
+        """Read the broker's state (on its event loop); the function returned builds the families
+        from what was read, in any thread.
+
+        Reading is copying numbers into tuples; building the families (a labels dict and a
+        sample per series) is most of a scrape with thousands of partitions, and needs no loop.
+        """
+        small = [
+            *self._request_metrics(),
+            *self._socket_server(),
+            *self._purgatory(),
+            *self._cleaner(),
+            *self._replica_manager(),
+            *self._controller(),
+        ]
+        topics = self._read_topic_metrics()
+        logs = self._read_logs()
+        groups = self._read_groups()
+
+        def build() -> list[Metric]:
+            return [
+                *_topic_families(*topics),
+                *small,
+                *_log_families(logs),
+                *_group_families(*groups),
+            ]
+
+        return build
 
     # -- BrokerTopicMetrics --------------------------------------------------------------
 
-    def _topic_metrics(self) -> Iterator[Metric]:
+    def _read_topic_metrics(self) -> tuple[TopicStats, list[tuple[str, TopicStats]]]:
+        """Copies of the all-topics and per-topic counters; deleted topics' counters dropped."""
         stats = self.broker.topic_stats
         known = self.broker.metadata.topics()
         for deleted in [t for t in stats.topics if t not in known]:
             stats.remove_topic(deleted)
-        topics: list[tuple[str, TopicStats]] = sorted(stats.topics.items())
-        for mbean, attribute, doc in TOPIC_METRICS:
-            name = "kafka_server_brokertopicmetrics_" + _snake(mbean.removesuffix("PerSec"))
-            family = Metric(name, f"{doc} Kafka: BrokerTopicMetrics {mbean}.", "counter")
-            family.add_sample(name + "_total", {}, getattr(stats.all_topics, attribute))
-            for topic, topic_stats in topics:
-                family.add_sample(
-                    name + "_total", {"topic": topic}, getattr(topic_stats, attribute)
-                )
-            yield family
+        return copy.copy(stats.all_topics), [(t, copy.copy(s)) for t, s in stats.topics.items()]
 
     # -- RequestMetrics ------------------------------------------------------------------
 
@@ -211,49 +226,30 @@ class BrokerCollector:
     def _purgatory(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
             "kafka_server_delayedoperationpurgatory_num_delayed_operations",
-            "Requests waiting in a purgatory (NumDelayedOperations). Produce: none wait yet.",
+            "Requests waiting in a purgatory: acks=all produces, long-polling fetches "
+            "(NumDelayedOperations).",
             labels=["delayed_operation"],
         )
-        produce = getattr(self.broker, "produce_purgatory", None)
-        family.add_metric(["Produce"], getattr(produce, "delayed", 0))
+        family.add_metric(["Produce"], self.broker.replica_manager.produce_purgatory.delayed)
         family.add_metric(["Fetch"], self.broker.fetch_purgatory.delayed)
         yield family
 
     # -- logs ----------------------------------------------------------------------------
 
-    def _logs(self) -> Iterator[Metric]:
-        labels = ["topic", "partition"]
-        size = GaugeMetricFamily(
-            "kafka_log_log_size_bytes", "Bytes of the log (Size).", labels=labels
-        )
-        segments = GaugeMetricFamily(
-            "kafka_log_log_num_log_segments", "Segments of the log (NumLogSegments).", labels=labels
-        )
-        start = GaugeMetricFamily(
-            "kafka_log_log_log_start_offset", "First offset (LogStartOffset).", labels=labels
-        )
-        end = GaugeMetricFamily(
-            "kafka_log_log_log_end_offset", "Next offset to append (LogEndOffset).", labels=labels
-        )
-        for lg in sorted(
-            self.broker.log_manager.all_logs(),
-            key=lambda lg: (lg.topic_partition.topic, lg.topic_partition.partition),
-        ):
-            if lg.offline:
-                continue
-            tp = lg.topic_partition
-            key = [tp.topic, str(tp.partition)]
-            size.add_metric(key, lg.size_in_bytes)
-            segments.add_metric(key, len(lg.segments))
-            start.add_metric(key, lg.log_start_offset)
-            end.add_metric(key, lg.log_end_offset)
-        yield from (size, segments, start, end)
-        yield _histogram(
-            "kafka_log_logflushstats_log_flush_time_seconds",
-            "fsyncs of logs and their time (LogFlushRateAndTimeMs).",
-            {},
-            LOG_FLUSH,
-        )
+    def _read_logs(self) -> list[tuple[str, int, int, int, int, int]]:
+        """(topic, partition, size, segments, log start, log end) of every online log."""
+        return [
+            (
+                lg.topic_partition.topic,
+                lg.topic_partition.partition,
+                lg.size_in_bytes,
+                len(lg.segments),
+                lg.log_start_offset,
+                lg.log_end_offset,
+            )
+            for lg in self.broker.log_manager.all_logs()
+            if not lg.offline
+        ]
 
     # -- cleaner -------------------------------------------------------------------------
 
@@ -361,53 +357,128 @@ class BrokerCollector:
 
     # -- group coordinator -------------------------------------------------------------------
 
-    def _group_coordinator(self) -> Iterator[Metric]:
+    def _read_groups(
+        self,
+    ) -> tuple[Counter[tuple[str, str]], list[tuple[str, str, int, int, int | None]]]:
+        """Groups by (protocol, state), and (group, topic, partition, committed, lag or None)."""
         service = self.broker.components.get("group_coordinator")
         groups = service.core.groups if service is not None else {}
-        prefix = "kafka_server_group_coordinator_metrics_"
-        count = GaugeMetricFamily(
-            prefix + "group_count",
-            "Groups this coordinator owns, by protocol and state (group-count).",
-            labels=["protocol", "state"],
-        )
         states: Counter[tuple[str, str]] = Counter()
-        lag = GaugeMetricFamily(
-            "kafka_consumergroup_lag",
-            "High watermark minus the committed offset, per partition led here.",
-            labels=["group", "topic", "partition"],
-        )
-        committed = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset",
-            "The group's committed offset.",
-            labels=["group", "topic", "partition"],
-        )
+        offsets: list[tuple[str, str, int, int, int | None]] = []
         partitions = self.broker.replica_manager.partitions()
-        for group_id, group in sorted(groups.items()):
+        node_id = self.broker.node_id
+        for group_id, group in groups.items():
             if group.protocol_type == "consumer" and hasattr(group, "state_name"):
                 states["consumer", group.state_name] += 1
-            else:
-                if group.state.value == "Dead":
-                    continue
+            elif group.state.value != "Dead":
                 states["classic", group.state.value] += 1
-            for (topic, index), offset in sorted(group.offsets.items()):
-                key = [group_id, topic, str(index)]
-                committed.add_metric(key, offset.offset)
+            else:
+                continue
+            for (topic, index), offset in group.offsets.items():
                 partition = partitions.get(TopicPartition(topic, index))
-                if partition is not None and partition.leader_id == self.broker.node_id:
-                    lag.add_metric(key, max(0, partition.high_watermark - offset.offset))
-        for (protocol, state), n in sorted(states.items()):
-            count.add_metric([protocol, state], n)
-        yield count
-        rebalances = CounterMetricFamily(
-            prefix + "group_rebalance",
-            "Rebalances: classic generations, consumer group epochs (group-rebalance-count).",
-            labels=["protocol"],
+                lag = None
+                if partition is not None and partition.leader_id == node_id:
+                    lag = max(0, partition.high_watermark - offset.offset)
+                offsets.append((group_id, topic, index, offset.offset, lag))
+        return states, offsets
+
+
+def _topic_families(
+    everything: TopicStats, topics: list[tuple[str, TopicStats]]
+) -> Iterator[Metric]:
+    """BrokerTopicMetrics: the all-topics series without a topic label, then one per topic."""
+    topics = sorted(topics, key=lambda item: item[0])
+    for mbean, attribute, doc in TOPIC_METRICS:
+        name = "kafka_server_brokertopicmetrics_" + _snake(mbean.removesuffix("PerSec"))
+        family = Metric(name, f"{doc} Kafka: BrokerTopicMetrics {mbean}.", "counter")
+        family.add_sample(name + "_total", {}, getattr(everything, attribute))
+        for topic, topic_stats in topics:
+            family.add_sample(name + "_total", {"topic": topic}, getattr(topic_stats, attribute))
+        yield family
+
+
+def _log_families(rows: list[tuple[str, int, int, int, int, int]]) -> Iterator[Metric]:
+    labels = ["topic", "partition"]
+    families = [
+        GaugeMetricFamily("kafka_log_log_size_bytes", "Bytes of the log (Size).", labels=labels),
+        GaugeMetricFamily(
+            "kafka_log_log_num_log_segments", "Segments of the log (NumLogSegments).", labels=labels
+        ),
+        GaugeMetricFamily(
+            "kafka_log_log_log_start_offset", "First offset (LogStartOffset).", labels=labels
+        ),
+        GaugeMetricFamily(
+            "kafka_log_log_log_end_offset", "Next offset to append (LogEndOffset).", labels=labels
+        ),
+    ]
+    for topic, partition, *values in sorted(rows):
+        key = [topic, str(partition)]
+        for family, value in zip(families, values, strict=True):
+            family.add_metric(key, value)
+    yield from families
+    yield _histogram(
+        "kafka_log_logflushstats_log_flush_time_seconds",
+        "fsyncs of logs and their time (LogFlushRateAndTimeMs).",
+        {},
+        LOG_FLUSH,
+    )
+
+
+def _group_families(
+    states: Counter[tuple[str, str]], offsets: list[tuple[str, str, int, int, int | None]]
+) -> Iterator[Metric]:
+    prefix = "kafka_server_group_coordinator_metrics_"
+    count = GaugeMetricFamily(
+        prefix + "group_count",
+        "Groups this coordinator owns, by protocol and state (group-count).",
+        labels=["protocol", "state"],
+    )
+    for (protocol, state), n in sorted(states.items()):
+        count.add_metric([protocol, state], n)
+    yield count
+    rebalances = CounterMetricFamily(
+        prefix + "group_rebalance",
+        "Rebalances: classic generations, consumer group epochs (group-rebalance-count).",
+        labels=["protocol"],
+    )
+    rebalances.add_metric(["classic"], REBALANCES.classic)
+    rebalances.add_metric(["consumer"], REBALANCES.consumer)
+    yield rebalances
+    labels = ["group", "topic", "partition"]
+    committed = GaugeMetricFamily(
+        "kafka_consumergroup_current_offset", "The group's committed offset.", labels=labels
+    )
+    lag = GaugeMetricFamily(
+        "kafka_consumergroup_lag",
+        "High watermark minus the committed offset, per partition led here.",
+        labels=labels,
+    )
+    for group_id, topic, index, offset, behind in sorted(offsets):
+        key = [group_id, topic, str(index)]
+        committed.add_metric(key, offset)
+        if behind is not None:
+            lag.add_metric(key, behind)
+    yield committed
+    yield lag
+
+
+class ScrapeCollector:
+    """What the previous scrape cost: seconds holding the event loop, seconds formatting."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "odradek_metrics_last_scrape_collect_seconds",
+            "The previous scrape's walk over the broker's state, on its event loop.",
+            value=self.server.last_collect_s,
         )
-        rebalances.add_metric(["classic"], REBALANCES.classic)
-        rebalances.add_metric(["consumer"], REBALANCES.consumer)
-        yield rebalances
-        yield committed
-        yield lag
+        yield GaugeMetricFamily(
+            "odradek_metrics_last_scrape_format_seconds",
+            "The previous scrape's text formatting, in a worker thread.",
+            value=self.server.last_format_s,
+        )
 
 
 def _snake(camel: str) -> str:

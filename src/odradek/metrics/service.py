@@ -4,17 +4,20 @@ A component (server/components.py) so that the broker starts it after the logs,
 replicas and group coordinator whose state it reports, and before the Kafka
 listeners accept clients: the ready line can then name its URL. Its registry is
 the broker's own, not prometheus_client's global one, so that two brokers in one
-process (tests) do not share series; it holds the broker's collector and
-prometheus_client's process, platform and garbage-collector collectors.
+process (tests) do not share series; it holds prometheus_client's process, platform and
+garbage-collector collectors and the scrape's own cost, all read in the formatting thread.
+The broker's collector is read on the event loop first (``BrokerCollector.read``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.metrics_core import Metric
 
-from odradek.metrics.collectors import BrokerCollector
+from odradek.metrics.collectors import BrokerCollector, ScrapeCollector
 from odradek.metrics.http import PATH, MetricsHttpServer
 
 
@@ -30,11 +33,17 @@ class MetricsService:
         address = self.broker.config["metrics.http.listener"]
         if address is None:
             return
-        self.registry.register(BrokerCollector(self.broker))
         for collector in (ProcessCollector, PlatformCollector, GCCollector):
             collector(registry=self.registry)
+        broker_collector = BrokerCollector(self.broker)
+
+        def read() -> Callable[[], list[Metric]]:
+            build = broker_collector.read()  # on the loop; the rest in the formatting thread
+            return lambda: [*build(), *self.registry.collect()]
+
         bind_host, bind_port = address
-        self._server = MetricsHttpServer(bind_host, bind_port, self.registry.collect)
+        self._server = MetricsHttpServer(bind_host, bind_port, read)
+        self.registry.register(ScrapeCollector(self._server))
         host, port = await self._server.start()
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{port}{PATH}"

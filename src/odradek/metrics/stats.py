@@ -98,6 +98,7 @@ class TopicStats:
         "failed_fetch_requests",
         "failed_produce_requests",
         "messages_in",
+        "replication_bytes_out",
         "total_fetch_requests",
         "total_produce_requests",
     )
@@ -107,6 +108,7 @@ class TopicStats:
         self.bytes_in = 0
         self.bytes_out = 0
         self.bytes_rejected = 0
+        self.replication_bytes_out = 0
         self.total_produce_requests = 0
         self.failed_produce_requests = 0
         self.total_fetch_requests = 0
@@ -149,8 +151,9 @@ class BrokerTopicStats:
             stats.failed_produce_requests += 1
             stats.bytes_rejected += rejected_bytes
 
-    def fetched(self, reads: Iterable[tuple[str, int, int]]) -> None:
-        """(topic, error code, bytes sent) of every partition a consumer's Fetch read."""
+    def fetched(self, reads: Iterable[tuple[str, int, int]], follower: bool = False) -> None:
+        """(topic, error code, bytes sent) of every partition a Fetch read; a follower's bytes are
+        ReplicationBytesOut, a consumer's BytesOut (both count as fetch requests, as in Kafka)."""
         everything = self.all_topics
         for topic, error_code, size in reads:
             if error_code == UNKNOWN_TOPIC_OR_PARTITION:
@@ -161,6 +164,9 @@ class BrokerTopicStats:
             if error_code:
                 stats.failed_fetch_requests += 1
                 everything.failed_fetch_requests += 1
+            elif follower:
+                stats.replication_bytes_out += size
+                everything.replication_bytes_out += size
             else:
                 stats.bytes_out += size
                 everything.bytes_out += size

@@ -23,7 +23,7 @@ class Purgatory:
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._closed = False
-        #: Fetches waiting now (Kafka's NumDelayedOperations of the Fetch purgatory).
+        #: Requests waiting now (Kafka's NumDelayedOperations of this purgatory).
         self.delayed = 0
 
     @property

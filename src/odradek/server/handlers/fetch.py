@@ -83,7 +83,7 @@ async def handle(ctx: RequestContext, request):
         await broker.fetch_purgatory.wait(wanted.keys(), remaining)
 
     broker.topic_stats.fetched(
-        (tp.topic, r.error_code, r.records_size) for tp, r in results.items()
+        ((tp.topic, r.error_code, r.records_size) for tp, r in results.items()), replica_id >= 0
     )
     topics: list[FetchTopicResponse] = []
     for tp, result in results.items():
