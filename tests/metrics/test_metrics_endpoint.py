@@ -284,25 +284,30 @@ def test_metrics_are_off_by_default():
         assert admin.list_topics(timeout=30).brokers
 
 
-@pytest.mark.parametrize("bad", ["nonsense", "127.0.0.1:", "127.0.0.1:99999", ":9644"])
-def test_a_bad_metrics_listener_stops_start_up_with_one_line(tmp_path, bad):
-    result = subprocess.run(
+def serve_with_metrics_listener(data_dir, value: str) -> subprocess.CompletedProcess[str]:
+    """`odradek serve` with ``metrics.http.listener=value``, expected to stop at start-up."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
             "odradek",
             "serve",
             "--data-dir",
-            str(tmp_path),
+            str(data_dir),
             "--port",
             "0",
             "-o",
-            f"metrics.http.listener={bad}",
+            f"metrics.http.listener={value}",
         ],
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+@pytest.mark.parametrize("bad", ["nonsense", "127.0.0.1:", "127.0.0.1:99999", ":9644"])
+def test_a_bad_metrics_listener_stops_start_up_with_one_line(tmp_path, bad):
+    result = serve_with_metrics_listener(tmp_path, bad)
     assert result.returncode == 2
     assert "invalid configuration" in result.stderr
     assert "metrics.http.listener" in result.stderr
@@ -310,23 +315,7 @@ def test_a_bad_metrics_listener_stops_start_up_with_one_line(tmp_path, bad):
 
 def test_a_metrics_port_in_use_stops_start_up(tmp_path, broker):
     taken = urlsplit(broker.metrics_url)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "odradek",
-            "serve",
-            "--data-dir",
-            str(tmp_path),
-            "--port",
-            "0",
-            "-o",
-            f"metrics.http.listener={taken.hostname}:{taken.port}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = serve_with_metrics_listener(tmp_path, f"{taken.hostname}:{taken.port}")
     assert result.returncode == 1
     assert f"cannot listen on {taken.hostname}:{taken.port}" in result.stderr
 

@@ -71,6 +71,9 @@ def test_the_broker_does_not_import_a_client_library(tmp_path: Path) -> None:
     assert not {m for m in modules if m.split(".")[0] == "confluent_kafka"}
     # Nor, without zookeeper.connect, the cluster's ZooKeeper client or cluster code.
     assert not {m for m in modules if m.split(".")[0] == "kazoo" or ".zk_" in m}
+    # Nor, without metrics.http.listener, prometheus_client or the metrics collectors.
+    assert not {m for m in modules if m.split(".")[0] == "prometheus_client"}
+    assert "odradek.metrics.collectors" not in modules
 
 
 def test_command_name_finds_the_subcommand_past_the_global_options() -> None:

@@ -343,42 +343,35 @@ def run_produce(args: argparse.Namespace) -> int:
     share = [args.records // n + (1 if i < args.records % n else 0) for i in range(n)]
     rate = args.throughput / n if args.throughput > 0 else -1
     progress = Progress("produce", args.records, lambda: sum(sent), Progress.wanted(args.quiet))
+
+    def worker_args(i: int) -> tuple[Any, ...]:
+        """The arguments of producer ``i`` (in this process or its own)."""
+        return (
+            config,
+            args.topic,
+            share[i],
+            args.record_size,
+            rate,
+            partitions,
+            args.round_robin,
+            go,
+            results,
+            i,
+            sent,
+        )
+
     if n == 1:
         # In-process: no spawn cost, and the figures are the same as Kafka's single-producer test.
         go.set()
         with progress:
-            _produce_worker(
-                config,
-                args.topic,
-                share[0],
-                args.record_size,
-                rate,
-                partitions,
-                args.round_robin,
-                go,
-                results,
-                0,
-                sent,
-            )
+            _produce_worker(*worker_args(0))
         reports = [results.get(timeout=args.timeout)]
     else:
         workers = [
             ctx.Process(
                 target=_produce_worker,
                 daemon=True,
-                args=(
-                    config,
-                    args.topic,
-                    share[i],
-                    args.record_size,
-                    rate,
-                    partitions,
-                    args.round_robin,
-                    go,
-                    results,
-                    i,
-                    sent,
-                ),
+                args=worker_args(i),
             )
             for i in range(n)
         ]
