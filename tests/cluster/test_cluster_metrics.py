@@ -1,0 +1,77 @@
+"""/metrics of a real 3-broker cluster: one active controller, and a paused follower seen by its
+leader as an ISR shrink, an under-replicated partition and, once it catches up, an expansion."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from odradek.server.embedded_cluster import EmbeddedCluster
+from tests.cluster.test_cluster import create, wait_until
+from tests.cluster.test_replication import leader_and_isr, produce_numbered, producer
+
+LAG_MS = 2000
+
+
+@pytest.fixture(scope="module")
+def odradek_cluster_config() -> dict[str, str]:
+    return {
+        "zookeeper.session.timeout.ms": "6000",
+        "replica.lag.time.max.ms": str(LAG_MS),
+        "metrics.http.listener": "127.0.0.1:0",
+    }
+
+
+def gauge(cluster: EmbeddedCluster, node: int, name: str) -> float:
+    """The value of the unlabelled sample ``name`` on broker ``node``."""
+    url = cluster.broker(node).metrics_url
+    assert url is not None
+    with urllib.request.urlopen(url, timeout=30) as response:
+        body = response.read().decode()
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name and not sample.labels:
+                return sample.value
+    raise AssertionError(f"{name} not on broker {node}")
+
+
+def test_exactly_one_broker_is_the_active_controller(odradek_cluster):
+    active = "kafka_controller_kafkacontroller_active_controller_count"
+    wait_until(
+        lambda: sum(gauge(odradek_cluster, n, active) for n in (1, 2, 3)) == 1,
+        what="one active controller",
+    )
+
+
+def test_a_paused_follower_shows_in_its_leaders_isr_metrics(odradek_cluster):
+    admin = AdminClient({"bootstrap.servers": odradek_cluster.bootstrap_servers})
+    create(admin, NewTopic("metered", 1, 3, config={"min.insync.replicas": "2"}))
+    assert produce_numbered(producer(odradek_cluster), "metered", 0, 100) == list(range(100))
+    wait_until(lambda: leader_and_isr(admin, "metered")[1] == {1, 2, 3}, what="a full ISR")
+    leader, _ = leader_and_isr(admin, "metered")
+    prefix = "kafka_server_replicamanager_"
+    shrinks = gauge(odradek_cluster, leader, prefix + "isr_shrinks_total")
+    expands = gauge(odradek_cluster, leader, prefix + "isr_expands_total")
+    assert gauge(odradek_cluster, leader, prefix + "under_replicated_partitions") == 0
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    leader_only = {"bootstrap.servers": odradek_cluster.broker(leader).bootstrap_servers}
+    odradek_cluster.pause(follower)
+    try:
+        # acks=all completes once the leader has dropped the paused follower from the ISR.
+        p = producer(odradek_cluster, **leader_only)
+        assert produce_numbered(p, "metered", 100, 10) == list(range(100, 110))
+        assert gauge(odradek_cluster, leader, prefix + "isr_shrinks_total") >= shrinks + 1
+        assert gauge(odradek_cluster, leader, prefix + "under_replicated_partitions") >= 1
+    finally:
+        odradek_cluster.resume(follower)
+    wait_until(
+        lambda: gauge(odradek_cluster, leader, prefix + "isr_expands_total") >= expands + 1,
+        what="the follower to rejoin the ISR",
+    )
+    wait_until(
+        lambda: gauge(odradek_cluster, leader, prefix + "under_replicated_partitions") == 0,
+        what="no under-replicated partition",
+    )
