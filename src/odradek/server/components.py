@@ -13,4 +13,7 @@ COMPONENTS: dict[str, str] = {
     "dynamic_listener_config": "odradek.server.dynamic_listener_config:DynamicListenerConfig",
     "producer_ids": "odradek.server.handlers.producer_ids:ProducerIds",
     "group_coordinator": "odradek.coordinator.service:GroupCoordinatorService",
+    "transaction_coordinator": (
+        "odradek.coordinator.transaction.service:TransactionCoordinatorService"
+    ),
 }

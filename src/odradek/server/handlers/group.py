@@ -20,6 +20,8 @@ from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorWriteError
 from odradek.coordinator.service import GroupCoordinatorService
+from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
+from odradek.coordinator.transaction.service import TransactionCoordinatorService
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -41,7 +43,7 @@ MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1
 #: OffsetCommit and OffsetFetch v10 name topics by id, not by name.
 TOPIC_IDS_SINCE = 10
 #: FindCoordinator key types.
-KEY_TYPE_GROUP = 0
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 
 
 def _service(ctx: RequestContext) -> GroupCoordinatorService:
@@ -60,13 +62,23 @@ def _cls(ctx: RequestContext, api_key: int):
 
 
 async def handle_find_coordinator(ctx: RequestContext, request):
+    """The leader of the key's partition of __consumer_offsets (key type 0, a group) or of
+    __transaction_state (key type 1, a transactional id), created first if missing."""
     metadata = ctx.broker.metadata
     listener = ctx.connection.listener_name
-    svc = _service(ctx)
-    offsets_topic = metadata.topic(OFFSETS_TOPIC)
-    if offsets_topic is None:
-        # Created now if enough brokers are alive; this request is answered as unavailable.
-        svc.ensure_offsets_topic()
+    key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    svc: GroupCoordinatorService | TransactionCoordinatorService
+    if key_type == KEY_TYPE_TRANSACTION:
+        svc = ctx.broker.components["transaction_coordinator"]
+        topic = metadata.topic(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            # Created now if enough brokers are alive; this request is answered as unavailable.
+            svc.ensure_transaction_state_topic()
+    else:
+        svc = _service(ctx)
+        topic = metadata.topic(OFFSETS_TOPIC)
+        if topic is None:
+            svc.ensure_offsets_topic()
     core = svc.core
     cls = _cls(ctx, ApiKey.FIND_COORDINATOR)
     not_available = (ErrorCode.coordinator_not_available, "The coordinator is not available.")
@@ -74,10 +86,11 @@ async def handle_find_coordinator(ctx: RequestContext, request):
 
     def answer(key_type: int, key: str) -> tuple[tuple[int, str | None], tuple[int, str, int]]:
         """(error, message), (node id, host, port) of the leader of ``key``'s partition."""
-        if key_type != KEY_TYPE_GROUP or offsets_topic is None:
-            # The transaction coordinator is another room's; until it exists, say so.
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            return (ErrorCode.invalid_request, f"Unknown coordinator type {key_type}"), nobody
+        if topic is None:
             return not_available, nobody
-        leader = offsets_topic.partitions[core.partition_for(key)].leader
+        leader = topic.partitions[core.partition_for(key)].leader
         broker = next((b for b in metadata.brokers() if b.node_id == leader), None)
         endpoint = broker.endpoint(listener) if broker is not None else None
         if endpoint is None:
@@ -85,7 +98,6 @@ async def handle_find_coordinator(ctx: RequestContext, request):
             return not_available, nobody
         return (ErrorCode.none, None), (leader, *endpoint)
 
-    key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
     if ctx.api_version >= 4:
         module = _module(ctx, ApiKey.FIND_COORDINATOR)
         coordinators = []
