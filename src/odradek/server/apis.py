@@ -74,6 +74,7 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, _H + "transactions:handle_add_partitions_to_txn"),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, _H + "transactions:handle_add_offsets_to_txn"),
     ApiSpec(ApiKey.END_TXN, 0, 5, _H + "transactions:handle_end_txn"),
+    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 5, _H + "transactions:handle_txn_offset_commit"),
     ApiSpec(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, _H + "transactions:handle_describe_transactions"),
     ApiSpec(ApiKey.LIST_TRANSACTIONS, 0, 1, _H + "transactions:handle_list_transactions"),
     ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, _H + "group:handle_find_coordinator"),

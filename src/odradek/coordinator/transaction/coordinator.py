@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from odradek.coordinator.batches import CoordinatorRecord
 from odradek.coordinator.hashing import partition_for
+from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.transaction import records as rec
 from odradek.coordinator.transaction.config import TransactionConfig
 from odradek.coordinator.transaction.metadata import (
@@ -43,7 +44,6 @@ from odradek.storage import TopicPartition
 S = TransactionState
 #: The __transaction_state value version written: 0 while transaction.version is 0.
 VALUE_VERSION = 0
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +82,11 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
 
-    def load_record(self, key: bytes, value: bytes | None, now_ms: int) -> None:
-        """Replay one __transaction_state record; the last record for an id wins."""
+    def load_record(
+        self, key: bytes, value: bytes | None, now_ms: int, producer_id: int = -1
+    ) -> None:
+        """Replay one __transaction_state record; the last record for an id wins (the topic
+        holds no transactional batches, so ``producer_id`` is always -1)."""
         tid = rec.decode_key(key)
         if value is None:
             self.transactions.pop(tid, None)
@@ -108,6 +111,12 @@ class TransactionCoordinator:
             client_transaction_version=v.client_transaction_version,
         )
         self._arm(now_ms)
+
+    def replay_end_transaction(
+        self, partition: int, producer_id: int, commit: bool, now_ms: int
+    ) -> None:
+        """__transaction_state holds no transaction markers; Kafka's loader skips control
+        batches too."""
 
     def loaded(self, partition: int) -> None:
         """A partition's records are all replayed: resend the markers of its prepared

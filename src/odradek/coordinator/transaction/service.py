@@ -15,9 +15,10 @@ elsewhere with WriteTxnMarkers over an inter-broker connection; then the
 transaction is completed. A marker that cannot be written yet (no leader, the
 leader down, a replication timeout) is retried after a back-off, as Kafka's
 TransactionMarkerChannelManager retries; a partition deleted meanwhile is
-skipped, as Kafka drops markers for unknown partitions. A marker written to a
-``__consumer_offsets`` partition also tells the group coordinator to apply or
-drop the transaction's pending offsets.
+skipped, as Kafka drops markers for unknown partitions. A marker for a
+``__consumer_offsets`` partition is written by the group coordinator
+(``GroupCoordinatorService.complete_transaction``), which applies or drops the
+transaction's pending offsets with it.
 
 ``transaction.state.log.min.isr`` is capped at the topic's replication factor,
 so that a single node (replication factor 1) can run transactions without
@@ -33,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorRuntime, CoordinatorWriteError, now_ms
 from odradek.coordinator.transaction.config import TransactionConfig
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnMarkers
@@ -74,8 +76,6 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         self.coordinator_epochs: dict[int, int] = {}
         self._marker_tasks: set[asyncio.Task[None]] = set()
         self._connections: dict[int, AsyncBrokerConnection] = {}
-        #: Callbacks told of every marker written to a __consumer_offsets partition.
-        self.offsets_marker_listeners: list[Callable[[TopicPartition, int, bool], None]] = []
 
     def _generate_producer_id(self) -> int:
         return self.broker.components["producer_ids"].manager.generate_producer_id()
@@ -232,9 +232,22 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         batch = control_batch(
             entry.producer_id, entry.producer_epoch, entry.commit, coordinator_epoch, stamp
         )
+        groups = self.broker.components["group_coordinator"]
         appends, failed = [], set()
         for tp in partitions:
             try:
+                if tp.topic == OFFSETS_TOPIC:
+                    # The group coordinator writes it, applying the transaction's offsets.
+                    appends.append(
+                        groups.complete_transaction(
+                            tp.partition,
+                            entry.producer_id,
+                            entry.producer_epoch,
+                            coordinator_epoch,
+                            entry.commit,
+                        )
+                    )
+                    continue
                 info = self._replica_manager.append_records(tp, batch, -1, stamp, from_client=False)
             except KafkaError as exc:
                 log.info("marker for %s of %s not written: %s", tp, entry.transactional_id, exc)
@@ -246,9 +259,6 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         for (tp, _, _), error in zip(appends, errors, strict=True):
             if error != ErrorCode.none:
                 failed.add(tp)  # the marker is rewritten; a second one is harmless
-            elif tp.topic == "__consumer_offsets":
-                for listener in self.offsets_marker_listeners:
-                    listener(tp, entry.producer_id, entry.commit)
         return failed
 
     async def _write_remote(

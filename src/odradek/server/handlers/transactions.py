@@ -1,5 +1,7 @@
 """Transaction APIs on the coordinator side: InitProducerId (transactional), AddPartitionsToTxn,
-AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions.
+AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions, and TxnOffsetCommit (which,
+as in Kafka, goes to the group's coordinator and leaves the offsets pending until the
+transaction's marker reaches __consumer_offsets).
 
 Each asks the transaction coordinator (``broker.components["transaction_coordinator"]``)
 and answers once its __transaction_state record is replicated, as Kafka answers after the
@@ -15,7 +17,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.coordinator.runtime import CoordinatorWriteError
+from odradek.coordinator.service import GroupCoordinatorService
 from odradek.coordinator.transaction.coordinator import InitProducerIdResult
 from odradek.coordinator.transaction.service import TransactionCoordinatorService
 from odradek.protocol import schemas
@@ -267,5 +271,74 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
                 transaction_state=m.state.state_name,
             )
             for m in found
+        ),
+    )
+
+
+async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    groups: GroupCoordinatorService = ctx.broker.components["group_coordinator"]
+    module = schemas.response_module(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version)
+    metadata = ctx.broker.metadata
+
+    def exists(name: str, partition: int) -> bool:
+        topic = metadata.topic(name)
+        return topic is not None and 0 <= partition < len(topic.partitions)
+
+    commits = [
+        OffsetCommit(
+            t.name,
+            p.partition_index,
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        for t in request.topics
+        for p in t.partitions
+        if exists(t.name, p.partition_index)
+    ]
+    errors: list[int] = []
+    if commits:
+        if not groups.coordinates(request.group_id):
+            errors = [ErrorCode.not_coordinator] * len(commits)
+        else:
+            try:
+                errors = groups.call(
+                    groups.core.txn_commit_offsets,
+                    [request.group_id],
+                    request.group_id,
+                    request.producer_id,
+                    request.producer_epoch,
+                    getattr(request, "member_id", ""),
+                    getattr(request, "group_instance_id", None),
+                    getattr(request, "generation_id", -1),
+                    commits,
+                )
+                replicated = await groups.await_replicated(
+                    ctx.broker.config["offsets.commit.timeout.ms"]
+                )
+                if replicated != ErrorCode.none:
+                    errors = [replicated] * len(commits)
+            except CoordinatorWriteError as exc:
+                errors = [exc.error_code] * len(commits)
+    it = iter(errors)
+    return schemas.build(
+        module.TxnOffsetCommitResponse,
+        throttle_time=0,
+        topics=tuple(
+            schemas.build(
+                module.TxnOffsetCommitResponseTopic,
+                name=t.name,
+                partitions=tuple(
+                    schemas.build(
+                        module.TxnOffsetCommitResponsePartition,
+                        partition_index=p.partition_index,
+                        error_code=next(it)
+                        if exists(t.name, p.partition_index)
+                        else ErrorCode.unknown_topic_or_partition,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
         ),
     )
