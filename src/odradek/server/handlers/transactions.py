@@ -230,8 +230,8 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
                 error_code=error,
                 transactional_id=tid,
                 transaction_state=meta.state.state_name if meta else "",
-                transaction_timeout=meta.txn_timeout_ms if meta else 0,
-                transaction_start_time=_datetime(meta.txn_start_timestamp if meta else -1),
+                transaction_timeout=meta.txn_timeout_ms if meta else 0,  # Kafka leaves 0s
+                transaction_start_time=_datetime(meta.txn_start_timestamp if meta else 0),
                 producer_id=meta.producer_id if meta else -1,
                 producer_epoch=meta.producer_epoch if meta else -1,
                 topics=tuple(
