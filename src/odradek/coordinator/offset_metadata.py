@@ -108,25 +108,53 @@ class OffsetMetadataManager:
         now_ms: int,
     ) -> tuple[int, list[int]]:
         """OffsetCommit: (group-level error, per-partition errors in request order)."""
-        if not group_id:
-            return ErrorCode.invalid_group_id, [ErrorCode.invalid_group_id] * len(offsets)
-        group = self._groups.groups.get(group_id)
+        error, group = self._validate_commit(
+            group_id, member_id, group_instance_id, generation_id, now_ms, transactional=False
+        )
         if group is None:
-            if generation_id >= 0:
-                # Only a simple consumer (no generation) may create a group by committing.
-                return ErrorCode.illegal_generation, [ErrorCode.illegal_generation] * len(offsets)
-            group = self._groups.get_or_create_classic(group_id, now_ms)
-        if isinstance(group, ConsumerGroup):
-            error = group.validate_offset_commit(member_id, generation_id)
-        else:
-            error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
-        if error:
             return error, [error] * len(offsets)
         if isinstance(group, ClassicGroup) and member_id in group.members:
             # A commit counts as a heartbeat of the member's session.
             member = group.members[member_id]
             member.session_deadline_ms = now_ms + member.session_timeout_ms
         return ErrorCode.none, self._apply(group, offsets, now_ms)
+
+    def _validate_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        now_ms: int,
+        transactional: bool,
+    ) -> tuple[int, Group | None]:
+        """(error, the group) for a commit, the group None when it is refused. Only a simple
+        consumer (no generation) may create a group by committing; a transactional commit may
+        land while a classic group completes a rebalance (Kafka's isTransactional)."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, None
+        group = self._groups.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return ErrorCode.illegal_generation, None
+            group = self._groups.get_or_create_classic(group_id, now_ms)
+        if isinstance(group, ConsumerGroup):
+            error = group.validate_offset_commit(member_id, generation_id)
+        else:
+            error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
+            if transactional and error == ErrorCode.rebalance_in_progress:
+                error = ErrorCode.none
+        return error, (None if error else group)
+
+    def _offset_and_metadata(
+        self, c: OffsetCommit, now_ms: int, expire_timestamp_ms: int
+    ) -> OffsetAndMetadata | None:
+        """The offset to store for ``c``; None when its metadata exceeds
+        offset.metadata.max.bytes (OFFSET_METADATA_TOO_LARGE)."""
+        metadata = c.metadata or ""
+        if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            return None
+        return OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now_ms, expire_timestamp_ms)
 
     # ---- TxnOffsetCommit ---------------------------------------------------------------------
 
@@ -143,31 +171,19 @@ class OffsetMetadataManager:
     ) -> list[int]:
         """TxnOffsetCommit: per-partition errors in request order; the offsets wait for the
         producer's marker. Validated as OffsetCommit (Kafka's validateOffsetCommit with
-        isTransactional), and a group that does not exist is created only by a commit
-        without a generation."""
-        if not group_id:
-            return [ErrorCode.invalid_group_id] * len(offsets)
-        group = self._groups.groups.get(group_id)
+        isTransactional)."""
+        error, group = self._validate_commit(
+            group_id, member_id, group_instance_id, generation_id, now_ms, transactional=True
+        )
         if group is None:
-            if generation_id >= 0:
-                return [ErrorCode.illegal_generation] * len(offsets)
-            group = self._groups.get_or_create_classic(group_id, now_ms)
-        if isinstance(group, ConsumerGroup):
-            error = group.validate_offset_commit(member_id, generation_id)
-        else:
-            error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
-            if error == ErrorCode.rebalance_in_progress:
-                error = ErrorCode.none  # a transactional commit may land mid-rebalance
-        if error:
             return [error] * len(offsets)
         pending = self.pending.setdefault(group_id, {}).setdefault(producer_id, {})
         results: list[int] = []
         for c in offsets:
-            metadata = c.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            om = self._offset_and_metadata(c, now_ms, -1)
+            if om is None:
                 results.append(ErrorCode.offset_metadata_too_large)
                 continue
-            om = OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now_ms, -1)
             pending[(c.topic, c.partition)] = om
             self._store(group_id, c.topic, c.partition, om, (producer_id, producer_epoch))
             results.append(ErrorCode.none)
@@ -218,13 +234,10 @@ class OffsetMetadataManager:
         """Store validated commits; per partition NONE or OFFSET_METADATA_TOO_LARGE."""
         results: list[int] = []
         for c in offsets:
-            metadata = c.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            om = self._offset_and_metadata(c, now_ms, c.expire_timestamp_ms)
+            if om is None:
                 results.append(ErrorCode.offset_metadata_too_large)
                 continue
-            om = OffsetAndMetadata(
-                c.offset, c.leader_epoch, metadata, now_ms, c.expire_timestamp_ms
-            )
             group.offsets[(c.topic, c.partition)] = om
             self._store(group.group_id, c.topic, c.partition, om)
             results.append(ErrorCode.none)

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
 from odradek.coordinator.batches import CoordinatorRecord, LoadedMarker, decode_log, encode_batch
+from odradek.metadata.store import TopicExists
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.replica_manager import ReplicaManager, ReplicatedAppend
 from odradek.storage import TopicPartition
@@ -316,3 +317,43 @@ class CoordinatorRuntime(ABC, Generic[C]):
             except Exception:
                 log.exception("%s timer failed for %s", self.name, key)
         self._rearm()
+
+
+def ensure_internal_topic(
+    broker: Any,
+    topic: str,
+    partitions: int,
+    replication_config: str,
+    replication_factor: int,
+    configs: Callable[[int], dict[str, str]],
+) -> None:
+    """Create a coordinator's topic if it does not exist yet (at start-up, and on
+    FindCoordinator while it is missing, as Kafka); ``configs(replication)`` gives its topic
+    configs for the replication factor chosen.
+
+    A cluster creates it only once as many brokers are registered as ``replication_config``
+    asks: a broker starting before the others would otherwise give its partitions fewer
+    replicas for good (Kafka refuses the creation, and FindCoordinator answers
+    COORDINATOR_NOT_AVAILABLE, until enough brokers are alive). A single node gives it the
+    one replica it has.
+    """
+    metadata = broker.metadata
+    if metadata.topic(topic) is not None:
+        return
+    alive = len(metadata.brokers())
+    replication = replication_factor
+    if not broker.config.get("zookeeper.connect"):
+        replication = min(replication, alive)
+    elif alive < replication:
+        log.info(
+            "%s not created yet: %d brokers alive, %s is %d",
+            topic,
+            alive,
+            replication_config,
+            replication,
+        )
+        return
+    try:
+        metadata.create_topic(topic, partitions, replication, configs(replication), internal=True)
+    except TopicExists:
+        pass  # another broker of the cluster created it first

@@ -19,8 +19,7 @@ from typing import Any
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.records import OFFSETS_TOPIC
-from odradek.coordinator.runtime import CoordinatorRuntime, now_ms
-from odradek.metadata.store import TopicExists
+from odradek.coordinator.runtime import CoordinatorRuntime, ensure_internal_topic, now_ms
 from odradek.protocol.records import control_batch
 from odradek.replication.replica_manager import NotLeaderOrFollower, ReplicatedAppend
 from odradek.storage import TopicPartition
@@ -74,43 +73,16 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
         )
 
     def ensure_offsets_topic(self) -> None:
-        """Create __consumer_offsets if it does not exist yet (at start-up, and on
-        FindCoordinator while it is missing, as Kafka).
-
-        A cluster creates it only once as many brokers are registered as
-        offsets.topic.replication.factor asks: a broker starting before the others
-        would otherwise give its partitions fewer replicas for good (Kafka refuses
-        the creation, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE, until
-        enough brokers are alive). A single node gives it the one replica it has.
-        """
-        metadata = self.broker.metadata
-        if metadata.topic(OFFSETS_TOPIC) is not None:
-            return
-        alive = len(metadata.brokers())
-        replication = self.config.offsets_topic_replication_factor
-        if not self.broker.config.get("zookeeper.connect"):
-            replication = min(replication, alive)
-        elif alive < replication:
-            log.info(
-                "%s not created yet: %d brokers alive, offsets.topic.replication.factor is %d",
-                OFFSETS_TOPIC,
-                alive,
-                replication,
-            )
-            return
-        configs = dict(
-            OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(self.config.offsets_topic_segment_bytes)}
+        """Create __consumer_offsets if it is missing (see runtime.ensure_internal_topic)."""
+        segment_bytes = str(self.config.offsets_topic_segment_bytes)
+        ensure_internal_topic(
+            self.broker,
+            OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            "offsets.topic.replication.factor",
+            self.config.offsets_topic_replication_factor,
+            lambda _replication: dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": segment_bytes}),
         )
-        try:
-            metadata.create_topic(
-                OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
-                replication,
-                configs,
-                internal=True,
-            )
-        except TopicExists:
-            pass  # another broker of the cluster created it first
 
     def complete_transaction(
         self,

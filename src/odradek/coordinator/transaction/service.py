@@ -35,11 +35,15 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.coordinator.records import OFFSETS_TOPIC
-from odradek.coordinator.runtime import CoordinatorRuntime, CoordinatorWriteError, now_ms
+from odradek.coordinator.runtime import (
+    CoordinatorRuntime,
+    CoordinatorWriteError,
+    ensure_internal_topic,
+    now_ms,
+)
 from odradek.coordinator.transaction.config import TransactionConfig
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnMarkers
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
-from odradek.metadata.store import TopicExists
 from odradek.network.client import AsyncBrokerConnection, BrokerConnectionError
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
@@ -93,42 +97,23 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         self._connections.clear()
 
     def ensure_transaction_state_topic(self) -> None:
-        """Create __transaction_state if it does not exist yet (at start-up, and on
-        FindCoordinator while it is missing), with the same rule on live brokers as
-        __consumer_offsets (GroupCoordinatorService.ensure_offsets_topic)."""
-        metadata = self.broker.metadata
-        if metadata.topic(TRANSACTION_STATE_TOPIC) is not None:
-            return
-        alive = len(metadata.brokers())
-        replication = self.config.transaction_state_log_replication_factor
-        if not self.broker.config.get("zookeeper.connect"):
-            replication = min(replication, alive)
-        elif alive < replication:
-            log.info(
-                "%s not created yet: %d brokers alive, "
-                "transaction.state.log.replication.factor is %d",
-                TRANSACTION_STATE_TOPIC,
-                alive,
-                replication,
-            )
-            return
-        configs = {
-            "cleanup.policy": "compact",
-            "compression.type": "uncompressed",
-            "unclean.leader.election.enable": "false",
-            "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
-            "min.insync.replicas": str(min(self.config.transaction_state_log_min_isr, replication)),
-        }
-        try:
-            metadata.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                self.config.transaction_state_log_num_partitions,
-                replication,
-                configs,
-                internal=True,
-            )
-        except TopicExists:
-            pass
+        """Create __transaction_state if it is missing (see runtime.ensure_internal_topic),
+        with Kafka's TransactionLog topic configs."""
+        config = self.config
+        ensure_internal_topic(
+            self.broker,
+            TRANSACTION_STATE_TOPIC,
+            config.transaction_state_log_num_partitions,
+            "transaction.state.log.replication.factor",
+            config.transaction_state_log_replication_factor,
+            lambda replication: {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "unclean.leader.election.enable": "false",
+                "segment.bytes": str(config.transaction_state_log_segment_bytes),
+                "min.insync.replicas": str(min(config.transaction_state_log_min_isr, replication)),
+            },
+        )
 
     # ---- leadership and calls ---------------------------------------------------------------
 
