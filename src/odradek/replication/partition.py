@@ -96,7 +96,13 @@ class ReplicaLog(Protocol):
     leader_epoch_cache: LeaderEpochFileCache
 
     def append(
-        self, records: Any, *, leader_epoch: int, now_ms: int, assign_offsets: bool = True
+        self,
+        records: Any,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        assign_offsets: bool = True,
+        from_client: bool = True,
     ) -> Any: ...
     def read(
         self,
