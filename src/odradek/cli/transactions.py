@@ -147,7 +147,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             [s.transactional_id, node_id, s.producer_id, s.transaction_state]
             for s in response.transaction_states
         ]
-    header = [["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]]
+    header: list[list[object]] = [
+        ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    ]
     print(_table(header + sorted(rows, key=lambda r: str(r[0]))))
     return 0
 

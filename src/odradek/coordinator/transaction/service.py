@@ -82,7 +82,7 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         self._connections: dict[int, AsyncBrokerConnection] = {}
 
     def _generate_producer_id(self) -> int:
-        return self.broker.components["producer_ids"].manager.generate_producer_id()
+        return int(self.broker.components["producer_ids"].manager.generate_producer_id())
 
     async def start(self) -> None:
         self.ensure_transaction_state_topic()
@@ -303,8 +303,10 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         endpoint = broker.endpoint(listener) if broker is not None else None
         if endpoint is None:
             raise BrokerConnectionError(f"broker {node_id} has no {listener} endpoint registered")
+        host, port = endpoint
         connection = await AsyncBrokerConnection.connect(
-            *endpoint,
+            host,
+            port,
             f"broker-{self._replica_manager.node_id}-txn-markers",
             MARKER_TIMEOUT_MS / 1000,
         )

@@ -16,10 +16,12 @@ import uuid
 from odradek.coordinator.classic_group import ClassicGroup, GroupState, JoinResult, SyncResult
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.consumer_protocol import ConsumerHeartbeatResult
+from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorWriteError
 from odradek.coordinator.service import GroupCoordinatorService
+from odradek.coordinator.transaction.coordinator import TransactionCoordinator
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.transaction.service import TransactionCoordinatorService
 from odradek.protocol import schemas
@@ -67,19 +69,20 @@ async def handle_find_coordinator(ctx: RequestContext, request):
     metadata = ctx.broker.metadata
     listener = ctx.connection.listener_name
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
-    svc: GroupCoordinatorService | TransactionCoordinatorService
+    core: GroupCoordinator | TransactionCoordinator
     if key_type == KEY_TYPE_TRANSACTION:
-        svc = ctx.broker.components["transaction_coordinator"]
+        txn: TransactionCoordinatorService = ctx.broker.components["transaction_coordinator"]
         topic = metadata.topic(TRANSACTION_STATE_TOPIC)
         if topic is None:
             # Created now if enough brokers are alive; this request is answered as unavailable.
-            svc.ensure_transaction_state_topic()
+            txn.ensure_transaction_state_topic()
+        core = txn.core
     else:
         svc = _service(ctx)
         topic = metadata.topic(OFFSETS_TOPIC)
         if topic is None:
             svc.ensure_offsets_topic()
-    core = svc.core
+        core = svc.core
     cls = _cls(ctx, ApiKey.FIND_COORDINATOR)
     not_available = (ErrorCode.coordinator_not_available, "The coordinator is not available.")
     nobody = (-1, "", -1)

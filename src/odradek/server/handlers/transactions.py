@@ -31,7 +31,7 @@ from odradek.storage import TopicPartition
 #: Kafka's request.timeout.ms default: how long a coordinator write waits for replication.
 WRITE_TIMEOUT_MS = 30_000
 #: The first versions that know PRODUCER_FENCED.
-PRODUCER_FENCED_SINCE = {
+PRODUCER_FENCED_SINCE: dict[int, int] = {
     ApiKey.INIT_PRODUCER_ID: 4,
     ApiKey.ADD_PARTITIONS_TO_TXN: 2,
     ApiKey.ADD_OFFSETS_TO_TXN: 2,
@@ -45,10 +45,10 @@ def service(ctx: RequestContext) -> TransactionCoordinatorService:
     return ctx.broker.components["transaction_coordinator"]
 
 
-def _for_version(ctx: RequestContext, api_key: int, error: int) -> int:
+def _for_version(ctx: RequestContext, api_key: int, error: int) -> ErrorCode:
     if error == ErrorCode.producer_fenced and ctx.api_version < PRODUCER_FENCED_SINCE[api_key]:
         return ErrorCode.invalid_producer_epoch
-    return error
+    return ErrorCode(error)
 
 
 async def _write(svc: TransactionCoordinatorService, fn: Any, tid: str, *args: Any) -> Any:
@@ -81,7 +81,7 @@ async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> I
             result.producer_id,
             result.producer_epoch,
         )
-    return InitProducerIdResult(result)
+    return InitProducerIdResult(ErrorCode(result))
 
 
 async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
@@ -90,11 +90,12 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
 
     async def one(tid: str, pid: int, epoch: int, verify_only: bool, topics: Any) -> Any:
         tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+        errors: dict[TopicPartition, int] | None
         if verify_only:
             if not svc.coordinates(tid):
                 errors = dict.fromkeys(tps, ErrorCode.not_coordinator)
             else:
-                errors = svc.core.verify_partitions(tid, pid, epoch, tps)
+                errors = dict(svc.core.verify_partitions(tid, pid, epoch, tps))
         else:
             errors = _add_errors(ctx, tps)
             if errors is None:
