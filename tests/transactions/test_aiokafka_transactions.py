@@ -8,9 +8,10 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import ProducerFenced
 from aiokafka.structs import TopicPartition
-from conftest import create_topic, new_id
 
 from odradek import EmbeddedBroker
+
+from .conftest import create_topic, new_id
 
 
 async def _run(bootstrap: str, topic: str, group: str, tid: str) -> tuple[list[bytes], int]:

@@ -13,9 +13,10 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from conftest import create_topic, new_id
 
 from odradek import EmbeddedBroker
+
+from .conftest import create_topic, new_id
 
 
 def producer(broker: EmbeddedBroker, transactional_id: str, **extra: object) -> Producer:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from confluent_kafka import Producer
-from conftest import create_topic, new_id
 
 from odradek import EmbeddedBroker
 from odradek.cli.main import main
+
+from .conftest import create_topic, new_id
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -50,13 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("describe", help="the state of one transactional id")
     connection(p)
-    p.add_argument("--transactional-id", required=True)
+    p.add_argument("--transactional-id", required=True, help="the transactional id to describe")
     p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser("abort", help="write an ABORT marker for a hanging transaction")
     connection(p)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--topic", required=True, help="topic of the partition the transaction hangs on")
+    p.add_argument("--partition", type=int, required=True, help="that partition")
     p.add_argument("--start-offset", type=int, help="first offset of the open transaction to abort")
     p.add_argument("--producer-id", type=int, help="instead of --start-offset")
     p.add_argument("--producer-epoch", type=int, help="with --producer-id")
