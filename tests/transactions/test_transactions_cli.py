@@ -1,9 +1,15 @@
-"""`odradek transactions list|describe|abort` against a real broker."""
+"""`odradek transactions list|describe|abort` against a real broker.
+
+The command's module is imported here, at collection: imported first inside a test (main()
+loads subcommands lazily), pytest's assertion rewriting parses it deep in the stack, where
+CPython 3.11.7's ast.parse can fail with "AST constructor recursion depth mismatch".
+"""
 
 from __future__ import annotations
 
 from confluent_kafka import Producer
 
+import odradek.cli.transactions  # noqa: F401
 from odradek import EmbeddedBroker
 from odradek.cli.main import main
 
