@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from odradek import EmbeddedBroker
 
-from .conftest import create_topic, new_id
+from .conftest import TXN_CONFIG, create_topic, new_id
 
 
 def producer(broker: EmbeddedBroker, transactional_id: str, **extra: object) -> Producer:
@@ -162,3 +162,53 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker: EmbeddedBro
     assert read_all(broker, [tp]) == [b"from the old instance", b"from the new instance"]
     # The old transaction's ABORT marker, the new one's record and COMMIT marker.
     assert end_offsets(broker, [tp]) == [4]
+
+
+def test_transactional_offsets_are_decided_by_their_markers_across_a_crash(tmp_path) -> None:
+    """The group coordinator reloads TxnOffsetCommit records as pending and lets the markers
+    decide them: committed offsets stay, aborted ones never appear, and those of a
+    transaction open at the crash are dropped when a new instance aborts it."""
+    with EmbeddedBroker(config=TXN_CONFIG, data_dir=tmp_path / "data") as b:
+        topic = create_topic(b.bootstrap_servers, 1)
+        tp = TopicPartition(topic, 0)
+        tid = new_id("crash")
+        kept, dropped, open_ = new_id("kept"), new_id("dropped"), new_id("open")
+
+        def offsets(p: Producer, group: str, offset: int) -> None:
+            metadata = Consumer(
+                {"bootstrap.servers": b.bootstrap_servers, "group.id": group}
+            ).consumer_group_metadata()
+            p.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], metadata, 30)
+
+        p = producer(b, tid)
+        p.begin_transaction()
+        p.produce(topic, b"1")
+        offsets(p, kept, 11)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce(topic, b"2")
+        offsets(p, dropped, 22)
+        p.abort_transaction(30)
+        p.begin_transaction()
+        p.produce(topic, b"3")
+        offsets(p, open_, 33)
+        p.flush(30)
+        b.restart(hard=True)
+
+        def committed(group: str) -> int:
+            c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": group})
+            try:
+                return c.committed([tp], timeout=10)[0].offset
+            finally:
+                c.close()
+
+        assert committed(kept) == 11
+        assert committed(dropped) < 0
+        assert committed(open_) < 0  # pending, not applied
+        again = producer(b, tid)  # aborts the open transaction first (same producer id)
+        again.begin_transaction()
+        again.produce(topic, b"4")
+        offsets(again, kept, 44)
+        again.commit_transaction(30)
+        assert committed(kept) == 44
+        assert committed(open_) < 0  # the aborted pending offsets never land

@@ -205,16 +205,19 @@ class OffsetMetadataManager:
     ) -> None:
         """The producer's marker in __consumer_offsets ``partition``: apply (COMMIT) or drop
         (ABORT) what it left pending for the groups of that partition, as Kafka's
-        replayEndTransactionMarker. A group deleted meanwhile gets nothing."""
+        replayEndTransactionMarker. A group with no record of its own (one that only ever
+        had offsets committed) exists from its first commit, as when OffsetCommit records
+        are replayed."""
         for group_id in [g for g in self.pending if self._groups.partition_for(g) == partition]:
             by_producer = self.pending[group_id]
             offsets = by_producer.pop(producer_id, None)
             if not by_producer:
                 del self.pending[group_id]
-            group = self._groups.groups.get(group_id)
-            if not commit or not offsets or group is None:
-                continue
-            group.offsets.update(offsets)
+            if commit and offsets:
+                group = self._groups.groups.get(group_id)
+                if group is None:
+                    group = self._groups.get_or_create_classic(group_id, now_ms)
+                group.offsets.update(offsets)
 
     def snapshot_pending(
         self, group_ids: Iterable[str]
