@@ -265,3 +265,64 @@ def test_a_transaction_past_its_timeout_is_aborted(broker: EmbeddedBroker, topic
         assert end(client, t, got.producer_id, got.producer_epoch, True) == (
             ErrorCode.producer_fenced
         )
+
+
+def test_txn_offset_commit_is_unstable_until_the_transaction_commits(
+    broker: EmbeddedBroker, topic: str
+) -> None:
+    from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+    from kio.schema.offset_fetch.v7 import request as fetch_v7
+    from kio.schema.txn_offset_commit.v3 import request as commit_v3
+
+    t, group = tid(), f"g-{uuid.uuid4().hex[:8]}"
+    with KioClient(broker.bootstrap_servers) as client:
+        got = init(client, t)
+        pid, epoch = got.producer_id, got.producer_epoch
+        added = client.send(
+            AddOffsetsToTxnRequest(
+                transactional_id=t, producer_id=pid, producer_epoch=epoch, group_id=group
+            )
+        )
+        assert added.error_code == ErrorCode.none
+        (result,) = client.send(
+            commit_v3.TxnOffsetCommitRequest(
+                transactional_id=t,
+                group_id=group,
+                producer_id=pid,
+                producer_epoch=epoch,
+                generation_id=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=(
+                    commit_v3.TxnOffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=(
+                            commit_v3.TxnOffsetCommitRequestPartition(
+                                partition_index=1,
+                                committed_offset=5,
+                                committed_leader_epoch=-1,
+                                committed_metadata="m",
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        ).topics
+        assert [p.error_code for p in result.partitions] == [ErrorCode.none]
+
+        def fetch(stable: bool) -> tuple[int, int]:
+            (t_,) = client.send(
+                fetch_v7.OffsetFetchRequest(
+                    group_id=group,
+                    topics=(fetch_v7.OffsetFetchRequestTopic(name=topic, partition_indexes=(1,)),),
+                    require_stable=stable,
+                )
+            ).topics
+            (p,) = t_.partitions
+            return p.error_code, p.committed_offset
+
+        assert fetch(True) == (ErrorCode.unstable_offset_commit, -1)
+        assert fetch(False) == (ErrorCode.none, -1)  # nothing committed yet
+        assert end(client, t, pid, epoch, True) == ErrorCode.none
+        wait_for_state(client, t, "CompleteCommit")
+        assert fetch(True) == (ErrorCode.none, 5)

@@ -320,6 +320,10 @@ class GroupCoordinator:
             now_ms,
         )
 
+    def pending_transactional_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions whose offsets open transactions are committing for ``group_id``."""
+        return {tp for offsets in self.offsets.pending.get(group_id, {}).values() for tp in offsets}
+
     def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         return self.offsets.check_offset_fetch(group_id, member_id, member_epoch)
 

@@ -348,8 +348,13 @@ async def handle_offset_commit(ctx: RequestContext, request):
     return schemas.build(_cls(ctx, ApiKey.OFFSET_COMMIT), throttle_time=0, topics=topics)
 
 
-def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, partition_cls) -> tuple:
-    """One group's OffsetFetch topics: by name, or (v10) by id, unknown ids answered UNKNOWN_TOPIC_ID."""
+def _fetched_topics(
+    ctx: RequestContext, group_id: str, topics, topic_cls, partition_cls, require_stable: bool
+) -> tuple:
+    """One group's OffsetFetch topics: by name, or (v10) by id, unknown ids answered UNKNOWN_TOPIC_ID.
+    With RequireStable (v7+, KIP-447) a partition whose offset an open transaction is
+    committing is answered UNSTABLE_OFFSET_COMMIT, so the consumer retries rather than
+    start from an offset the transaction is about to move."""
     by_id = ctx.api_version >= TOPIC_IDS_SINCE
     ids = _topic_ids(ctx) if by_id else {}
     names = {topic_id: name for name, topic_id in ids.items()}
@@ -379,9 +384,15 @@ def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, parti
                 )
             else:
                 wanted.extend((name, p) for p in t.partition_indexes)
-    fetched = _service(ctx).core.fetch_offsets(group_id, wanted)
+    core = _service(ctx).core
+    fetched = core.fetch_offsets(group_id, wanted)
+    unstable = core.pending_transactional_offsets(group_id) if require_stable else set()
     by_topic: dict[str, list] = {}
     for (topic, partition), om in fetched.items():
+        if (topic, partition) in unstable:
+            om, error = None, ErrorCode.unstable_offset_commit
+        else:
+            error = ErrorCode.none
         by_topic.setdefault(topic, []).append(
             schemas.build(
                 partition_cls,
@@ -389,7 +400,7 @@ def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, parti
                 committed_offset=om.offset if om else -1,
                 committed_leader_epoch=om.leader_epoch if om else -1,
                 metadata=om.metadata if om else "",
-                error_code=ErrorCode.none,
+                error_code=error,
             )
         )
     # By id, a topic that no longer exists has no id to name it by: it is left out.
@@ -423,6 +434,7 @@ async def handle_offset_fetch(ctx: RequestContext, request):
                     g.topics,
                     module.OffsetFetchResponseTopics,
                     module.OffsetFetchResponsePartitions,
+                    request.require_stable,
                 )
             )
             groups.append(
@@ -442,6 +454,7 @@ async def handle_offset_fetch(ctx: RequestContext, request):
         request.topics,
         module.OffsetFetchResponseTopic,
         module.OffsetFetchResponsePartition,
+        getattr(request, "require_stable", False),
     )
     return schemas.build(cls, throttle_time=0, topics=topics, error_code=ErrorCode.none)
 
