@@ -173,17 +173,21 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
             pending = await self._write_round(entry, pending, epoch)
             if pending:
                 await asyncio.sleep(MARKER_RETRY_BACKOFF_MS / 1000)
-        try:
-            self.call(
-                self.core.complete_markers,
-                [tid],
-                tid,
-                entry.producer_id,
-                entry.producer_epoch,
-                entry.commit,
-            )
-        except CoordinatorWriteError as exc:
-            log.warning("%s: completion not written (%s); it is retried on reload", tid, exc)
+        while self.coordinates(tid):
+            try:
+                self.call(
+                    self.core.complete_markers,
+                    [tid],
+                    tid,
+                    entry.producer_id,
+                    entry.producer_epoch,
+                    entry.commit,
+                )
+                return
+            except CoordinatorWriteError as exc:
+                # Kafka retries the completion too; the markers are written already.
+                log.warning("%s: completion not written (%s); retrying", tid, exc)
+                await asyncio.sleep(MARKER_RETRY_BACKOFF_MS / 1000)
 
     async def _write_round(
         self, entry: TxnMarkers, partitions: set[TopicPartition], coordinator_epoch: int
