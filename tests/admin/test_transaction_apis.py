@@ -41,6 +41,25 @@ def ms(n: int) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=n))
 
 
+def find_coordinator(client: KioClient, key: str = "some-txn"):
+    (coordinator,) = client.send(
+        FindCoordinatorRequest(key_type=1, coordinator_keys=(key,))
+    ).coordinators
+    return coordinator
+
+
+def coordinator_ready(broker: EmbeddedBroker):
+    """FindCoordinator until it names a coordinator, as a transactional client does: the first
+    one creates __transaction_state (as in Kafka) and is answered COORDINATOR_NOT_AVAILABLE."""
+    with KioClient(broker.bootstrap_servers) as client:
+        deadline = time.monotonic() + 30
+        while (found := find_coordinator(client)).error_code != ErrorCode.none:
+            assert found.error_code == ErrorCode.coordinator_not_available
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        return found
+
+
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(config=CONFIG) as b:
@@ -113,15 +132,12 @@ def wait_for_state(client: KioClient, transactional_id: str, state: str):
 
 
 def test_find_coordinator_for_a_transactional_id(broker: EmbeddedBroker) -> None:
-    with KioClient(broker.bootstrap_servers) as client:
-        (coordinator,) = client.send(
-            FindCoordinatorRequest(key_type=1, coordinator_keys=("some-txn",))
-        ).coordinators
-    assert coordinator.error_code == ErrorCode.none
+    coordinator = coordinator_ready(broker)
     assert f"{coordinator.host}:{coordinator.port}" == broker.bootstrap_servers
 
 
 def test_init_producer_id_timeouts_epochs_and_fencing(broker: EmbeddedBroker) -> None:
+    coordinator_ready(broker)
     t = tid()
     with KioClient(broker.bootstrap_servers) as client:
         assert init(client, t, 120001).error_code == ErrorCode.invalid_transaction_timeout
@@ -146,6 +162,7 @@ def test_init_producer_id_timeouts_epochs_and_fencing(broker: EmbeddedBroker) ->
 
 
 def test_add_partitions_verify_end_and_describe(broker: EmbeddedBroker, topic: str) -> None:
+    coordinator_ready(broker)
     t = tid()
     with KioClient(broker.bootstrap_servers) as client:
         got = init(client, t)
@@ -202,6 +219,7 @@ def test_add_partitions_verify_end_and_describe(broker: EmbeddedBroker, topic: s
 
 
 def test_list_transactions_filters(broker: EmbeddedBroker, topic: str) -> None:
+    coordinator_ready(broker)
     t = tid()
     with KioClient(broker.bootstrap_servers) as client:
         got = init(client, t)
@@ -232,6 +250,7 @@ def test_state_survives_a_killed_broker_and_the_open_transaction_times_out(
     with EmbeddedBroker(config=CONFIG, data_dir=tmp_path / "data") as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("crash", 1, 1)])["crash"].result(10)
+        coordinator_ready(b)
         done, open_ = tid(), tid()
         with KioClient(b.bootstrap_servers) as client:
             first = init(client, done)
@@ -256,6 +275,7 @@ def test_state_survives_a_killed_broker_and_the_open_transaction_times_out(
 
 
 def test_a_transaction_past_its_timeout_is_aborted(broker: EmbeddedBroker, topic: str) -> None:
+    coordinator_ready(broker)
     t = tid()
     with KioClient(broker.bootstrap_servers) as client:
         got = init(client, t, timeout_ms=1)
@@ -274,6 +294,7 @@ def test_txn_offset_commit_is_unstable_until_the_transaction_commits(
     from kio.schema.offset_fetch.v7 import request as fetch_v7
     from kio.schema.txn_offset_commit.v3 import request as commit_v3
 
+    coordinator_ready(broker)
     t, group = tid(), f"g-{uuid.uuid4().hex[:8]}"
     with KioClient(broker.bootstrap_servers) as client:
         got = init(client, t)

@@ -1,8 +1,9 @@
 """TransactionCoordinatorService: the transaction coordinator as a broker component.
 
 The CoordinatorRuntime (coordinator/runtime.py) around the sans-I/O
-TransactionCoordinator, on __transaction_state: created on first start
-(compacted, uncompressed, as Kafka's TransactionLog sets it), its partitions
+TransactionCoordinator, on __transaction_state: created by the first
+FindCoordinator for a transactional id, as in Kafka (compacted, uncompressed, as
+Kafka's TransactionLog sets it), its partitions
 loaded as this broker becomes their leader and unloaded as it stops, and a
 timer that aborts timed-out transactions and removes expired ids. Handlers reach
 it as ``broker.components["transaction_coordinator"]``.
@@ -85,7 +86,9 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         return int(self.broker.components["producer_ids"].manager.generate_producer_id())
 
     async def start(self) -> None:
-        self.ensure_transaction_state_topic()
+        """Follow __transaction_state's leaders. The topic itself is created by the first
+        FindCoordinator for a transactional id, as Kafka creates it: a broker whose clients
+        never use transactions keeps no empty partitions for them."""
         self.broker.replica_manager.add_leadership_listener(TRANSACTION_STATE_TOPIC, self)
 
     async def stop(self) -> None:
