@@ -19,12 +19,11 @@ from kio.schema.add_partitions_to_txn.v5 import request as add_v5
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.end_txn.v1.request import EndTxnRequest as EndTxnV1
 from kio.schema.end_txn.v5.request import EndTxnRequest
-from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as InitV3
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.static.primitive import i32Timedelta
-from kio_client import KioClient
+from kio_client import KioClient, transaction_coordinator
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
@@ -41,23 +40,8 @@ def ms(n: int) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=n))
 
 
-def find_coordinator(client: KioClient, key: str = "some-txn"):
-    (coordinator,) = client.send(
-        FindCoordinatorRequest(key_type=1, coordinator_keys=(key,))
-    ).coordinators
-    return coordinator
-
-
 def coordinator_ready(broker: EmbeddedBroker):
-    """FindCoordinator until it names a coordinator, as a transactional client does: the first
-    one creates __transaction_state (as in Kafka) and is answered COORDINATOR_NOT_AVAILABLE."""
-    with KioClient(broker.bootstrap_servers) as client:
-        deadline = time.monotonic() + 30
-        while (found := find_coordinator(client)).error_code != ErrorCode.none:
-            assert found.error_code == ErrorCode.coordinator_not_available
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        return found
+    return transaction_coordinator(broker.bootstrap_servers)
 
 
 @pytest.fixture(scope="module")

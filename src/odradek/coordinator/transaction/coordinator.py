@@ -213,7 +213,8 @@ class TransactionCoordinator:
             meta.producer_epoch = 0
             meta.last_producer_epoch = NO_PRODUCER_EPOCH
         else:
-            meta.bump_epoch()
+            own_bump = expected_producer_id != NO_PRODUCER_ID
+            meta.bump_epoch(meta.producer_epoch if own_bump else NO_PRODUCER_EPOCH)
         meta.txn_timeout_ms = transaction_timeout_ms
         meta.topic_partitions.clear()
         meta.txn_start_timestamp = -1
@@ -362,7 +363,7 @@ class TransactionCoordinator:
         coordinator alike; only the PrepareAbort record is written."""
         meta.transition(S.PREPARE_EPOCH_FENCE, now_ms)
         if not meta.epoch_exhausted():
-            meta.bump_epoch()
+            meta.bump_epoch(meta.last_producer_epoch)
         self._prepare(meta, False, now_ms)
 
     def _queue_markers(self, meta: TransactionMetadata) -> None:

@@ -107,9 +107,12 @@ class TransactionMetadata:
         self.state = state
         self.txn_last_update_timestamp = now_ms
 
-    def bump_epoch(self) -> None:
-        """The next epoch of the same producer id (the caller checks ``epoch_exhausted``)."""
-        self.last_producer_epoch = self.producer_epoch
+    def bump_epoch(self, last_producer_epoch: int) -> None:
+        """The next epoch of the same producer id (the caller checks ``epoch_exhausted``).
+        ``last_producer_epoch`` is what a retry of this bump may name (Kafka's
+        lastProducerEpoch): the old epoch for a live producer's own bump (KIP-360), -1 when
+        a new instance fences the old one, so that the old one cannot pass for a retry."""
+        self.last_producer_epoch = last_producer_epoch
         self.producer_epoch += 1
 
     def epoch_exhausted(self) -> bool:
