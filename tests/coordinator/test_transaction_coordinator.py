@@ -211,3 +211,15 @@ CoordinatorModel.TestCase.settings = settings(
     max_examples=60, stateful_step_count=40, deadline=None
 )
 test_coordinator_model = CoordinatorModel.TestCase
+
+
+def test_a_retried_bump_is_answered_again_but_a_fenced_epoch_is_not() -> None:
+    core = new_core()
+    pid = core.init_producer_id("a", 1000, -1, -1, now_ms=0).producer_id
+    assert core.init_producer_id("a", 1000, -1, -1, now_ms=1).producer_epoch == 1  # new instance
+    fenced = core.init_producer_id("a", 1000, pid, 0, now_ms=2)
+    assert fenced.error == ErrorCode.producer_fenced  # the old instance is not a retry
+    bumped = core.init_producer_id("a", 1000, pid, 1, now_ms=3)  # KIP-360: its own bump
+    assert (bumped.error, bumped.producer_epoch) == (ErrorCode.none, 2)
+    retried = core.init_producer_id("a", 1000, pid, 1, now_ms=4)  # the response was lost
+    assert (retried.error, retried.producer_epoch) == (ErrorCode.none, 2)
