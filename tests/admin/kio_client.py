@@ -9,14 +9,17 @@ from __future__ import annotations
 import io
 import socket
 import struct
+import time
 from typing import Any
 
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 from kio.schema.incremental_alter_configs.v1 import request as alter_v1
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol import schemas
+from odradek.protocol.errors import ErrorCode
 
 API_VERSIONS = 18
 
@@ -89,3 +92,20 @@ def incremental_alter(
         alter_v1.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
     ).responses
     return response
+
+
+def transaction_coordinator(bootstrap_servers: str, transactional_id: str = "any") -> Any:
+    """FindCoordinator (key type 1) until it names a coordinator, as a transactional client
+    does before InitProducerId: the first one creates __transaction_state (as in Kafka) and
+    is answered COORDINATOR_NOT_AVAILABLE."""
+    deadline = time.monotonic() + 30
+    with KioClient(bootstrap_servers) as client:
+        while True:
+            (found,) = client.send(
+                FindCoordinatorRequest(key_type=1, coordinator_keys=(transactional_id,))
+            ).coordinators
+            if found.error_code == ErrorCode.none:
+                return found
+            assert found.error_code == ErrorCode.coordinator_not_available, found
+            assert time.monotonic() < deadline, "no transaction coordinator"
+            time.sleep(0.05)

@@ -12,7 +12,7 @@ from kio.schema.describe_configs.v4 import request as describe_configs_v4
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
 from kio.static.primitive import i32Timedelta
-from kio_client import KioClient
+from kio_client import KioClient, transaction_coordinator
 from kio_client import incremental_alter as alter
 
 from odradek import EmbeddedBroker
@@ -135,6 +135,7 @@ def test_offset_for_leader_epoch(odradek_broker) -> None:
 
 
 def test_transactional_id_epoch_bumps(odradek_broker) -> None:
+    transaction_coordinator(odradek_broker.bootstrap_servers)
     with KioClient(odradek_broker.bootstrap_servers) as client:
         tid = unique()
         first = init_producer_id(client, tid)
@@ -216,6 +217,7 @@ def test_manual_assignment_and_bad_broker(odradek_broker) -> None:
 
 
 def test_stale_transactional_producer_is_fenced(odradek_broker) -> None:
+    transaction_coordinator(odradek_broker.bootstrap_servers)
     with KioClient(odradek_broker.bootstrap_servers) as client:
         tid = unique()
         first = init_producer_id(client, tid)

@@ -18,7 +18,7 @@ from kio.schema.api_versions.v2.request import ApiVersionsRequest
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest as InitProducerIdV5
 from kio.schema.init_producer_id.v6.request import InitProducerIdRequest
 from kio.static.primitive import i32Timedelta
-from kio_client import KioClient
+from kio_client import KioClient, transaction_coordinator
 
 from odradek import EmbeddedBroker
 from odradek.protocol.api_keys import ApiKey
@@ -30,6 +30,7 @@ TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=60))
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker() as b:
+        transaction_coordinator(b.bootstrap_servers)
         yield b
 
 

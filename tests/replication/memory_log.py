@@ -45,8 +45,10 @@ class MemoryLog:
         leader_epoch: int,
         now_ms: int,
         assign_offsets: bool = True,
+        from_client: bool = True,
     ) -> Batch | None:
-        """A leader appends values; a follower appends the leader's batches as they are."""
+        """A leader appends values; a follower appends the leader's batches as they are.
+        (``from_client``: this model has no client-only checks to skip.)"""
         cache = self.leader_epoch_cache
         if assign_offsets:
             leo = self.log_end_offset

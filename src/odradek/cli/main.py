@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "odradek.cli.configs",
     "odradek.cli.perf",
     "odradek.cli.groups",
+    "odradek.cli.transactions",
     "odradek.cli.docs",
 ]
 

@@ -21,6 +21,7 @@ __consumer_offsets records (``drain_records()``) for the shell to append.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from odradek.coordinator import records as rec
 from odradek.coordinator.assignors import Assignment
@@ -71,10 +72,15 @@ class GroupCoordinator:
         self._records.clear()
         return out
 
-    def load_record(self, key: bytes, value: bytes | None, now_ms: int) -> None:
-        """Replay one __consumer_offsets record at start-up; the last record for a key wins."""
+    def load_record(
+        self, key: bytes, value: bytes | None, now_ms: int, producer_id: int = -1
+    ) -> None:
+        """Replay one __consumer_offsets record at start-up; the last record for a key wins. A
+        transactional one (TxnOffsetCommit) waits for its producer's marker."""
         k = rec.decode_key(key)
-        if isinstance(k, rec.OffsetCommitKey):
+        if producer_id >= 0 and isinstance(k, rec.OffsetCommitKey):
+            self.offsets.replay_pending(k, value, producer_id)
+        elif isinstance(k, rec.OffsetCommitKey):
             self.offsets.replay(k, value, now_ms)
         elif isinstance(k, rec.ConsumerGroupKey):
             self.metadata.replay_consumer(k, key, value, now_ms)
@@ -85,11 +91,20 @@ class GroupCoordinator:
         """Forget the groups of one __consumer_offsets partition; see GroupMetadataManager."""
         return self.metadata.unload_partition(partition)
 
-    def snapshot(self, group_ids: Iterable[str]) -> dict[str, Group | None]:
-        return self.metadata.snapshot(group_ids)
+    def replay_end_transaction(
+        self, partition: int, producer_id: int, commit: bool, now_ms: int
+    ) -> None:
+        """A transaction marker in __consumer_offsets ``partition`` (read back or just written)."""
+        self.offsets.complete_transaction(partition, producer_id, commit, now_ms)
 
-    def restore(self, snapshot: dict[str, Group | None]) -> None:
-        self.metadata.restore(snapshot)
+    def snapshot(self, group_ids: Iterable[str]) -> tuple[dict[str, Group | None], Any]:
+        group_ids = list(group_ids)
+        return self.metadata.snapshot(group_ids), self.offsets.snapshot_pending(group_ids)
+
+    def restore(self, snapshot: tuple[dict[str, Group | None], Any]) -> None:
+        groups, pending = snapshot
+        self.metadata.restore(groups)
+        self.offsets.restore_pending(pending)
 
     # ---- classic protocol -------------------------------------------------------------------
 
@@ -281,6 +296,33 @@ class GroupCoordinator:
         return self.offsets.commit_offsets(
             group_id, member_id, group_instance_id, generation_id, offsets, now_ms
         )
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: list[OffsetCommit],
+        now_ms: int,
+    ) -> list[int]:
+        """TxnOffsetCommit: per-partition errors in request order (see OffsetMetadataManager)."""
+        return self.offsets.txn_commit_offsets(
+            group_id,
+            producer_id,
+            producer_epoch,
+            member_id,
+            group_instance_id,
+            generation_id,
+            offsets,
+            now_ms,
+        )
+
+    def pending_transactional_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions whose offsets open transactions are committing for ``group_id``."""
+        return {tp for offsets in self.offsets.pending.get(group_id, {}).values() for tp in offsets}
 
     def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         return self.offsets.check_offset_fetch(group_id, member_id, member_epoch)

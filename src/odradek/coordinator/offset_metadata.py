@@ -7,10 +7,14 @@ the classic and the consumer protocol, but only this manager changes them.
 
 Whether a commit may be applied is the group's decision (``validate_offset_commit``
 on ClassicGroup and ConsumerGroup, as in Kafka), and applying it is a separate
-step (``_apply``). TxnOffsetCommit will use the same validation and, instead of
-applying at once, keep the offsets pending per producer until the transaction's
-marker commits or aborts them (Kafka's pendingTransactionalOffsets): a second
-path beside ``commit_offsets``, not a change to it.
+step (``_apply``). TxnOffsetCommit (``txn_commit_offsets``) uses the same
+validation and, instead of applying at once, keeps the offsets pending per
+producer id (Kafka's pendingTransactionalOffsets): its records are written in a
+transactional batch of the producer, and the transaction's marker in the same
+__consumer_offsets partition applies them (COMMIT) or drops them (ABORT), both
+live (``complete_transaction``) and when the partition is loaded again. Pending
+offsets are not visible to OffsetFetch, and a group with some is not removed by
+offset retention.
 """
 
 from __future__ import annotations
@@ -51,9 +55,16 @@ class OffsetMetadataManager:
         self._groups = groups
         self._records = records
         self._last_retention_check_ms: int | None = None
+        #: group id -> producer id -> offsets written by its open transaction.
+        self.pending: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
 
     def _store(
-        self, group_id: str, topic: str, partition: int, om: OffsetAndMetadata | None
+        self,
+        group_id: str,
+        topic: str,
+        partition: int,
+        om: OffsetAndMetadata | None,
+        producer: tuple[int, int] = (-1, -1),
     ) -> None:
         key = rec.encode_offset_commit_key(rec.OffsetCommitKey(group_id, topic, partition))
         value = None
@@ -68,7 +79,7 @@ class OffsetMetadataManager:
                 )
             )
         partition_of_group = self._groups.partition_for(group_id)
-        self._records.append(CoordinatorRecord(partition_of_group, key, value))
+        self._records.append(CoordinatorRecord(partition_of_group, key, value, *producer))
 
     def replay(self, key: rec.OffsetCommitKey, value: bytes | None, now_ms: int) -> None:
         """An OffsetCommit record read back; a tombstone removes the offset."""
@@ -97,19 +108,10 @@ class OffsetMetadataManager:
         now_ms: int,
     ) -> tuple[int, list[int]]:
         """OffsetCommit: (group-level error, per-partition errors in request order)."""
-        if not group_id:
-            return ErrorCode.invalid_group_id, [ErrorCode.invalid_group_id] * len(offsets)
-        group = self._groups.groups.get(group_id)
+        error, group = self._validate_commit(
+            group_id, member_id, group_instance_id, generation_id, now_ms, transactional=False
+        )
         if group is None:
-            if generation_id >= 0:
-                # Only a simple consumer (no generation) may create a group by committing.
-                return ErrorCode.illegal_generation, [ErrorCode.illegal_generation] * len(offsets)
-            group = self._groups.get_or_create_classic(group_id, now_ms)
-        if isinstance(group, ConsumerGroup):
-            error = group.validate_offset_commit(member_id, generation_id)
-        else:
-            error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
-        if error:
             return error, [error] * len(offsets)
         if isinstance(group, ClassicGroup) and member_id in group.members:
             # A commit counts as a heartbeat of the member's session.
@@ -117,17 +119,128 @@ class OffsetMetadataManager:
             member.session_deadline_ms = now_ms + member.session_timeout_ms
         return ErrorCode.none, self._apply(group, offsets, now_ms)
 
+    def _validate_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        now_ms: int,
+        transactional: bool,
+    ) -> tuple[int, Group | None]:
+        """(error, the group) for a commit, the group None when it is refused. Only a simple
+        consumer (no generation) may create a group by committing; a transactional commit may
+        land while a classic group completes a rebalance (Kafka's isTransactional)."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, None
+        group = self._groups.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return ErrorCode.illegal_generation, None
+            group = self._groups.get_or_create_classic(group_id, now_ms)
+        if isinstance(group, ConsumerGroup):
+            error = group.validate_offset_commit(member_id, generation_id)
+        else:
+            error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
+            if transactional and error == ErrorCode.rebalance_in_progress:
+                error = ErrorCode.none
+        return error, (None if error else group)
+
+    def _offset_and_metadata(
+        self, c: OffsetCommit, now_ms: int, expire_timestamp_ms: int
+    ) -> OffsetAndMetadata | None:
+        """The offset to store for ``c``; None when its metadata exceeds
+        offset.metadata.max.bytes (OFFSET_METADATA_TOO_LARGE)."""
+        metadata = c.metadata or ""
+        if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            return None
+        return OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now_ms, expire_timestamp_ms)
+
+    # ---- TxnOffsetCommit ---------------------------------------------------------------------
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: list[OffsetCommit],
+        now_ms: int,
+    ) -> list[int]:
+        """TxnOffsetCommit: per-partition errors in request order; the offsets wait for the
+        producer's marker. Validated as OffsetCommit (Kafka's validateOffsetCommit with
+        isTransactional)."""
+        error, group = self._validate_commit(
+            group_id, member_id, group_instance_id, generation_id, now_ms, transactional=True
+        )
+        if group is None:
+            return [error] * len(offsets)
+        pending = self.pending.setdefault(group_id, {}).setdefault(producer_id, {})
+        results: list[int] = []
+        for c in offsets:
+            om = self._offset_and_metadata(c, now_ms, -1)
+            if om is None:
+                results.append(ErrorCode.offset_metadata_too_large)
+                continue
+            pending[(c.topic, c.partition)] = om
+            self._store(group_id, c.topic, c.partition, om, (producer_id, producer_epoch))
+            results.append(ErrorCode.none)
+        return results
+
+    def replay_pending(
+        self, key: rec.OffsetCommitKey, value: bytes | None, producer_id: int
+    ) -> None:
+        """A transactional OffsetCommit record read back: pending until its marker."""
+        if value is None:
+            return
+        v = rec.decode_offset_commit_value(value)
+        self.pending.setdefault(key.group, {}).setdefault(producer_id, {})[
+            (key.topic, key.partition)
+        ] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, -1)
+
+    def complete_transaction(
+        self, partition: int, producer_id: int, commit: bool, now_ms: int
+    ) -> None:
+        """The producer's marker in __consumer_offsets ``partition``: apply (COMMIT) or drop
+        (ABORT) what it left pending for the groups of that partition, as Kafka's
+        replayEndTransactionMarker. A group with no record of its own (one that only ever
+        had offsets committed) exists from its first commit, as when OffsetCommit records
+        are replayed."""
+        for group_id in [g for g in self.pending if self._groups.partition_for(g) == partition]:
+            by_producer = self.pending[group_id]
+            offsets = by_producer.pop(producer_id, None)
+            if not by_producer:
+                del self.pending[group_id]
+            if commit and offsets:
+                group = self._groups.groups.get(group_id)
+                if group is None:
+                    group = self._groups.get_or_create_classic(group_id, now_ms)
+                group.offsets.update(offsets)
+
+    def snapshot_pending(
+        self, group_ids: Iterable[str]
+    ) -> dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]]:
+        return {g: {pid: dict(o) for pid, o in self.pending.get(g, {}).items()} for g in group_ids}
+
+    def restore_pending(
+        self, snapshot: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]]
+    ) -> None:
+        for group_id, by_producer in snapshot.items():
+            if by_producer:
+                self.pending[group_id] = by_producer
+            else:
+                self.pending.pop(group_id, None)
+
     def _apply(self, group: Group, offsets: list[OffsetCommit], now_ms: int) -> list[int]:
         """Store validated commits; per partition NONE or OFFSET_METADATA_TOO_LARGE."""
         results: list[int] = []
         for c in offsets:
-            metadata = c.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            om = self._offset_and_metadata(c, now_ms, c.expire_timestamp_ms)
+            if om is None:
                 results.append(ErrorCode.offset_metadata_too_large)
                 continue
-            om = OffsetAndMetadata(
-                c.offset, c.leader_epoch, metadata, now_ms, c.expire_timestamp_ms
-            )
             group.offsets[(c.topic, c.partition)] = om
             self._store(group.group_id, c.topic, c.partition, om)
             results.append(ErrorCode.none)
@@ -229,6 +342,11 @@ class OffsetMetadataManager:
                 del group.offsets[(topic, partition)]
                 self._store(group.group_id, topic, partition, None)
                 removed += 1
-        if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
+        if (
+            group.state is GroupState.EMPTY
+            and not group.offsets
+            and not group.pending_members
+            and not self.pending.get(group_id)
+        ):
             self._groups.drop(group, now_ms)
         return removed

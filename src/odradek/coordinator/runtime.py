@@ -39,7 +39,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
-from odradek.coordinator.batches import CoordinatorRecord, decode_records, encode_batch
+from odradek.coordinator.batches import CoordinatorRecord, LoadedMarker, decode_log, encode_batch
+from odradek.metadata.store import TopicExists
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.replica_manager import ReplicaManager, ReplicatedAppend
 from odradek.storage import TopicPartition
@@ -74,7 +75,13 @@ class CoordinatorCore(Protocol):
 
     def partition_for(self, key: str) -> int: ...
 
-    def load_record(self, key: bytes, value: bytes | None, now_ms: int) -> None: ...
+    def load_record(
+        self, key: bytes, value: bytes | None, now_ms: int, producer_id: int = -1
+    ) -> None: ...
+
+    def replay_end_transaction(
+        self, partition: int, producer_id: int, commit: bool, now_ms: int
+    ) -> None: ...
 
     def unload_partition(self, partition: int) -> list[str]: ...
 
@@ -160,11 +167,17 @@ class CoordinatorRuntime(ABC, Generic[C]):
             data = b"".join(r.read_bytes() for r in log_.read(offset, LOAD_BUFFER_BYTES).regions)
             if not data:
                 break
-            for record_offset, key, value in decode_records(data):
-                if record_offset >= offset:
-                    self.core.load_record(key, value, start)
-                    count += 1
-                    offset = record_offset + 1
+            for item in decode_log(data):
+                if item.offset < offset:
+                    continue
+                if isinstance(item, LoadedMarker):
+                    self.core.replay_end_transaction(
+                        partition, item.producer_id, item.commit, start
+                    )
+                else:
+                    self.core.load_record(item.key, item.value, start, item.producer_id)
+                count += 1
+                offset = item.offset + 1
         self.loaded_partitions.add(partition)
         log.debug("%s loaded %d records of %s-%d", self.name, count, self.topic, partition)
         self._rearm()
@@ -245,14 +258,19 @@ class CoordinatorRuntime(ABC, Generic[C]):
         return await future
 
     def _persist(self) -> None:
-        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        # One batch per partition, and per producer for transactional records.
+        by_batch: dict[tuple[int, int, int], list[tuple[bytes, bytes | None]]] = defaultdict(list)
         for record in self.core.drain_records():
-            by_partition[record.partition].append((record.key, record.value))
+            batch_key = (record.partition, record.producer_id, record.producer_epoch)
+            by_batch[batch_key].append((record.key, record.value))
         stamp = now_ms()
         appends = []
-        for partition, records in by_partition.items():
+        for (partition, producer_id, epoch), records in by_batch.items():
             tp = TopicPartition(self.topic, partition)
-            info = self._replica_manager.append_records(tp, encode_batch(records, stamp), -1, stamp)
+            batch = encode_batch(records, stamp, producer_id, epoch)
+            # A coordinator's own write (Kafka's AppendOrigin.COORDINATOR): its transactional
+            # batches carry no sequence numbers.
+            info = self._replica_manager.append_records(tp, batch, -1, stamp, from_client=False)
             leader_epoch = self._replica_manager.partition(tp).leader_epoch
             appends.append((tp, info.last_offset + 1, leader_epoch))
         self._last_appends = appends
@@ -299,3 +317,43 @@ class CoordinatorRuntime(ABC, Generic[C]):
             except Exception:
                 log.exception("%s timer failed for %s", self.name, key)
         self._rearm()
+
+
+def ensure_internal_topic(
+    broker: Any,
+    topic: str,
+    partitions: int,
+    replication_config: str,
+    replication_factor: int,
+    configs: Callable[[int], dict[str, str]],
+) -> None:
+    """Create a coordinator's topic if it does not exist yet (at start-up, and on
+    FindCoordinator while it is missing, as Kafka); ``configs(replication)`` gives its topic
+    configs for the replication factor chosen.
+
+    A cluster creates it only once as many brokers are registered as ``replication_config``
+    asks: a broker starting before the others would otherwise give its partitions fewer
+    replicas for good (Kafka refuses the creation, and FindCoordinator answers
+    COORDINATOR_NOT_AVAILABLE, until enough brokers are alive). A single node gives it the
+    one replica it has.
+    """
+    metadata = broker.metadata
+    if metadata.topic(topic) is not None:
+        return
+    alive = len(metadata.brokers())
+    replication = replication_factor
+    if not broker.config.get("zookeeper.connect"):
+        replication = min(replication, alive)
+    elif alive < replication:
+        log.info(
+            "%s not created yet: %d brokers alive, %s is %d",
+            topic,
+            alive,
+            replication_config,
+            replication,
+        )
+        return
+    try:
+        metadata.create_topic(topic, partitions, replication, configs(replication), internal=True)
+    except TopicExists:
+        pass  # another broker of the cluster created it first

@@ -4,7 +4,9 @@ The CoordinatorRuntime (runtime.py) around the sans-I/O GroupCoordinator, on the
 broker's __consumer_offsets topic: created on first start (compacted, as Kafka
 sets it), the partitions led here loaded as this broker becomes their leader and
 unloaded as it stops (the ReplicaManager tells it; see runtime.py), and a timer that expires
-sessions, ends join phases and applies offset retention. Handlers reach it as
+sessions, ends join phases and applies offset retention. Transaction markers for its
+partitions are written here (``complete_transaction``), so that the marker and the
+transaction's offsets change together. Handlers reach it as
 ``broker.components["group_coordinator"]`` and go through ``call`` and ``wait``.
 """
 
@@ -17,8 +19,10 @@ from typing import Any
 from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.records import OFFSETS_TOPIC
-from odradek.coordinator.runtime import CoordinatorRuntime
-from odradek.metadata.store import TopicExists
+from odradek.coordinator.runtime import CoordinatorRuntime, ensure_internal_topic, now_ms
+from odradek.protocol.records import control_batch
+from odradek.replication.replica_manager import NotLeaderOrFollower, ReplicatedAppend
+from odradek.storage import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -69,43 +73,37 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
         )
 
     def ensure_offsets_topic(self) -> None:
-        """Create __consumer_offsets if it does not exist yet (at start-up, and on
-        FindCoordinator while it is missing, as Kafka).
-
-        A cluster creates it only once as many brokers are registered as
-        offsets.topic.replication.factor asks: a broker starting before the others
-        would otherwise give its partitions fewer replicas for good (Kafka refuses
-        the creation, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE, until
-        enough brokers are alive). A single node gives it the one replica it has.
-        """
-        metadata = self.broker.metadata
-        if metadata.topic(OFFSETS_TOPIC) is not None:
-            return
-        alive = len(metadata.brokers())
-        replication = self.config.offsets_topic_replication_factor
-        if not self.broker.config.get("zookeeper.connect"):
-            replication = min(replication, alive)
-        elif alive < replication:
-            log.info(
-                "%s not created yet: %d brokers alive, offsets.topic.replication.factor is %d",
-                OFFSETS_TOPIC,
-                alive,
-                replication,
-            )
-            return
-        configs = dict(
-            OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(self.config.offsets_topic_segment_bytes)}
+        """Create __consumer_offsets if it is missing (see runtime.ensure_internal_topic)."""
+        segment_bytes = str(self.config.offsets_topic_segment_bytes)
+        ensure_internal_topic(
+            self.broker,
+            OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            "offsets.topic.replication.factor",
+            self.config.offsets_topic_replication_factor,
+            lambda _replication: dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": segment_bytes}),
         )
-        try:
-            metadata.create_topic(
-                OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
-                replication,
-                configs,
-                internal=True,
-            )
-        except TopicExists:
-            pass  # another broker of the cluster created it first
+
+    def complete_transaction(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+    ) -> ReplicatedAppend:
+        """Write a transaction's marker to __consumer_offsets ``partition`` and apply or drop the
+        offsets its producer committed there (Kafka's GroupCoordinator.completeTransaction,
+        which the WriteTxnMarkers path calls for this topic's partitions). The append is
+        returned for the caller to await its replication; KafkaError when it fails."""
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        if partition not in self.loaded_partitions:
+            raise NotLeaderOrFollower(f"{tp} is not coordinated here")
+        stamp = now_ms()
+        batch = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, stamp)
+        info = self.broker.replica_manager.append_records(tp, batch, -1, stamp, from_client=False)
+        self.core.replay_end_transaction(partition, producer_id, commit, stamp)
+        return tp, info.last_offset + 1, self.broker.replica_manager.partition(tp).leader_epoch
 
     def due_work(self, now_ms: int) -> list[tuple[Callable[..., object], str]]:
         """Each due group's deadlines, and once per retention interval every group's offsets."""

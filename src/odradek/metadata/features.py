@@ -9,9 +9,11 @@ they may use, so they must describe what is implemented, not what Kafka 4 ships:
 - ``group.version`` 1: the consumer group protocol of KIP-848
   (ConsumerGroupHeartbeat) is served.
 - ``transaction.version`` 0: Kafka 4 finalizes level 2 (KIP-890 transactions),
-  but transactions are not implemented here, and a client that saw level 1 or 2
-  would use the transactional protocol of KIP-890. Level 0 tells it transactions
-  of that kind are unavailable; supported is 0 to 0 for the same reason.
+  but the transaction coordinator here serves the protocol before KIP-890 (the
+  epoch bumped per producer session, partitions added by the client), and a client
+  that saw level 1 or 2 would use KIP-890's (epoch bumps per transaction,
+  partitions added implicitly by their leaders). Level 0 keeps clients on the
+  protocol served; supported is 0 to 0 for the same reason.
 - ``kraft.version`` 0: Kafka always lists it (the controller quorum's version);
   this broker has no dynamic quorum (KIP-853), so it is 0, as on a Kafka
   cluster with a static quorum.

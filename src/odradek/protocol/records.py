@@ -370,6 +370,41 @@ def new_batch(
     )
 
 
+#: EndTransactionMarker control record types (Kafka's ControlRecordType).
+CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT = 0, 1
+
+
+def control_batch(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int
+) -> bytes:
+    """A transaction marker: a transactional control batch of one record whose key is the
+    ControlRecordType (version 0, COMMIT or ABORT) and whose value is the
+    EndTransactionMarker (version 0, coordinator epoch), as Kafka's
+    MemoryRecords.withEndTransactionMarker writes it."""
+    key = _I16.pack(0) + _I16.pack(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
+    value = _I16.pack(0) + _I32.pack(coordinator_epoch)
+    record = (
+        b"\x00"
+        + write_varint(0)
+        + write_varint(0)
+        + write_varint(len(key))
+        + key
+        + write_varint(len(value))
+        + value
+        + write_varint(0)
+    )
+    return new_batch(
+        write_varint(len(record)) + record,
+        attributes=TRANSACTIONAL_MASK | CONTROL_MASK,
+        last_offset_delta=0,
+        base_timestamp=timestamp_ms,
+        max_timestamp=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        records_count=1,
+    )
+
+
 def iter_batches(
     buffer: bytes | bytearray | memoryview, *, verify_crc: bool = True, strict_count: bool = True
 ) -> Iterator[RecordBatch]:

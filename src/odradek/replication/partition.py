@@ -97,7 +97,13 @@ class ReplicaLog(Protocol):
     leader_epoch_cache: LeaderEpochFileCache
 
     def append(
-        self, records: Any, *, leader_epoch: int, now_ms: int, assign_offsets: bool = True
+        self,
+        records: Any,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        assign_offsets: bool = True,
+        from_client: bool = True,
     ) -> Any: ...
     def read(
         self,
@@ -261,8 +267,11 @@ class Partition(Generic[LogT]):
         self._maybe_increment_high_watermark(now_ms)
 
     # -- leader: appends, follower fetches, ISR ----------------------------------------------
-    def append_records_to_leader(self, records: Any, required_acks: int, now_ms: int) -> Any:
-        """Append as leader; acks=-1 needs min.insync.replicas in the committed ISR first."""
+    def append_records_to_leader(
+        self, records: Any, required_acks: int, now_ms: int, from_client: bool = True
+    ) -> Any:
+        """Append as leader; acks=-1 needs min.insync.replicas in the committed ISR first.
+        ``from_client`` False is a coordinator's write (a transaction marker)."""
         if self.leader_id != self.node_id:
             self._check_leader()
         if required_acks == -1 and len(self._isr_state.isr) < self.log.config.min_insync_replicas:
@@ -270,7 +279,9 @@ class Partition(Generic[LogT]):
                 f"The size of the current ISR {len(self._isr_state.isr)} is insufficient to "
                 f"satisfy the min.isr requirement of {self.log.config.min_insync_replicas}"
             )
-        info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        info = self.log.append(
+            records, leader_epoch=self.leader_epoch, now_ms=now_ms, from_client=from_client
+        )
         self._maybe_increment_high_watermark(now_ms)
         return info
 

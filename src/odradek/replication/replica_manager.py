@@ -323,10 +323,18 @@ class ReplicaManager:
         return dict(self._partitions)
 
     def append_records(
-        self, tp: TopicPartition, records: memoryview | bytes, required_acks: int, now_ms: int
+        self,
+        tp: TopicPartition,
+        records: memoryview | bytes,
+        required_acks: int,
+        now_ms: int,
+        from_client: bool = True,
     ) -> LogAppendInfo:
-        """Append to a leader partition; KafkaError subclasses carry the error code for the client."""
-        info = self.partition(tp).append_records_to_leader(records, required_acks, now_ms)
+        """Append to a leader partition; KafkaError subclasses carry the error code for the client.
+        ``from_client`` False is a coordinator's own write, such as a transaction marker."""
+        info = self.partition(tp).append_records_to_leader(
+            records, required_acks, now_ms, from_client
+        )
         for listener in self.append_listeners:
             listener(tp)
         return info

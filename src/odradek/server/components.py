@@ -13,6 +13,9 @@ COMPONENTS: dict[str, str] = {
     "dynamic_listener_config": "odradek.server.dynamic_listener_config:DynamicListenerConfig",
     "producer_ids": "odradek.server.handlers.producer_ids:ProducerIds",
     "group_coordinator": "odradek.coordinator.service:GroupCoordinatorService",
+    "transaction_coordinator": (
+        "odradek.coordinator.transaction.service:TransactionCoordinatorService"
+    ),
     # Last: it reports on the components before it; serves only with metrics.http.listener.
     "metrics": "odradek.metrics.service:MetricsService",
 }

@@ -16,10 +16,14 @@ import uuid
 from odradek.coordinator.classic_group import ClassicGroup, GroupState, JoinResult, SyncResult
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.consumer_protocol import ConsumerHeartbeatResult
+from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorWriteError
 from odradek.coordinator.service import GroupCoordinatorService
+from odradek.coordinator.transaction.coordinator import TransactionCoordinator
+from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
+from odradek.coordinator.transaction.service import TransactionCoordinatorService
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -41,7 +45,7 @@ MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1
 #: OffsetCommit and OffsetFetch v10 name topics by id, not by name.
 TOPIC_IDS_SINCE = 10
 #: FindCoordinator key types.
-KEY_TYPE_GROUP = 0
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 
 
 def _service(ctx: RequestContext) -> GroupCoordinatorService:
@@ -60,24 +64,36 @@ def _cls(ctx: RequestContext, api_key: int):
 
 
 async def handle_find_coordinator(ctx: RequestContext, request):
+    """The leader of the key's partition of __consumer_offsets (key type 0, a group) or of
+    __transaction_state (key type 1, a transactional id), created first if missing."""
     metadata = ctx.broker.metadata
     listener = ctx.connection.listener_name
-    svc = _service(ctx)
-    offsets_topic = metadata.topic(OFFSETS_TOPIC)
-    if offsets_topic is None:
-        # Created now if enough brokers are alive; this request is answered as unavailable.
-        svc.ensure_offsets_topic()
-    core = svc.core
+    key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    core: GroupCoordinator | TransactionCoordinator
+    if key_type == KEY_TYPE_TRANSACTION:
+        txn: TransactionCoordinatorService = ctx.broker.components["transaction_coordinator"]
+        topic = metadata.topic(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            # Created now if enough brokers are alive; this request is answered as unavailable.
+            txn.ensure_transaction_state_topic()
+        core = txn.core
+    else:
+        svc = _service(ctx)
+        topic = metadata.topic(OFFSETS_TOPIC)
+        if topic is None:
+            svc.ensure_offsets_topic()
+        core = svc.core
     cls = _cls(ctx, ApiKey.FIND_COORDINATOR)
     not_available = (ErrorCode.coordinator_not_available, "The coordinator is not available.")
     nobody = (-1, "", -1)
 
     def answer(key_type: int, key: str) -> tuple[tuple[int, str | None], tuple[int, str, int]]:
         """(error, message), (node id, host, port) of the leader of ``key``'s partition."""
-        if key_type != KEY_TYPE_GROUP or offsets_topic is None:
-            # The transaction coordinator is another room's; until it exists, say so.
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            return (ErrorCode.invalid_request, f"Unknown coordinator type {key_type}"), nobody
+        if topic is None:
             return not_available, nobody
-        leader = offsets_topic.partitions[core.partition_for(key)].leader
+        leader = topic.partitions[core.partition_for(key)].leader
         broker = next((b for b in metadata.brokers() if b.node_id == leader), None)
         endpoint = broker.endpoint(listener) if broker is not None else None
         if endpoint is None:
@@ -85,7 +101,6 @@ async def handle_find_coordinator(ctx: RequestContext, request):
             return not_available, nobody
         return (ErrorCode.none, None), (leader, *endpoint)
 
-    key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
     if ctx.api_version >= 4:
         module = _module(ctx, ApiKey.FIND_COORDINATOR)
         coordinators = []
@@ -333,8 +348,13 @@ async def handle_offset_commit(ctx: RequestContext, request):
     return schemas.build(_cls(ctx, ApiKey.OFFSET_COMMIT), throttle_time=0, topics=topics)
 
 
-def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, partition_cls) -> tuple:
-    """One group's OffsetFetch topics: by name, or (v10) by id, unknown ids answered UNKNOWN_TOPIC_ID."""
+def _fetched_topics(
+    ctx: RequestContext, group_id: str, topics, topic_cls, partition_cls, require_stable: bool
+) -> tuple:
+    """One group's OffsetFetch topics: by name, or (v10) by id, unknown ids answered UNKNOWN_TOPIC_ID.
+    With RequireStable (v7+, KIP-447) a partition whose offset an open transaction is
+    committing is answered UNSTABLE_OFFSET_COMMIT, so the consumer retries rather than
+    start from an offset the transaction is about to move."""
     by_id = ctx.api_version >= TOPIC_IDS_SINCE
     ids = _topic_ids(ctx) if by_id else {}
     names = {topic_id: name for name, topic_id in ids.items()}
@@ -364,9 +384,15 @@ def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, parti
                 )
             else:
                 wanted.extend((name, p) for p in t.partition_indexes)
-    fetched = _service(ctx).core.fetch_offsets(group_id, wanted)
+    core = _service(ctx).core
+    fetched = core.fetch_offsets(group_id, wanted)
+    unstable = core.pending_transactional_offsets(group_id) if require_stable else set()
     by_topic: dict[str, list] = {}
     for (topic, partition), om in fetched.items():
+        if (topic, partition) in unstable:
+            om, error = None, ErrorCode.unstable_offset_commit
+        else:
+            error = ErrorCode.none
         by_topic.setdefault(topic, []).append(
             schemas.build(
                 partition_cls,
@@ -374,7 +400,7 @@ def _fetched_topics(ctx: RequestContext, group_id: str, topics, topic_cls, parti
                 committed_offset=om.offset if om else -1,
                 committed_leader_epoch=om.leader_epoch if om else -1,
                 metadata=om.metadata if om else "",
-                error_code=ErrorCode.none,
+                error_code=error,
             )
         )
     # By id, a topic that no longer exists has no id to name it by: it is left out.
@@ -408,6 +434,7 @@ async def handle_offset_fetch(ctx: RequestContext, request):
                     g.topics,
                     module.OffsetFetchResponseTopics,
                     module.OffsetFetchResponsePartitions,
+                    request.require_stable,
                 )
             )
             groups.append(
@@ -427,6 +454,7 @@ async def handle_offset_fetch(ctx: RequestContext, request):
         request.topics,
         module.OffsetFetchResponseTopic,
         module.OffsetFetchResponsePartition,
+        getattr(request, "require_stable", False),
     )
     return schemas.build(cls, throttle_time=0, topics=topics, error_code=ErrorCode.none)
 

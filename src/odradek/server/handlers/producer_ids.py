@@ -1,5 +1,8 @@
 """InitProducerId, and the broker component that owns the persisted producer id state.
 
+An idempotent producer (no transactional id) gets a fresh id at epoch 0 here; a
+transactional id goes to the transaction coordinator (handlers/transactions.py).
+
 v6 adds KIP-939's two-phase commit flags. This broker runs no transaction
 coordinator with 2PC, so it answers as Kafka's TransactionCoordinator does with
 ``transaction.two.phase.commit.enable=false`` (Kafka's default): a transactional
@@ -17,12 +20,11 @@ from pathlib import Path
 from odradek.metadata.producer_ids import ProducerIdManager
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext
+from odradek.server.handlers.transactions import init_transactional_producer_id
 
 STATE_FILE = "__producer_ids.json"
-#: InitProducerId v4 introduced PRODUCER_FENCED (KIP-588); older clients know INVALID_PRODUCER_EPOCH.
-PRODUCER_FENCED_SINCE = 4
 
 
 class ProducerIds:
@@ -74,27 +76,15 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> object:
             producer_id=-1,
             producer_epoch=-1,
         )
-    try:
-        granted = manager.init_producer_id(
-            request.transactional_id,
-            getattr(request, "producer_id", -1),
-            getattr(request, "producer_epoch", -1),
-        )
-    except KafkaError as exc:
-        error = exc.error_code
-        if error == ErrorCode.producer_fenced and ctx.api_version < PRODUCER_FENCED_SINCE:
-            error = ErrorCode.invalid_producer_epoch
-        return schemas.build(
-            module.InitProducerIdResponse,
-            throttle_time=0,
-            error_code=error,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+    if request.transactional_id is None:
+        error, producer_id, epoch = ErrorCode.none, manager.generate_producer_id(), 0
+    else:
+        granted = await init_transactional_producer_id(ctx, request)
+        error, producer_id, epoch = granted.error, granted.producer_id, granted.producer_epoch
     return schemas.build(
         module.InitProducerIdResponse,
         throttle_time=0,
-        error_code=ErrorCode.none,
-        producer_id=granted.producer_id,
-        producer_epoch=granted.epoch,
+        error_code=error,
+        producer_id=producer_id if error == ErrorCode.none else -1,
+        producer_epoch=epoch if error == ErrorCode.none else -1,
     )

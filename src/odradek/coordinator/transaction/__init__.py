@@ -1,0 +1,1 @@
+"""The transaction coordinator: sans-I/O core, __transaction_state formats, runtime shell."""

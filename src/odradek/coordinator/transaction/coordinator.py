@@ -1,0 +1,490 @@
+"""TransactionCoordinator: the sans-I/O core of Kafka's transaction coordinator.
+
+It owns the TransactionMetadata of every transactional id whose
+__transaction_state partition is loaded here, decides each request as Kafka's
+TransactionCoordinator does (transaction version 0/1, the protocol of KIP-98 and
+KIP-360: the epoch is bumped by InitProducerId, not per transaction), and queues
+what the shell must do: records for its log (``drain_records``) and transaction
+markers for the partitions of a prepared transaction (``drain_markers``).
+
+A transaction ends in two steps, as in Kafka: EndTxn moves Ongoing to
+PrepareCommit/PrepareAbort and is answered once that record is written; the
+shell then writes the markers to every partition and calls ``complete_markers``,
+which moves it to CompleteCommit/CompleteAbort. Until then the next
+InitProducerId, AddPartitionsToTxn or EndTxn gets CONCURRENT_TRANSACTIONS. A
+transaction found prepared when a partition is loaded (the coordinator moved or
+restarted between the two steps) has its markers queued again: markers are
+idempotent on the partitions.
+
+Time is an argument (``now_ms``) and producer ids come from an injected
+function, so the core runs in unit and property tests without a broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from odradek.coordinator.batches import CoordinatorRecord
+from odradek.coordinator.hashing import partition_for
+from odradek.coordinator.records import OFFSETS_TOPIC
+from odradek.coordinator.transaction import records as rec
+from odradek.coordinator.transaction.config import TransactionConfig
+from odradek.coordinator.transaction.metadata import (
+    COMPLETED,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    PREPARED,
+    TransactionMetadata,
+    TransactionState,
+)
+from odradek.protocol.errors import ErrorCode
+from odradek.storage import TopicPartition
+
+S = TransactionState
+#: The __transaction_state value version written: 0 while transaction.version is 0.
+VALUE_VERSION = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkers:
+    """Markers to write for one prepared transaction (Kafka's TxnMarkerEntry per leader)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: frozenset[TopicPartition]
+
+
+class TransactionCoordinator:
+    """The transactional ids of the loaded __transaction_state partitions and their state."""
+
+    def __init__(self, config: TransactionConfig, generate_producer_id: Callable[[], int]) -> None:
+        self.config = config
+        self._generate_producer_id = generate_producer_id
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self._records: list[CoordinatorRecord] = []
+        self._markers: list[TxnMarkers] = []
+        #: When the timers next look for timed-out transactions and expired ids.
+        self._next_abort_check_ms: int | None = None
+        self._next_expire_check_ms: int | None = None
+
+    # ---- runtime protocol -------------------------------------------------------------------
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
+
+    def load_record(
+        self, key: bytes, value: bytes | None, now_ms: int, producer_id: int = -1
+    ) -> None:
+        """Replay one __transaction_state record; the last record for an id wins (the topic
+        holds no transactional batches, so ``producer_id`` is always -1)."""
+        tid = rec.decode_key(key)
+        if value is None:
+            self.transactions.pop(tid, None)
+            return
+        v = rec.decode_value(value)
+        state = S.from_id(v.transaction_status)
+        self.transactions[tid] = TransactionMetadata(
+            tid,
+            v.producer_id,
+            v.producer_epoch,
+            v.transaction_timeout_ms,
+            state,
+            {
+                TopicPartition(topic, p)
+                for topic, ids in (v.transaction_partitions or ())
+                for p in ids
+            }
+            if state != S.EMPTY
+            else set(),
+            v.start_timestamp_ms,
+            v.last_update_timestamp_ms,
+            client_transaction_version=v.client_transaction_version,
+        )
+        self._arm(now_ms)
+
+    def replay_end_transaction(
+        self, partition: int, producer_id: int, commit: bool, now_ms: int
+    ) -> None:
+        """__transaction_state holds no transaction markers; Kafka's loader skips control
+        batches too."""
+
+    def loaded(self, partition: int) -> None:
+        """A partition's records are all replayed: resend the markers of its prepared
+        transactions (Kafka's TransactionMarkerChannelManager after loading)."""
+        for meta in self.transactions.values():
+            if meta.state in PREPARED and self.partition_for(meta.transactional_id) == partition:
+                self._queue_markers(meta)
+
+    def unload_partition(self, partition: int) -> list[str]:
+        dropped = [t for t in self.transactions if self.partition_for(t) == partition]
+        for tid in dropped:
+            del self.transactions[tid]
+        return dropped
+
+    def drain_records(self) -> list[CoordinatorRecord]:
+        out, self._records = self._records, []
+        return out
+
+    def drain_markers(self) -> list[TxnMarkers]:
+        out, self._markers = self._markers, []
+        return out
+
+    def snapshot(self, keys: Iterable[str]) -> dict[str, TransactionMetadata | None]:
+        return {
+            k: (m.copy() if (m := self.transactions.get(k)) is not None else None) for k in keys
+        }
+
+    def restore(self, snapshot: dict[str, TransactionMetadata | None]) -> None:
+        for tid, meta in snapshot.items():
+            if meta is None:
+                self.transactions.pop(tid, None)
+            else:
+                self.transactions[tid] = meta
+        self._records.clear()
+        self._markers.clear()
+
+    def next_deadline_ms(self) -> int | None:
+        return min(
+            (d for d in (self._next_abort_check_ms, self._next_expire_check_ms) if d is not None),
+            default=None,
+        )
+
+    # ---- InitProducerId ---------------------------------------------------------------------
+
+    def init_producer_id(
+        self,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        expected_producer_id: int,
+        expected_producer_epoch: int,
+        *,
+        now_ms: int,
+    ) -> InitProducerIdResult:
+        """Kafka's handleInitProducerId for a transactional id."""
+        if not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
+            return InitProducerIdResult(ErrorCode.invalid_transaction_timeout)
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(
+                transactional_id,
+                self._generate_producer_id(),
+                0,
+                transaction_timeout_ms,
+                S.EMPTY,
+                txn_last_update_timestamp=now_ms,
+            )
+            self.transactions[transactional_id] = meta
+            self._write(meta)
+            self._arm(now_ms)
+            return InitProducerIdResult(ErrorCode.none, meta.producer_id, meta.producer_epoch)
+        if meta.state in PREPARED or meta.state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
+            return InitProducerIdResult(ErrorCode.concurrent_transactions)
+        if expected_producer_id != NO_PRODUCER_ID:
+            # KIP-360: a live producer bumping its own epoch; a retry of a bump already done
+            # gets the current id and epoch again.
+            if expected_producer_id != meta.producer_id or expected_producer_epoch not in (
+                meta.producer_epoch,
+                meta.last_producer_epoch,
+            ):
+                return InitProducerIdResult(ErrorCode.producer_fenced)
+            if (
+                expected_producer_epoch == meta.last_producer_epoch
+                and expected_producer_epoch != meta.producer_epoch
+                and meta.state in COMPLETED
+            ):
+                return InitProducerIdResult(ErrorCode.none, meta.producer_id, meta.producer_epoch)
+        if meta.state == S.ONGOING:
+            # Abort the open transaction with a bumped epoch (fencing its producer); the
+            # caller retries on CONCURRENT_TRANSACTIONS and bumps again once it completed.
+            self._fence_and_abort(meta, now_ms)
+            return InitProducerIdResult(ErrorCode.concurrent_transactions)
+        if meta.epoch_exhausted():
+            meta.producer_id = self._generate_producer_id()
+            meta.producer_epoch = 0
+            meta.last_producer_epoch = NO_PRODUCER_EPOCH
+        else:
+            own_bump = expected_producer_id != NO_PRODUCER_ID
+            meta.bump_epoch(meta.producer_epoch if own_bump else NO_PRODUCER_EPOCH)
+        meta.txn_timeout_ms = transaction_timeout_ms
+        meta.topic_partitions.clear()
+        meta.txn_start_timestamp = -1
+        meta.transition(S.EMPTY, now_ms)
+        self._write(meta)
+        return InitProducerIdResult(ErrorCode.none, meta.producer_id, meta.producer_epoch)
+
+    # ---- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------
+
+    def _check_producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced, None
+        return ErrorCode.none, meta
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        *,
+        now_ms: int,
+    ) -> ErrorCode:
+        """Kafka's handleAddPartitionsToTransaction: the partitions join the transaction,
+        which begins (Ongoing, its timeout running) with its first partition."""
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        if meta.state in PREPARED or meta.state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
+            return ErrorCode.concurrent_transactions
+        added = set(partitions)
+        if meta.state == S.ONGOING and added <= meta.topic_partitions:
+            return ErrorCode.none
+        if meta.state in COMPLETED:
+            meta.topic_partitions.clear()
+            meta.txn_start_timestamp = now_ms
+        meta.topic_partitions |= added
+        meta.transition(S.ONGOING, now_ms)
+        self._write(meta)
+        self._arm(now_ms)
+        return ErrorCode.none
+
+    def add_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group_id: str,
+        *,
+        now_ms: int,
+    ) -> ErrorCode:
+        """AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction."""
+        tp = TopicPartition(
+            OFFSETS_TOPIC, partition_for(group_id, self.config.offsets_topic_num_partitions)
+        )
+        return self.add_partitions(
+            transactional_id, producer_id, producer_epoch, [tp], now_ms=now_ms
+        )
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v4+ with VerifyOnly (a partition leader asking, KIP-890): is each
+        partition in the producer's ongoing transaction? Nothing changes."""
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        parts = list(partitions)
+        if meta is None:
+            return dict.fromkeys(parts, error)
+        if meta.state in PREPARED:
+            return dict.fromkeys(parts, ErrorCode.concurrent_transactions)
+        ongoing = meta.state == S.ONGOING
+        return {
+            tp: ErrorCode.none
+            if ongoing and tp in meta.topic_partitions
+            else ErrorCode.invalid_txn_state
+            for tp in parts
+        }
+
+    # ---- EndTxn -----------------------------------------------------------------------------
+
+    def end_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        now_ms: int,
+    ) -> ErrorCode:
+        """Kafka's handleEndTransaction (transaction version 0/1)."""
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        state = meta.state
+        if state == S.ONGOING:
+            self._prepare(meta, commit, now_ms)
+            return ErrorCode.none
+        if state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
+            return ErrorCode.none  # a retry of an EndTxn already done
+        if state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions
+        return ErrorCode.invalid_txn_state
+
+    def complete_markers(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        now_ms: int,
+    ) -> None:
+        """Every marker of the prepared transaction is written: complete it. Ignored when the
+        id has moved on (unloaded and reloaded, or a marker round of an older epoch)."""
+        meta = self.transactions.get(transactional_id)
+        prepared = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        if (
+            meta is None
+            or meta.state != prepared
+            or meta.producer_id != producer_id
+            or meta.producer_epoch != producer_epoch
+        ):
+            return
+        meta.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, now_ms)
+        meta.topic_partitions.clear()
+        self._write(meta)
+        self._arm(now_ms)
+
+    def _prepare(self, meta: TransactionMetadata, commit: bool, now_ms: int) -> None:
+        meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms)
+        self._write(meta)
+        self._queue_markers(meta)
+
+    def _fence_and_abort(self, meta: TransactionMetadata, now_ms: int) -> None:
+        """Kafka's prepareFenceProducerEpoch then an abort not from the client: the epoch is
+        bumped (unless exhausted) so the old producer is fenced by the markers and the
+        coordinator alike; only the PrepareAbort record is written."""
+        meta.transition(S.PREPARE_EPOCH_FENCE, now_ms)
+        if not meta.epoch_exhausted():
+            meta.bump_epoch(meta.last_producer_epoch)
+        self._prepare(meta, False, now_ms)
+
+    def _queue_markers(self, meta: TransactionMetadata) -> None:
+        self._markers.append(
+            TxnMarkers(
+                meta.transactional_id,
+                meta.producer_id,
+                meta.producer_epoch,
+                meta.state == S.PREPARE_COMMIT,
+                frozenset(meta.topic_partitions),
+            )
+        )
+
+    # ---- timers -----------------------------------------------------------------------------
+
+    def _arm(self, now_ms: int) -> None:
+        """Start the periodic checks once there is something to check (Kafka schedules them
+        at start-up; with nothing loaded they would find nothing)."""
+        if self._next_abort_check_ms is None:
+            self._next_abort_check_ms = (
+                now_ms + self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+            )
+        if self._next_expire_check_ms is None:
+            self._next_expire_check_ms = (
+                now_ms + self.config.transaction_remove_expired_transaction_cleanup_interval_ms
+            )
+
+    def due_transactions(self, now_ms: int) -> list[tuple[str, str]]:
+        """(action, transactional id) pairs due at ``now_ms``: "abort" for an Ongoing
+        transaction past its timeout, "expire" for an id idle past
+        transactional.id.expiration.ms; and the checks' next rounds are scheduled."""
+        due: list[tuple[str, str]] = []
+        if self._next_abort_check_ms is not None and now_ms >= self._next_abort_check_ms:
+            due += [
+                ("abort", tid)
+                for tid, m in self.transactions.items()
+                if m.state == S.ONGOING and m.deadline_ms() <= now_ms
+            ]
+            self._next_abort_check_ms = (
+                now_ms + self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+                if self.transactions
+                else None
+            )
+        if self._next_expire_check_ms is not None and now_ms >= self._next_expire_check_ms:
+            expiration = self.config.transactional_id_expiration_ms
+            due += [
+                ("expire", tid)
+                for tid, m in self.transactions.items()
+                if m.state in COMPLETED and m.txn_last_update_timestamp + expiration <= now_ms
+            ]
+            self._next_expire_check_ms = (
+                now_ms + self.config.transaction_remove_expired_transaction_cleanup_interval_ms
+                if self.transactions
+                else None
+            )
+        return due
+
+    def abort_timed_out(self, transactional_id: str, *, now_ms: int) -> None:
+        """Kafka's abortTimedOutTransactions for one id: fence its producer and abort."""
+        meta = self.transactions.get(transactional_id)
+        if meta is not None and meta.state == S.ONGOING and meta.deadline_ms() <= now_ms:
+            self._fence_and_abort(meta, now_ms)
+
+    def expire(self, transactional_id: str, *, now_ms: int) -> None:
+        """Kafka's removeExpiredTransactionalIds for one id: Dead, then a tombstone."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.state not in COMPLETED:
+            return
+        if meta.txn_last_update_timestamp + self.config.transactional_id_expiration_ms > now_ms:
+            return
+        meta.transition(S.DEAD, now_ms)
+        del self.transactions[transactional_id]
+        self._records.append(
+            CoordinatorRecord(
+                self.partition_for(transactional_id), rec.encode_key(transactional_id), None
+            )
+        )
+
+    # ---- describe / list --------------------------------------------------------------------
+
+    def list_transactions(
+        self,
+        state_filters: Iterable[str],
+        producer_id_filters: Iterable[int],
+        duration_filter_ms: int,
+        now_ms: int,
+    ) -> tuple[list[TransactionMetadata], list[str]]:
+        """Kafka's listTransactionStates: the ids matching every filter given (a duration
+        filter >= 0 keeps those started longer ago than it), and the state names asked for
+        that Kafka does not know."""
+        states = set(state_filters)
+        unknown = sorted(s for s in states if S.from_name(s) is None)
+        pids = set(producer_id_filters)
+        out = []
+        for meta in self.transactions.values():
+            if states and meta.state.state_name not in states:
+                continue
+            if pids and meta.producer_id not in pids:
+                continue
+            if duration_filter_ms >= 0 and now_ms - meta.txn_start_timestamp <= duration_filter_ms:
+                continue
+            out.append(meta)
+        return out, unknown
+
+    # ---- records ----------------------------------------------------------------------------
+
+    def _write(self, meta: TransactionMetadata) -> None:
+        value = rec.TransactionLogValue(
+            meta.producer_id,
+            meta.producer_epoch,
+            meta.txn_timeout_ms,
+            meta.state.id,
+            None if meta.state == S.EMPTY else meta.partitions_by_topic(),
+            meta.txn_last_update_timestamp,
+            meta.txn_start_timestamp,
+            client_transaction_version=meta.client_transaction_version,
+        )
+        self._records.append(
+            CoordinatorRecord(
+                self.partition_for(meta.transactional_id),
+                rec.encode_key(meta.transactional_id),
+                rec.encode_value(value, VALUE_VERSION),
+            )
+        )

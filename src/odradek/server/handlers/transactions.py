@@ -1,0 +1,345 @@
+"""Transaction APIs on the coordinator side: InitProducerId (transactional), AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions, and TxnOffsetCommit (which,
+as in Kafka, goes to the group's coordinator and leaves the offsets pending until the
+transaction's marker reaches __consumer_offsets).
+
+Each asks the transaction coordinator (``broker.components["transaction_coordinator"]``)
+and answers once its __transaction_state record is replicated, as Kafka answers after the
+append's callback. A transactional id whose partition is not loaded here gets
+NOT_COORDINATOR (a partition is loaded in one go on the event loop, so
+COORDINATOR_LOAD_IN_PROGRESS never has to be answered). PRODUCER_FENCED is answered as
+INVALID_PRODUCER_EPOCH to versions that predate it (KIP-588), as Kafka's KafkaApis does:
+InitProducerId before v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before v2.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.coordinator.offset_metadata import OffsetCommit
+from odradek.coordinator.runtime import CoordinatorWriteError
+from odradek.coordinator.service import GroupCoordinatorService
+from odradek.coordinator.transaction.coordinator import InitProducerIdResult
+from odradek.coordinator.transaction.service import TransactionCoordinatorService
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext
+from odradek.storage import TopicPartition
+
+#: Kafka's request.timeout.ms default: how long a coordinator write waits for replication.
+WRITE_TIMEOUT_MS = 30_000
+#: The first versions that know PRODUCER_FENCED.
+PRODUCER_FENCED_SINCE: dict[int, int] = {
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+    ApiKey.ADD_OFFSETS_TO_TXN: 2,
+    ApiKey.END_TXN: 2,
+}
+#: AddPartitionsToTxn v4 batches transactions and adds the broker's VerifyOnly form (KIP-890).
+BATCHED_SINCE = 4
+
+
+def service(ctx: RequestContext) -> TransactionCoordinatorService:
+    return ctx.broker.components["transaction_coordinator"]
+
+
+def _for_version(ctx: RequestContext, api_key: int, error: int) -> ErrorCode:
+    if error == ErrorCode.producer_fenced and ctx.api_version < PRODUCER_FENCED_SINCE[api_key]:
+        return ErrorCode.invalid_producer_epoch
+    return ErrorCode(error)
+
+
+async def _write(svc: TransactionCoordinatorService, fn: Any, tid: str, *args: Any) -> Any:
+    """Run ``fn`` for ``tid`` and wait for its record's replication; returns its result, or the
+    error code of a failed write (an int) in its place."""
+    if not svc.coordinates(tid):
+        return ErrorCode.not_coordinator
+    try:
+        result = svc.call(fn, [tid], tid, *args)
+    except CoordinatorWriteError as exc:
+        return exc.error_code
+    replicated = await svc.await_replicated(WRITE_TIMEOUT_MS)
+    return result if replicated == ErrorCode.none else replicated
+
+
+async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> InitProducerIdResult:
+    """InitProducerId with a transactional id (producer_ids.py answers the rest)."""
+    svc = service(ctx)
+    result = await _write(
+        svc,
+        svc.core.init_producer_id,
+        request.transactional_id,
+        request.transaction_timeout // datetime.timedelta(milliseconds=1),
+        getattr(request, "producer_id", -1),
+        getattr(request, "producer_epoch", -1),
+    )
+    if isinstance(result, InitProducerIdResult):
+        return InitProducerIdResult(
+            _for_version(ctx, ApiKey.INIT_PRODUCER_ID, result.error),
+            result.producer_id,
+            result.producer_epoch,
+        )
+    return InitProducerIdResult(ErrorCode(result))
+
+
+async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+    svc = service(ctx)
+    module = schemas.response_module(ApiKey.ADD_PARTITIONS_TO_TXN, ctx.api_version)
+
+    async def one(tid: str, pid: int, epoch: int, verify_only: bool, topics: Any) -> Any:
+        tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+        errors: dict[TopicPartition, int] | None
+        if verify_only:
+            if not svc.coordinates(tid):
+                errors = dict.fromkeys(tps, ErrorCode.not_coordinator)
+            else:
+                errors = dict(svc.core.verify_partitions(tid, pid, epoch, tps))
+        else:
+            errors = _add_errors(ctx, tps)
+            if errors is None:
+                code = await _write(svc, svc.core.add_partitions, tid, pid, epoch, tps)
+                code = _for_version(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, code)
+                errors = dict.fromkeys(tps, code)
+        by_topic: dict[str, list[Any]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(
+                schemas.build(
+                    module.AddPartitionsToTxnPartitionResult,
+                    partition_index=tp.partition,
+                    partition_error_code=errors[tp],
+                )
+            )
+        return tuple(
+            schemas.build(
+                module.AddPartitionsToTxnTopicResult, name=name, results_by_partition=tuple(rs)
+            )
+            for name, rs in by_topic.items()
+        )
+
+    if ctx.api_version < BATCHED_SINCE:
+        return schemas.build(
+            module.AddPartitionsToTxnResponse,
+            throttle_time=0,
+            results_by_topic_v3_and_below=await one(
+                request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch,
+                False,
+                request.v3_and_below_topics,
+            ),
+        )
+    results = []
+    for txn in request.transactions:
+        results.append(
+            schemas.build(
+                module.AddPartitionsToTxnResult,
+                transactional_id=txn.transactional_id,
+                topic_results=await one(
+                    txn.transactional_id,
+                    txn.producer_id,
+                    txn.producer_epoch,
+                    txn.verify_only,
+                    txn.topics,
+                ),
+            )
+        )
+    return schemas.build(
+        module.AddPartitionsToTxnResponse,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        results_by_transaction=tuple(results),
+    )
+
+
+def _add_errors(ctx: RequestContext, tps: list[TopicPartition]) -> dict[TopicPartition, int] | None:
+    """Kafka's checks before a client's partitions reach the coordinator: an unknown partition
+    gets UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED; None if all exist."""
+    metadata = ctx.broker.metadata
+
+    def known(tp: TopicPartition) -> bool:
+        topic = metadata.topic(tp.topic)
+        return topic is not None and 0 <= tp.partition < len(topic.partitions)
+
+    if all(known(tp) for tp in tps):
+        return None
+    return {
+        tp: ErrorCode.operation_not_attempted if known(tp) else ErrorCode.unknown_topic_or_partition
+        for tp in tps
+    }
+
+
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    svc = service(ctx)
+    code = await _write(
+        svc,
+        svc.core.add_offsets,
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.group_id,
+    )
+    return schemas.build(
+        schemas.response_schema(ApiKey.ADD_OFFSETS_TO_TXN, ctx.api_version),
+        throttle_time=0,
+        error_code=_for_version(ctx, ApiKey.ADD_OFFSETS_TO_TXN, code),
+    )
+
+
+async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    svc = service(ctx)
+    code = await _write(
+        svc,
+        svc.core.end_txn,
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.committed,
+    )
+    # v5 returns the producer id and epoch for transaction version 2; at version 0/1 they
+    # are the ones the producer sent (the epoch does not change per transaction).
+    return schemas.build(
+        schemas.response_schema(ApiKey.END_TXN, ctx.api_version),
+        throttle_time=0,
+        error_code=_for_version(ctx, ApiKey.END_TXN, code),
+        producer_id=request.producer_id,
+        producer_epoch=request.producer_epoch,
+    )
+
+
+async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
+    svc = service(ctx)
+    module = schemas.response_module(ApiKey.DESCRIBE_TRANSACTIONS, ctx.api_version)
+    states = []
+    for tid in request.transactional_ids:
+        meta = svc.core.transactions.get(tid) if svc.coordinates(tid) else None
+        if not svc.coordinates(tid):
+            error = ErrorCode.not_coordinator
+        elif meta is None:
+            error = ErrorCode.transactional_id_not_found
+        else:
+            error = ErrorCode.none
+        topics: dict[str, list[int]] = {}
+        for tp in sorted(
+            meta.topic_partitions if meta else (), key=lambda t: (t.topic, t.partition)
+        ):
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        states.append(
+            schemas.build(
+                module.TransactionState,
+                error_code=error,
+                transactional_id=tid,
+                transaction_state=meta.state.state_name if meta else "",
+                transaction_timeout=meta.txn_timeout_ms if meta else 0,  # Kafka leaves 0s
+                transaction_start_time=_datetime(meta.txn_start_timestamp if meta else 0),
+                producer_id=meta.producer_id if meta else -1,
+                producer_epoch=meta.producer_epoch if meta else -1,
+                topics=tuple(
+                    schemas.build(module.TopicData, topic=t, partitions=tuple(ps))
+                    for t, ps in topics.items()
+                ),
+            )
+        )
+    return schemas.build(
+        module.DescribeTransactionsResponse, throttle_time=0, transaction_states=tuple(states)
+    )
+
+
+def _datetime(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+
+
+async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
+    svc = service(ctx)
+    module = schemas.response_module(ApiKey.LIST_TRANSACTIONS, ctx.api_version)
+    found, unknown = svc.core.list_transactions(
+        request.state_filters,
+        request.producer_id_filters,
+        getattr(request, "duration_filter", -1),
+        ctx.now_ms,
+    )
+    return schemas.build(
+        module.ListTransactionsResponse,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        unknown_state_filters=tuple(unknown),
+        transaction_states=tuple(
+            schemas.build(
+                module.TransactionState,
+                transactional_id=m.transactional_id,
+                producer_id=m.producer_id,
+                transaction_state=m.state.state_name,
+            )
+            for m in found
+        ),
+    )
+
+
+async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    groups: GroupCoordinatorService = ctx.broker.components["group_coordinator"]
+    module = schemas.response_module(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version)
+    metadata = ctx.broker.metadata
+
+    def exists(name: str, partition: int) -> bool:
+        topic = metadata.topic(name)
+        return topic is not None and 0 <= partition < len(topic.partitions)
+
+    commits = [
+        OffsetCommit(
+            t.name,
+            p.partition_index,
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        for t in request.topics
+        for p in t.partitions
+        if exists(t.name, p.partition_index)
+    ]
+    errors: list[int] = []
+    if commits:
+        if not groups.coordinates(request.group_id):
+            errors = [ErrorCode.not_coordinator] * len(commits)
+        else:
+            try:
+                errors = groups.call(
+                    groups.core.txn_commit_offsets,
+                    [request.group_id],
+                    request.group_id,
+                    request.producer_id,
+                    request.producer_epoch,
+                    getattr(request, "member_id", ""),
+                    getattr(request, "group_instance_id", None),
+                    getattr(request, "generation_id", -1),
+                    commits,
+                )
+                replicated = await groups.await_replicated(
+                    ctx.broker.config["offsets.commit.timeout.ms"]
+                )
+                if replicated != ErrorCode.none:
+                    errors = [replicated] * len(commits)
+            except CoordinatorWriteError as exc:
+                errors = [exc.error_code] * len(commits)
+    it = iter(errors)
+    return schemas.build(
+        module.TxnOffsetCommitResponse,
+        throttle_time=0,
+        topics=tuple(
+            schemas.build(
+                module.TxnOffsetCommitResponseTopic,
+                name=t.name,
+                partitions=tuple(
+                    schemas.build(
+                        module.TxnOffsetCommitResponsePartition,
+                        partition_index=p.partition_index,
+                        error_code=next(it)
+                        if exists(t.name, p.partition_index)
+                        else ErrorCode.unknown_topic_or_partition,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        ),
+    )

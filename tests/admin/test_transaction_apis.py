@@ -1,0 +1,333 @@
+"""The transaction coordinator's APIs against a real broker, through kio: the exact error codes
+Kafka 4 answers per version, DescribeTransactions and ListTransactions, and the coordinator's
+state surviving a killed broker (loaded from __transaction_state) with the open transaction
+then aborted by its timeout.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.add_partitions_to_txn.v3 import request as add_v3
+from kio.schema.add_partitions_to_txn.v5 import request as add_v5
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.end_txn.v1.request import EndTxnRequest as EndTxnV1
+from kio.schema.end_txn.v5.request import EndTxnRequest
+from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as InitV3
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.static.primitive import i32Timedelta
+from kio_client import KioClient, transaction_coordinator
+
+from odradek import EmbeddedBroker
+from odradek.protocol.errors import ErrorCode
+
+CONFIG = {
+    "transaction.state.log.num.partitions": "3",
+    "offsets.topic.num.partitions": "3",
+    "transaction.max.timeout.ms": "120000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+}
+
+
+def ms(n: int) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=n))
+
+
+def coordinator_ready(broker: EmbeddedBroker):
+    return transaction_coordinator(broker.bootstrap_servers)
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(config=CONFIG) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def topic(broker: EmbeddedBroker) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(name, 2, 1)])[name].result(10)
+    return name
+
+
+def tid() -> str:
+    return f"tx-{uuid.uuid4().hex[:8]}"
+
+
+def init(client: KioClient, transactional_id: str, timeout_ms: int = 60000, pid=-1, epoch=-1):
+    return client.send(
+        InitProducerIdRequest(
+            transactional_id=transactional_id,
+            transaction_timeout=ms(timeout_ms),
+            producer_id=pid,
+            producer_epoch=epoch,
+        )
+    )
+
+
+def add(client: KioClient, transactional_id: str, pid: int, epoch: int, topic: str, *parts: int):
+    response = client.send(
+        add_v3.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=(add_v3.AddPartitionsToTxnTopic(name=topic, partitions=parts),),
+        )
+    )
+    return {
+        p.partition_index: p.partition_error_code
+        for t in response.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
+
+
+def end(client: KioClient, transactional_id: str, pid: int, epoch: int, commit: bool):
+    return client.send(
+        EndTxnRequest(
+            transactional_id=transactional_id,
+            producer_id=pid,
+            producer_epoch=epoch,
+            committed=commit,
+        )
+    ).error_code
+
+
+def describe(client: KioClient, transactional_id: str):
+    (state,) = client.send(
+        DescribeTransactionsRequest(transactional_ids=(transactional_id,))
+    ).transaction_states
+    return state
+
+
+def wait_for_state(client: KioClient, transactional_id: str, state: str):
+    deadline = time.monotonic() + 30
+    while (found := describe(client, transactional_id)).transaction_state != state:
+        assert time.monotonic() < deadline, f"still {found.transaction_state}"
+        time.sleep(0.05)
+    return found
+
+
+def test_find_coordinator_for_a_transactional_id(broker: EmbeddedBroker) -> None:
+    coordinator = coordinator_ready(broker)
+    assert f"{coordinator.host}:{coordinator.port}" == broker.bootstrap_servers
+
+
+def test_init_producer_id_timeouts_epochs_and_fencing(broker: EmbeddedBroker) -> None:
+    coordinator_ready(broker)
+    t = tid()
+    with KioClient(broker.bootstrap_servers) as client:
+        assert init(client, t, 120001).error_code == ErrorCode.invalid_transaction_timeout
+        assert init(client, t, 0).error_code == ErrorCode.invalid_transaction_timeout
+        first = init(client, t)
+        assert (first.error_code, first.producer_epoch) == (ErrorCode.none, 0)
+        second = init(client, t)  # a new instance: same id, next epoch
+        assert (second.producer_id, second.producer_epoch) == (first.producer_id, 1)
+        bumped = init(client, t, pid=second.producer_id, epoch=second.producer_epoch)  # KIP-360
+        assert bumped.producer_epoch == 2
+        stale = init(client, t, pid=first.producer_id, epoch=first.producer_epoch)
+        assert stale.error_code == ErrorCode.producer_fenced
+        old = client.send(
+            InitV3(
+                transactional_id=t,
+                transaction_timeout=ms(60000),
+                producer_id=first.producer_id,
+                producer_epoch=first.producer_epoch,
+            )
+        )
+        assert old.error_code == ErrorCode.invalid_producer_epoch  # v3 predates PRODUCER_FENCED
+
+
+def test_add_partitions_verify_end_and_describe(broker: EmbeddedBroker, topic: str) -> None:
+    coordinator_ready(broker)
+    t = tid()
+    with KioClient(broker.bootstrap_servers) as client:
+        got = init(client, t)
+        pid, epoch = got.producer_id, got.producer_epoch
+        assert end(client, t, pid, epoch, True) == ErrorCode.invalid_txn_state  # nothing open
+        assert add(client, t, pid, epoch, "no-such-topic", 0) == {
+            0: ErrorCode.unknown_topic_or_partition
+        }
+        assert add(client, t, pid + 1, epoch, topic, 0) == {
+            0: ErrorCode.invalid_producer_id_mapping
+        }
+        assert add(client, t, pid, epoch + 1, topic, 0) == {0: ErrorCode.producer_fenced}
+
+        def verify(*parts: int) -> dict[int, int]:
+            request = add_v5.AddPartitionsToTxnRequest(
+                transactions=(
+                    add_v5.AddPartitionsToTxnTransaction(
+                        transactional_id=t,
+                        producer_id=pid,
+                        producer_epoch=epoch,
+                        verify_only=True,
+                        topics=(add_v5.AddPartitionsToTxnTopic(name=topic, partitions=parts),),
+                    ),
+                )
+            )
+            (result,) = client.send(request).results_by_transaction
+            return {
+                p.partition_index: p.partition_error_code
+                for r in result.topic_results
+                for p in r.results_by_partition
+            }
+
+        assert verify(0) == {0: ErrorCode.invalid_txn_state}
+        assert add(client, t, pid, epoch, topic, 0, 1) == {0: ErrorCode.none, 1: ErrorCode.none}
+        assert verify(0, 1) == {0: ErrorCode.none, 1: ErrorCode.none}
+        state = describe(client, t)
+        assert state.error_code == ErrorCode.none
+        assert (state.transaction_state, state.producer_id, state.producer_epoch) == (
+            "Ongoing",
+            pid,
+            epoch,
+        )
+        assert [(d.topic, list(d.partitions)) for d in state.topics] == [(topic, [0, 1])]
+        old = client.send(
+            EndTxnV1(transactional_id=t, producer_id=pid, producer_epoch=epoch + 1, committed=True)
+        )
+        assert old.error_code == ErrorCode.invalid_producer_epoch  # v1 predates PRODUCER_FENCED
+        assert end(client, t, pid, epoch, False) == ErrorCode.none
+        assert wait_for_state(client, t, "CompleteAbort").topics == ()
+        assert end(client, t, pid, epoch, False) == ErrorCode.none  # a retry
+        assert end(client, t, pid, epoch, True) == ErrorCode.invalid_txn_state
+        missing = describe(client, "never-used")
+        assert missing.error_code == ErrorCode.transactional_id_not_found
+
+
+def test_list_transactions_filters(broker: EmbeddedBroker, topic: str) -> None:
+    coordinator_ready(broker)
+    t = tid()
+    with KioClient(broker.bootstrap_servers) as client:
+        got = init(client, t)
+        add(client, t, got.producer_id, got.producer_epoch, topic, 0)
+
+        def listed(states=(), pids=(), duration=-1) -> tuple[set[str], tuple[str, ...]]:
+            response = client.send(
+                ListTransactionsRequest(
+                    state_filters=states, producer_id_filters=pids, duration_filter=duration
+                )
+            )
+            assert response.error_code == ErrorCode.none
+            names = {s.transactional_id for s in response.transaction_states}
+            return names, response.unknown_state_filters
+
+        assert t in listed()[0]
+        assert t in listed(states=("Ongoing",))[0]
+        assert t not in listed(states=("CompleteCommit",))[0]
+        assert listed(pids=(got.producer_id,))[0] == {t}
+        assert t not in listed(duration=3_600_000)[0]  # not open for an hour
+        assert listed(states=("Bogus",)) == (set(), ("Bogus",))
+        assert end(client, t, got.producer_id, got.producer_epoch, True) == ErrorCode.none
+
+
+def test_state_survives_a_killed_broker_and_the_open_transaction_times_out(
+    tmp_path: Path,
+) -> None:
+    with EmbeddedBroker(config=CONFIG, data_dir=tmp_path / "data") as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("crash", 1, 1)])["crash"].result(10)
+        coordinator_ready(b)
+        done, open_ = tid(), tid()
+        with KioClient(b.bootstrap_servers) as client:
+            first = init(client, done)
+            add(client, done, first.producer_id, 0, "crash", 0)
+            assert end(client, done, first.producer_id, 0, True) == ErrorCode.none
+            wait_for_state(client, done, "CompleteCommit")
+            # Long enough not to expire before the kill: the timeout runs from the AddPartitions.
+            second = init(client, open_, timeout_ms=60000)
+            add(client, open_, second.producer_id, 0, "crash", 0)
+        b.restart(hard=True)
+        with KioClient(b.bootstrap_servers) as client:
+            assert describe(client, done).transaction_state == "CompleteCommit"
+            state = describe(client, open_)
+            assert (state.transaction_state, state.producer_epoch) == ("Ongoing", 0)
+            assert [(d.topic, list(d.partitions)) for d in state.topics] == [("crash", [0])]
+            # A new instance aborts it (epoch bumped to fence the old one), then gets its epoch.
+            assert init(client, open_).error_code == ErrorCode.concurrent_transactions
+            aborted = wait_for_state(client, open_, "CompleteAbort")
+            assert aborted.producer_epoch == 1
+            again = init(client, open_)
+            assert (again.error_code, again.producer_epoch) == (ErrorCode.none, 2)
+
+
+def test_a_transaction_past_its_timeout_is_aborted(broker: EmbeddedBroker, topic: str) -> None:
+    coordinator_ready(broker)
+    t = tid()
+    with KioClient(broker.bootstrap_servers) as client:
+        got = init(client, t, timeout_ms=1)
+        add(client, t, got.producer_id, got.producer_epoch, topic, 1)
+        aborted = wait_for_state(client, t, "CompleteAbort")
+        assert aborted.producer_epoch == got.producer_epoch + 1  # the producer is fenced
+        assert end(client, t, got.producer_id, got.producer_epoch, True) == (
+            ErrorCode.producer_fenced
+        )
+
+
+def test_txn_offset_commit_is_unstable_until_the_transaction_commits(
+    broker: EmbeddedBroker, topic: str
+) -> None:
+    from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+    from kio.schema.offset_fetch.v7 import request as fetch_v7
+    from kio.schema.txn_offset_commit.v3 import request as commit_v3
+
+    coordinator_ready(broker)
+    t, group = tid(), f"g-{uuid.uuid4().hex[:8]}"
+    with KioClient(broker.bootstrap_servers) as client:
+        got = init(client, t)
+        pid, epoch = got.producer_id, got.producer_epoch
+        added = client.send(
+            AddOffsetsToTxnRequest(
+                transactional_id=t, producer_id=pid, producer_epoch=epoch, group_id=group
+            )
+        )
+        assert added.error_code == ErrorCode.none
+        (result,) = client.send(
+            commit_v3.TxnOffsetCommitRequest(
+                transactional_id=t,
+                group_id=group,
+                producer_id=pid,
+                producer_epoch=epoch,
+                generation_id=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=(
+                    commit_v3.TxnOffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=(
+                            commit_v3.TxnOffsetCommitRequestPartition(
+                                partition_index=1,
+                                committed_offset=5,
+                                committed_leader_epoch=-1,
+                                committed_metadata="m",
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        ).topics
+        assert [p.error_code for p in result.partitions] == [ErrorCode.none]
+
+        def fetch(stable: bool) -> tuple[int, int]:
+            (t_,) = client.send(
+                fetch_v7.OffsetFetchRequest(
+                    group_id=group,
+                    topics=(fetch_v7.OffsetFetchRequestTopic(name=topic, partition_indexes=(1,)),),
+                    require_stable=stable,
+                )
+            ).topics
+            (p,) = t_.partitions
+            return p.error_code, p.committed_offset
+
+        assert fetch(True) == (ErrorCode.unstable_offset_commit, -1)
+        assert fetch(False) == (ErrorCode.none, -1)  # nothing committed yet
+        assert end(client, t, pid, epoch, True) == ErrorCode.none
+        wait_for_state(client, t, "CompleteCommit")
+        assert fetch(True) == (ErrorCode.none, 5)
