@@ -97,7 +97,13 @@ class ReplicaLog(Protocol):
     leader_epoch_cache: LeaderEpochFileCache
 
     def append(
-        self, records: Any, *, leader_epoch: int, now_ms: int, assign_offsets: bool = True
+        self,
+        records: Any,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        assign_offsets: bool = True,
+        from_client: bool = True,
     ) -> Any: ...
     def read(
         self,
@@ -105,8 +111,10 @@ class ReplicaLog(Protocol):
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        aborted_transactions: bool = False,
     ) -> Any: ...
     def truncate_to(self, offset: int) -> None: ...
+    def last_stable_offset(self, high_watermark: int) -> int: ...
 
 
 LogT = TypeVar("LogT", bound=ReplicaLog)
@@ -176,8 +184,9 @@ class Partition(Generic[LogT]):
 
     @property
     def last_stable_offset(self) -> int:
-        """Without open transactions the last stable offset is the high watermark."""
-        return self.high_watermark
+        """The first offset of the earliest unstable transaction (open, or its marker not yet
+        replicated), or the high watermark: what read_committed readers may read below."""
+        return self.log.last_stable_offset(self.high_watermark)
 
     @property
     def is_leader(self) -> bool:
@@ -261,8 +270,11 @@ class Partition(Generic[LogT]):
         self._maybe_increment_high_watermark(now_ms)
 
     # -- leader: appends, follower fetches, ISR ----------------------------------------------
-    def append_records_to_leader(self, records: Any, required_acks: int, now_ms: int) -> Any:
-        """Append as leader; acks=-1 needs min.insync.replicas in the committed ISR first."""
+    def append_records_to_leader(
+        self, records: Any, required_acks: int, now_ms: int, from_client: bool = True
+    ) -> Any:
+        """Append as leader; acks=-1 needs min.insync.replicas in the committed ISR first.
+        ``from_client`` False is a coordinator's write (a transaction marker)."""
         if self.leader_id != self.node_id:
             self._check_leader()
         if required_acks == -1 and len(self._isr_state.isr) < self.log.config.min_insync_replicas:
@@ -270,7 +282,9 @@ class Partition(Generic[LogT]):
                 f"The size of the current ISR {len(self._isr_state.isr)} is insufficient to "
                 f"satisfy the min.isr requirement of {self.log.config.min_insync_replicas}"
             )
-        info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        info = self.log.append(
+            records, leader_epoch=self.leader_epoch, now_ms=now_ms, from_client=from_client
+        )
         self._maybe_increment_high_watermark(now_ms)
         return info
 
@@ -486,12 +500,15 @@ class Partition(Generic[LogT]):
     def read(
         self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool
     ) -> Any:
-        """Records from ``fetch_offset`` up to the high watermark (last stable offset for read_committed)."""
+        """Records from ``fetch_offset`` up to the high watermark; for read_committed up to the
+        last stable offset, with the aborted transactions overlapping them."""
         if self.leader_id != self.node_id:
             self._check_leader()
-        max_offset = (
-            self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
-        )
+        committed = isolation_level == READ_COMMITTED
         return self.log.read(
-            fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+            fetch_offset,
+            max_bytes,
+            max_offset=self.last_stable_offset if committed else self.high_watermark,
+            min_one_message=min_one_message,
+            aborted_transactions=committed,
         )

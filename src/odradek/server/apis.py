@@ -71,6 +71,7 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, _H + "cluster:handle_describe_cluster"),
     ApiSpec(ApiKey.DESCRIBE_PRODUCERS, 0, 0, _H + "describe_producers:handle_describe_producers"),
     ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 6, _H + "producer_ids:handle_init_producer_id"),
+    ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 2, _H + "write_txn_markers:handle"),
     ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, _H + "group:handle_find_coordinator"),
     ApiSpec(ApiKey.JOIN_GROUP, 0, 9, _H + "group:handle_join_group"),
     ApiSpec(ApiKey.SYNC_GROUP, 0, 5, _H + "group:handle_sync_group"),
