@@ -8,6 +8,7 @@ markers with WriteTxnMarkers, as a coordinator on another broker would.
 
 from __future__ import annotations
 
+import io
 import uuid
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from kio.schema.produce.v9 import request as produce9
 from kio.schema.write_txn_markers.v1 import request as markers1
 from kio.schema.write_txn_markers.v2 import request as markers2
 
+from odradek.cli.main import build_parser
 from odradek.protocol.errors import ErrorCode
 from odradek.server.embedded import EmbeddedBroker
 
@@ -231,3 +233,26 @@ def test_marker_errors(broker: EmbeddedBroker, client: WireClient) -> None:
     assert write_markers(
         client, pid, epoch + 2, False, {topic: [0]}, coordinator_epoch=3, module=markers2
     ) == {(topic, 0): ErrorCode.none}
+
+
+def test_console_consumer_isolation_level(broker: EmbeddedBroker, client: WireClient) -> None:
+    topic = new_topic(broker.bootstrap_servers)
+    pid, epoch = producer_id(client)
+    assert produce(client, topic, pid, epoch, 0, [b"a"]) == ErrorCode.none
+    assert write_markers(client, pid, epoch, False, {topic: [0]}) == {(topic, 0): ErrorCode.none}
+    other, other_epoch = producer_id(client)
+    assert produce(client, topic, other, other_epoch, 0, [b"b"]) == ErrorCode.none
+    assert write_markers(client, other, other_epoch, True, {topic: [0]}) == {
+        (topic, 0): ErrorCode.none
+    }
+
+    def console(*options: str) -> list[str]:
+        argv = ["consume", "--bootstrap-server", broker.bootstrap_servers, "--topic", topic]
+        argv += ["--from-beginning", "--timeout-ms", "1500", *options]
+        args = build_parser("consume").parse_args(argv)
+        out = io.StringIO()
+        assert args.func(args, stdout=out) == 0
+        return out.getvalue().splitlines()
+
+    assert console() == ["a", "b"]  # read_uncommitted, as Kafka's console consumer
+    assert console("--isolation-level", "read_committed") == ["b"]
