@@ -1,0 +1,166 @@
+"""The log side of transactions, case by case: markers, the last stable offset, the .txnindex
+(format, recovery, deletion), producer snapshots with open transactions, and DeleteRecords."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from spec import build_batch
+
+from odradek.protocol import records as rb
+from odradek.storage import Log, LogConfig, errors
+from odradek.storage.txn_index import AbortedTxn
+
+NOW = 1_700_000_000_000
+
+
+def data(log: Log, pid: int, seq: int, count: int = 1, transactional: bool = True) -> int:
+    """Append a producer batch; its first offset."""
+    batch = build_batch(
+        [(None, b"value", NOW)] * count,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        attributes=rb.TRANSACTIONAL_MASK if transactional else 0,
+    )
+    return log.append(batch, leader_epoch=0, now_ms=NOW).first_offset
+
+
+def marker(log: Log, pid: int, commit: bool, coordinator_epoch: int = 0, epoch: int = 0) -> int:
+    batch = rb.control_batch(pid, epoch, commit, coordinator_epoch, NOW)
+    return log.append(batch, leader_epoch=0, now_ms=NOW, from_client=False).first_offset
+
+
+def txn_entries(log: Log) -> list[AbortedTxn]:
+    return [t for seg in log.segments for t in seg.txn_index.entries]
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Log:
+    return Log(tmp_path / "t-0", LogConfig(), now_ms=NOW)
+
+
+def test_control_batch_round_trip() -> None:
+    batch = rb.control_batch(7, 3, False, 12, NOW)
+    (parsed,) = rb.iter_batches(batch)
+    assert parsed.is_control and parsed.is_transactional
+    assert (parsed.producer_id, parsed.producer_epoch, parsed.base_sequence) == (7, 3, -1)
+    assert rb.end_txn_marker(batch, 0, len(batch)) == rb.EndTxnMarker(False, 12)
+
+
+def test_clients_cannot_write_markers(log: Log) -> None:
+    with pytest.raises(errors.InvalidRecord):
+        log.append(rb.control_batch(1, 0, True, 0, NOW), leader_epoch=0, now_ms=NOW)
+
+
+def test_abort_index_entry_and_last_stable_offset(log: Log) -> None:
+    data(log, 1, 0)  # 0: producer 1 opens
+    data(log, 2, 0, count=2)  # 1-2: producer 2 opens
+    assert log.last_stable_offset(log.log_end_offset) == 0
+    marker(log, 2, commit=False)  # 3: producer 2 aborts while producer 1 is open at 0
+    assert txn_entries(log) == [AbortedTxn(2, 1, 3, 0)]
+    assert log.last_stable_offset(log.log_end_offset) == 0
+    marker(log, 1, commit=True)  # 4
+    # A completed transaction stays unstable until its marker is below the high watermark.
+    assert log.last_stable_offset(4) == 0
+    assert log.last_stable_offset(5) == 5
+
+
+def test_txnindex_file_is_kafkas_format(log: Log) -> None:
+    data(log, 9, 0)
+    marker(log, 9, commit=False)
+    raw = (log.dir / f"{0:020d}.txnindex").read_bytes()
+    assert raw == struct.pack(">hqqqq", 0, 9, 0, 1, 2)
+
+
+def test_stale_epochs_are_refused_and_change_nothing(log: Log) -> None:
+    data(log, 1, 0)
+    marker(log, 1, commit=False, coordinator_epoch=5)
+    data(log, 1, 1)
+    leo = log.log_end_offset
+    with pytest.raises(errors.TransactionCoordinatorFenced):
+        marker(log, 1, commit=True, coordinator_epoch=4)
+    log.append(rb.control_batch(1, 1, False, 5, NOW), leader_epoch=0, now_ms=NOW, from_client=False)
+    with pytest.raises(errors.InvalidProducerEpoch):
+        marker(log, 1, commit=True, coordinator_epoch=5, epoch=0)
+    assert log.log_end_offset == leo + 1
+    assert log.producer_state.producers[1].current_txn_first_offset == -1
+
+
+def test_read_committed_fetch_returns_aborted_transactions_of_what_it_read(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=300), now_ms=NOW)
+    data(log, 1, 0)
+    marker(log, 1, commit=False)  # aborted transaction 0..1
+    data(log, 2, 0, transactional=False)
+    data(log, 3, 0)
+    marker(log, 3, commit=False)  # aborted transaction 3..4
+    assert len(log.segments) > 1
+    everything = log.read(0, 1 << 20, max_offset=log.log_end_offset, aborted_transactions=True)
+    assert everything.aborted_transactions == [AbortedTxn(1, 0, 1, 2), AbortedTxn(3, 3, 4, 5)]
+    # One batch read: only the transaction overlapping it.
+    first = log.read(0, 1, max_offset=log.log_end_offset, aborted_transactions=True)
+    assert first.aborted_transactions == [AbortedTxn(1, 0, 1, 2)]
+    later = log.read(2, 1, max_offset=log.log_end_offset, aborted_transactions=True)
+    assert later.aborted_transactions == []
+    assert log.read(0, 1 << 20).aborted_transactions is None
+
+
+def test_snapshot_keeps_open_transactions(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(), now_ms=NOW)
+    data(log, 1, 0, transactional=False)
+    data(log, 2, 0)
+    marker(log, 2, commit=True, coordinator_epoch=3)
+    data(log, 2, 1)
+    log.close()
+    reopened = Log(tmp_path / "t-0", LogConfig(), clean_shutdown=True, now_ms=NOW)
+    entry = reopened.producer_state.producers[2]
+    assert (entry.coordinator_epoch, entry.current_txn_first_offset) == (3, 3)
+    assert reopened.last_stable_offset(reopened.log_end_offset) == 3
+    with pytest.raises(errors.InvalidTxnState):
+        data(reopened, 2, 2, transactional=False)
+
+
+def test_recovery_rebuilds_a_lost_txnindex_entry(tmp_path: Path) -> None:
+    """A crash between the marker's write and its index entry's: recovery's replay adds it."""
+    log = Log(tmp_path / "t-0", LogConfig(), now_ms=NOW)
+    data(log, 1, 0)
+    marker(log, 1, commit=False)
+    data(log, 2, 0)
+    marker(log, 2, commit=False)
+    index = log.dir / f"{0:020d}.txnindex"
+    for seg in log.segments:
+        seg.close()
+    index.write_bytes(index.read_bytes()[:34])  # the second entry never reached the file
+    recovered = Log(tmp_path / "t-0", LogConfig(), clean_shutdown=False, now_ms=NOW)
+    assert txn_entries(recovered) == [AbortedTxn(1, 0, 1, 2), AbortedTxn(2, 2, 3, 4)]
+
+
+def test_truncation_and_segment_deletion_take_their_entries(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=200), now_ms=NOW)
+    data(log, 1, 0)
+    marker(log, 1, commit=False)
+    data(log, 2, 0, transactional=False)
+    data(log, 3, 0)
+    marker(log, 3, commit=False)
+    first_index = log.dir / f"{0:020d}.txnindex"
+    assert first_index.exists()
+    log.truncate_to(4)
+    assert txn_entries(log) == [AbortedTxn(1, 0, 1, 2)]
+    assert [s.base_offset for s in log.segments][-1] <= 3  # the entry went with its marker
+    assert log.producer_state.producers[3].current_txn_first_offset == 3
+    log.roll(NOW)
+    log.maybe_increment_log_start_offset(3, NOW)
+    log.remove_deleted_files(NOW + 10**9)
+    assert not first_index.exists()
+    assert txn_entries(log) == []
+
+
+def test_log_start_offset_passing_an_open_transaction_bounds_the_lso(log: Log) -> None:
+    data(log, 1, 0)  # 0: open
+    data(log, 2, 0, transactional=False)  # 1
+    log.maybe_increment_log_start_offset(1, NOW)
+    assert log.last_stable_offset(log.log_end_offset) == 1
+    marker(log, 1, commit=False)
+    assert log.last_stable_offset(log.log_end_offset) == log.log_end_offset
