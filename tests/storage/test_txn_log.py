@@ -11,6 +11,8 @@ from spec import build_batch
 
 from odradek.protocol import records as rb
 from odradek.storage import Log, LogConfig, errors
+from odradek.storage.cleaner import LogCleaner
+from odradek.storage.records_builder import read_records
 from odradek.storage.txn_index import AbortedTxn
 
 NOW = 1_700_000_000_000
@@ -164,3 +166,96 @@ def test_log_start_offset_passing_an_open_transaction_bounds_the_lso(log: Log) -
     assert log.last_stable_offset(log.log_end_offset) == 1
     marker(log, 1, commit=False)
     assert log.last_stable_offset(log.log_end_offset) == log.log_end_offset
+
+
+COMPACTED = LogConfig(
+    cleanup_policy=("compact",),
+    segment_bytes=300,
+    min_cleanable_dirty_ratio=0.01,
+    delete_retention_ms=1000,
+)
+
+
+def keyed(log: Log, pid: int, seq: int, key: bytes, value: bytes, transactional: bool) -> int:
+    batch = build_batch(
+        [(key, value, NOW)],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        attributes=rb.TRANSACTIONAL_MASK if transactional else 0,
+    )
+    return log.append(batch, leader_epoch=0, now_ms=NOW).first_offset
+
+
+def clean(log: Log) -> bool:
+    cleaner = LogCleaner()
+    plan = cleaner.prepare(log, NOW + 10)
+    return plan is not None and cleaner.install(log, plan, NOW + 10)
+
+
+def committed_values(log: Log) -> dict[bytes, bytes]:
+    """Key -> latest value, as a read_committed reader of the whole log sees them."""
+    data = log.read(log.log_start_offset, 1 << 30, aborted_transactions=True)
+    assert data.aborted_transactions is not None
+    aborted = {(t.producer_id, t.first_offset, t.last_offset) for t in data.aborted_transactions}
+    out: dict[bytes, bytes] = {}
+    blob = b"".join(r.read_bytes() for r in data.regions)
+    for batch in rb.iter_batches(blob, strict_count=False):
+        if batch.is_control or any(
+            pid == batch.producer_id and first <= batch.base_offset < last
+            for pid, first, last in aborted
+        ):
+            continue
+        for record in read_records(batch):
+            assert record.key is not None
+            out[record.key] = record.payload[record.tail_start :]
+    return out
+
+
+def test_cleaner_drops_aborted_records_and_keeps_the_committed_value(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", COMPACTED, now_ms=NOW)
+    keyed(log, 1, 0, b"k", b"committed", transactional=True)
+    marker(log, 1, commit=True)
+    keyed(log, 2, 0, b"k", b"aborted", transactional=True)
+    keyed(log, 2, 1, b"j", b"aborted", transactional=True)
+    marker(log, 2, commit=False)
+    keyed(log, 3, 0, b"x", b"filler", transactional=False)
+    log.roll(NOW)
+    before = txn_entries(log)
+    assert before
+    assert clean(log)
+    # The aborted value did not hide the committed one; the aborted records are gone.
+    data = log.read(0, 1 << 30)
+    offsets = [
+        b.base_offset
+        for b in rb.iter_batches(b"".join(r.read_bytes() for r in data.regions), strict_count=False)
+    ]
+    assert 0 in offsets and 2 not in offsets and 3 in offsets  # 3: producer 2's last batch, empty
+    assert txn_entries(log) == before  # the cleaned segment kept the group's index entries
+    assert b"committed" in committed_values(log)[b"k"]
+    reopened_entries = txn_entries(
+        Log(tmp_path / "t-0", COMPACTED, clean_shutdown=False, now_ms=NOW)
+    )
+    assert reopened_entries == before
+
+
+def test_cleaner_does_not_pass_an_open_transaction(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", COMPACTED, now_ms=NOW)
+    keyed(log, 1, 0, b"k", b"v0", transactional=False)
+    keyed(log, 1, 1, b"k", b"v1", transactional=False)
+    log.roll(NOW)
+    keyed(log, 2, 0, b"t", b"open", transactional=True)  # stays open
+    log.roll(NOW)
+    keyed(log, 1, 2, b"k", b"v2", transactional=False)
+    keyed(log, 1, 3, b"k", b"v3", transactional=False)
+    log.roll(NOW)
+    assert clean(log)
+    # Cleaned below the open transaction (offset 2) only: k's v1 stands for the first segment.
+    assert log.cleaner_offset == 2
+    values = [
+        b.base_offset
+        for b in rb.iter_batches(
+            b"".join(r.read_bytes() for r in log.read(0, 1 << 30).regions), strict_count=False
+        )
+    ]
+    assert values == [1, 2, 3, 4]

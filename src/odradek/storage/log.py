@@ -55,7 +55,7 @@ from odradek.storage.producer_state import (
 )
 from odradek.storage.recompress import recompress_batches
 from odradek.storage.segment import FileRegion, LogSegment, NothingAppended, ProducerBatch
-from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -333,6 +333,12 @@ class Log:
                 path.unlink(missing_ok=True)
         for path in sorted(self.dir.glob(f"*{SWAP_SUFFIX}")):
             target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
+            if (
+                target.suffix == TXN_INDEX_SUFFIX
+                and f"{target.stem}.log{SWAP_SUFFIX}" not in present
+            ):
+                path.unlink()  # its group's cleaning was never installed (see _swap_in)
+                continue
             if target.suffix == ".log" and target.stem.isdigit():
                 base = int(target.stem)
                 end = next_offset_in_file(path, base)
@@ -347,9 +353,9 @@ class Log:
                         )
                         for suffix in _SEGMENT_SUFFIXES:
                             (self.dir / f"{name[:20]}{suffix}").unlink(missing_ok=True)
-            for index in (target.with_suffix(".index"), target.with_suffix(".timeindex")):
-                index.unlink(missing_ok=True)  # they describe the old file; rebuilt on load
-            os.replace(path, target)
+                for index in (target.with_suffix(".index"), target.with_suffix(".timeindex")):
+                    index.unlink(missing_ok=True)  # they describe the old file; rebuilt on load
+            os.replace(path, target)  # a .txnindex.swap replaces the first segment's .txnindex
         for path in self.dir.glob("*.index"):
             if not path.with_suffix(".log").exists():
                 path.unlink()
@@ -1199,6 +1205,13 @@ class Log:
                 )  # a segment deleted by retention meanwhile: not used
                 continue
             swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+            # The group's aborted transactions go with it, as a .txnindex.swap next to the
+            # .log.swap (load completes both): read_committed readers still need them.
+            aborted = [
+                t for seg in self.segments[i : i + len(bases)] for t in seg.txn_index.entries
+            ]
+            if aborted:
+                TransactionIndex.write_file(_txn_index_swap(self.dir, bases[0]), aborted)
             os.replace(cleaned, swap)
             swaps.append((bases, swap))
         if swaps:
@@ -1215,6 +1228,11 @@ class Log:
             old = self.segments[i : i + len(bases)]
             for seg in old:
                 self._retire_segment(seg, now_ms)
+            # The .txnindex.swap first: one left without its .log.swap is then one whose
+            # cleaning never got installed, which load deletes.
+            txn_swap = _txn_index_swap(self.dir, bases[0])
+            if txn_swap.exists():
+                os.replace(txn_swap, txn_swap.with_name(txn_swap.name[: -len(SWAP_SUFFIX)]))
             os.replace(swap, swap.with_name(swap.name[: -len(SWAP_SUFFIX)]))
             seg = LogSegment(
                 self.dir,
@@ -1337,6 +1355,11 @@ def _record_fields(batch: rb.RecordBatch) -> list[tuple[int, bool]]:
 def _last_sequence(first_seq: int, delta: int) -> int:
     """The sequence of a batch's last record, wrapping at 2**31 as Kafka does."""
     return (first_seq + delta) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
+
+
+def _txn_index_swap(directory: Path, base_offset: int) -> Path:
+    """Where a cleaned group's .txnindex waits to be installed."""
+    return directory / f"{base_offset:020d}{TXN_INDEX_SUFFIX}{SWAP_SUFFIX}"
 
 
 def _segment_timestamp(seg: LogSegment) -> int:

@@ -359,6 +359,17 @@ class ProducerStateManager:
                     first = c.first_offset
         return first
 
+    def first_unstable_offset_any_thread(self, high_watermark: int) -> int | None:
+        """``first_unstable_offset`` without forgetting anything, for the cleaner's thread (each
+        container is copied in one step under the GIL while the event loop changes it)."""
+        firsts = [
+            c.first_offset for c in self.unreplicated.copy() if c.last_offset >= high_watermark
+        ]
+        ongoing = self.ongoing.copy()
+        if ongoing:
+            firsts.append(next(iter(ongoing)))
+        return min(firsts, default=None)
+
     def has_ongoing_txn(self, producer_id: int, epoch: int) -> bool:
         """Whether the producer has an open transaction here in ``epoch`` (what KIP-890's
         verification asks before a transactional batch is accepted)."""

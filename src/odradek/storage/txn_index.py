@@ -100,6 +100,14 @@ class TransactionIndex:
                 return True
         return False
 
+    @staticmethod
+    def write_file(path: Path, entries: list[AbortedTxn]) -> None:
+        """Write ``entries`` as a whole index file at ``path``, synced (a cleaned group's)."""
+        with open(path, "wb") as f:
+            f.write(b"".join(_ENTRY.pack(_VERSION, *txn) for txn in entries))
+            f.flush()
+            os.fsync(f.fileno())
+
     def fsync(self) -> None:
         try:
             fd = os.open(self.path, os.O_RDONLY)
