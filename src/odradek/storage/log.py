@@ -304,6 +304,9 @@ class Log:
         # truncateFromEndAsyncFlush, the next Log.flush writes it. Writing it here cost a synced
         # file write per empty partition at every start.
         self._rebuild_producer_state()
+        #: Whether a segment ever had an aborted transaction: read_committed reads of a log
+        #: without any (most logs) skip collecting them.
+        self.has_aborted_txns = any(seg.txn_index.entries for seg in self.segments)
         for seg in self.segments:
             seg.recovered_producer_batches = (
                 None  # used up: later rebuilds (truncation) read headers
@@ -401,6 +404,7 @@ class Log:
                     for aborted in ps.commit(None, [completed] if completed else None):
                         if aborted.last_offset > seg.txn_index.last_offset():
                             seg.txn_index.append(aborted)
+                            self.has_aborted_txns = True
                 elif not attrs & _CONTROL_MASK:
                     last_seq = (
                         (first_seq + last - base) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
@@ -588,6 +592,7 @@ class Log:
             elif pending:
                 for aborted in self.producer_state.commit(pending, completed):
                     seg.txn_index.append(aborted)
+                    self.has_aborted_txns = True
             epochs = self.leader_epoch_cache
             if epoch_starts is not None:
                 for epoch, start in epoch_starts:  # a follower keeps the leader's epochs
@@ -949,6 +954,7 @@ class Log:
         if start_offset >= upper:
             return FetchDataInfo(regions, 0, [] if aborted_transactions else None)
         read_to = upper  # the offset after the last batch read
+        collect = aborted_transactions and self.has_aborted_txns
         for seg in self._segments_from(start_offset):
             if seg.base_offset >= upper:
                 break
@@ -969,7 +975,7 @@ class Log:
             regions.append(FileRegion(seg.file, position, end - position))
             total += end - position
             if end < seg.size or total >= max_bytes:
-                if aborted_transactions:
+                if collect:
                     following = seg.header_at(end, seg.size)
                     if following is not None:
                         read_to = min(upper, following.base_offset)
@@ -977,8 +983,8 @@ class Log:
                         i = bisect.bisect_right(self._bases, seg.base_offset)
                         read_to = min(upper, self._bases[i] if i < len(self._bases) else leo)
                 break
-        if not aborted_transactions:
-            return FetchDataInfo(regions, total)
+        if not collect:
+            return FetchDataInfo(regions, total, [] if aborted_transactions else None)
         return FetchDataInfo(
             regions, total, self.collect_aborted_transactions(start_offset, read_to)
         )
