@@ -259,3 +259,26 @@ def test_cleaner_does_not_pass_an_open_transaction(tmp_path: Path) -> None:
         )
     ]
     assert values == [1, 2, 3, 4]
+
+
+def test_a_follower_copy_rebuilds_the_leaders_transaction_state(tmp_path: Path) -> None:
+    """A follower appends the leader's batches as they are, markers included, in one blob."""
+    leader = Log(tmp_path / "leader-0", LogConfig(), now_ms=NOW)
+    data(leader, 1, 0)
+    data(leader, 2, 0)
+    marker(leader, 1, commit=False)
+    data(leader, 3, 0)
+    marker(leader, 2, commit=True)
+    blob = b"".join(r.read_bytes() for r in leader.read(0, 1 << 20).regions)
+    follower = Log(tmp_path / "follower-0", LogConfig(), now_ms=NOW)
+    follower.append(blob, leader_epoch=0, now_ms=NOW, assign_offsets=False)
+    assert txn_entries(follower) == txn_entries(leader) == [AbortedTxn(1, 0, 2, 1)]
+    assert follower.last_stable_offset(5) == leader.last_stable_offset(5) == 3
+    assert follower.producer_state.ongoing == leader.producer_state.ongoing == {3: 3}
+
+
+def test_producers_with_an_open_transaction_do_not_expire(log: Log) -> None:
+    data(log, 1, 0)
+    data(log, 2, 0, transactional=False)
+    log.producer_state.remove_expired(NOW + 10 * log.producer_state.expiration_ms)
+    assert list(log.producer_state.producers) == [1]
