@@ -9,6 +9,7 @@ markers with WriteTxnMarkers, as a coordinator on another broker would.
 from __future__ import annotations
 
 import io
+import time
 import uuid
 from datetime import timedelta
 
@@ -67,11 +68,12 @@ def produce(
     *,
     transactional: bool = True,
     partition: int = 0,
+    timestamp: int | None = None,
 ) -> int:
     """Write one batch; its error code."""
     builder = DefaultRecordBatchBuilder(2, 0, transactional, pid, epoch, sequence, 2**31 - 1)
     for i, value in enumerate(values):
-        builder.append(i, timestamp=None, key=None, value=value, headers=[])
+        builder.append(i, timestamp=timestamp, key=None, value=value, headers=[])
     request = produce9.ProduceRequest(
         transactional_id=None,
         acks=-1,
@@ -117,7 +119,7 @@ def write_markers(
     return {(t.name, p.partition_index): p.error_code for t in marker.topics for p in t.partitions}
 
 
-def latest(client: WireClient, topic: str, isolation_level: int) -> int:
+def latest(client: WireClient, topic: str, isolation_level: int, timestamp: int = -1) -> int:
     response = client.call(
         list_offsets7.ListOffsetsRequest(
             replica_id=-1,
@@ -127,7 +129,7 @@ def latest(client: WireClient, topic: str, isolation_level: int) -> int:
                     name=topic,
                     partitions=(
                         list_offsets7.ListOffsetsPartition(
-                            partition_index=0, current_leader_epoch=-1, timestamp=-1
+                            partition_index=0, current_leader_epoch=-1, timestamp=timestamp
                         ),
                     ),
                 ),
@@ -190,10 +192,23 @@ def test_open_transaction_holds_read_committed_consumers(
 ) -> None:
     topic = new_topic(broker.bootstrap_servers)
     idempotent, transactional = producer_id(client), producer_id(client)
-    assert produce(client, topic, *idempotent, 0, [b"i1"], transactional=False) == ErrorCode.none
-    assert produce(client, topic, *transactional, 0, [b"t1"]) == ErrorCode.none
-    assert produce(client, topic, *idempotent, 1, [b"i2"], transactional=False) == ErrorCode.none
+    now = int(time.time() * 1000)
+    assert (
+        produce(client, topic, *idempotent, 0, [b"i1"], transactional=False, timestamp=now)
+        == ErrorCode.none
+    )
+    assert produce(client, topic, *transactional, 0, [b"t1"], timestamp=now + 1) == ErrorCode.none
+    assert (
+        produce(client, topic, *idempotent, 1, [b"i2"], transactional=False, timestamp=now + 2)
+        == ErrorCode.none
+    )
     assert latest(client, topic, 1) == 1
+    # By timestamp, read_committed finds nothing at or past the last stable offset.
+    assert latest(client, topic, 1, timestamp=now) == 0
+    assert latest(client, topic, 1, timestamp=now + 1) == -1
+    assert latest(client, topic, 0, timestamp=now + 1) == 1
+    assert latest(client, topic, 1, timestamp=-3) == -1  # the newest record is offset 2
+    assert latest(client, topic, 0, timestamp=-3) == 2
     # A non-transactional batch from a producer whose transaction is open is refused.
     assert (
         produce(client, topic, *transactional, 1, [b"x"], transactional=False)
