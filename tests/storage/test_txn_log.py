@@ -12,7 +12,7 @@ from spec import build_batch
 from odradek.protocol import records as rb
 from odradek.storage import Log, LogConfig, errors
 from odradek.storage.cleaner import LogCleaner
-from odradek.storage.records_builder import read_records
+from odradek.storage.records_builder import delete_horizon_ms, read_records
 from odradek.storage.txn_index import AbortedTxn
 
 NOW = 1_700_000_000_000
@@ -282,3 +282,53 @@ def test_producers_with_an_open_transaction_do_not_expire(log: Log) -> None:
     data(log, 2, 0, transactional=False)
     log.producer_state.remove_expired(NOW + 10 * log.producer_state.expiration_ms)
     assert list(log.producer_state.producers) == [1]
+
+
+def batch_offsets(log: Log) -> list[int]:
+    blob = b"".join(r.read_bytes() for r in log.read(log.log_start_offset, 1 << 30).regions)
+    return [b.base_offset for b in rb.iter_batches(blob, strict_count=False)]
+
+
+def marker_horizons(log: Log) -> dict[int, int | None]:
+    """Offset -> delete horizon of each marker."""
+    blob = b"".join(r.read_bytes() for r in log.read(log.log_start_offset, 1 << 30).regions)
+    return {
+        b.base_offset: delete_horizon_ms(b)
+        for b in rb.iter_batches(blob, strict_count=False)
+        if b.is_control
+    }
+
+
+def clean_at(log: Log, now: int) -> bool:
+    cleaner = LogCleaner()
+    plan = cleaner.prepare(log, now)
+    return plan is not None and cleaner.install(log, plan, now)
+
+
+def test_markers_go_once_their_transaction_is_gone_and_the_horizon_passed(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", COMPACTED, now_ms=NOW)
+    keyed(log, 1, 0, b"k", b"old", transactional=True)  # 0
+    marker(log, 1, commit=True)  # 1
+    keyed(log, 2, 0, b"j", b"aborted", transactional=True)  # 2
+    marker(log, 2, commit=False)  # 3
+    # Later batches of the same producers: 0 and 2 are not their producers' last batches,
+    # which would stay (empty) to keep the producers' sequences.
+    keyed(log, 1, 1, b"k", b"new", transactional=False)  # 4: replaces offset 0
+    keyed(log, 2, 1, b"j", b"kept", transactional=False)  # 5
+    log.roll(NOW)
+    # First cleaning: the transactions' records go, their markers stay (records were there).
+    assert clean_at(log, NOW + 10)
+    assert 0 not in batch_offsets(log) and 2 not in batch_offsets(log)
+    assert marker_horizons(log) == {1: None, 3: None}
+    log.append(build_batch([(b"z", b"z", NOW)]), leader_epoch=0, now_ms=NOW)
+    log.roll(NOW)
+    # Second: nothing of either transaction is left: the markers get a delete horizon.
+    assert clean_at(log, NOW + 20)
+    horizon = NOW + 20 + COMPACTED.delete_retention_ms
+    assert marker_horizons(log) == {1: horizon, 3: horizon}
+    log.append(build_batch([(b"y", b"y", NOW)]), leader_epoch=0, now_ms=NOW)
+    log.roll(NOW)
+    # After delete.retention.ms a cleaning removes them.
+    assert clean_at(log, horizon)
+    assert not {1, 3} & set(batch_offsets(log))
+    assert 4 in batch_offsets(log) and 5 in batch_offsets(log)

@@ -57,10 +57,11 @@ segments it replaces (``Log.install_cleaned``). As Kafka's
 CleanedTransactionMetadata, the records of aborted transactions (the .txnindex
 entries of the cleaned range say which) take no part in the offset map, so an
 aborted value never hides the committed one before it, and they are removed (a
-producer's last batch stays empty, as above). Control batches are kept: Kafka also
-removes markers once nothing of their transaction is left and their delete horizon
-(delete.retention.ms) has passed; that is not built here yet, which costs a few
-dozen bytes per transaction and partition, never a wrong read.
+producer's last batch stays empty, as above). A marker goes once a cleaning finds
+no batch of its transaction left before it: that cleaning gives it a delete horizon
+(now + delete.retention.ms) as a tombstone gets one, and a cleaning after the horizon
+removes it, so a consumer that read the transaction's records within
+delete.retention.ms still gets its marker. Other control batches are kept.
 """
 
 from __future__ import annotations
@@ -448,6 +449,36 @@ class AbortedRanges:
         return any(first <= base < last for first, last in ranges)
 
 
+class _MarkerTracker:
+    """Which transaction markers the cleaner may remove (Kafka's CleanedTransactionMetadata):
+    one whose transaction left no batch in the cleaned range, seen in offset order. A
+    transaction whose batches are still there, even if this cleaning removes them, keeps its
+    marker until a later cleaning finds none."""
+
+    def __init__(self) -> None:
+        #: Producers whose current transaction (before its marker) has a batch in the range.
+        self._seen: set[int] = set()
+
+    def on_data_batch(self, batch: rb.RecordBatch) -> None:
+        if batch.is_transactional:
+            self._seen.add(batch.producer_id)
+
+    def on_marker(self, batch: rb.RecordBatch) -> bool:
+        """Whether the marker may go (once its delete horizon has passed)."""
+        pid = batch.producer_id
+        marker = (
+            rb.end_txn_marker(memoryview(batch.buffer), batch.position, batch.size_in_bytes)
+            if batch.records_count
+            else None
+        )
+        if marker is None:
+            return False  # another control type, or a producer's last (empty) batch: kept
+        if pid in self._seen:
+            self._seen.discard(pid)
+            return False
+        return True
+
+
 class _Retention:
     """What stays of each batch (Kafka's RecordFilter inside Cleaner.cleanInto)."""
 
@@ -461,6 +492,7 @@ class _Retention:
     ) -> None:
         self.map = offset_map
         self.aborted = aborted
+        self.markers = _MarkerTracker()
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
         #: producer id -> last offset of its last batch, for the producers the log still tracks.
@@ -468,10 +500,19 @@ class _Retention:
 
     def filter(self, batch: _FileBatch) -> bytes | None:
         """None to keep the batch as it is, else its replacement (b"" to drop it)."""
-        if batch.is_control:
-            return None
-        records = read_records(batch)
         horizon = delete_horizon_ms(batch)
+        if batch.is_control:
+            if not self.markers.on_marker(batch):
+                return None
+            if horizon is None:  # as a tombstone: removed by a cleaning after its horizon
+                return build_batch(
+                    batch,
+                    read_records(batch),
+                    delete_horizon_ms=self.now_ms + self.delete_retention_ms,
+                )
+            return b"" if self.now_ms >= horizon else None
+        self.markers.on_data_batch(batch)
+        records = read_records(batch)
         latest = self.map.latest_offset
         retained = [
             r
