@@ -1,6 +1,6 @@
 """Transactions in one partition's log against a model: random interleavings of
 transactional and idempotent appends, COMMIT and ABORT markers across producers, clean
-and unclean restarts, a torn tail and truncation.
+and unclean restarts, a torn tail, truncation and cleanings.
 
 After every step:
 - the last stable offset is the first offset of the earliest open transaction, or the
@@ -32,12 +32,19 @@ from spec import build_batch
 
 from odradek.protocol import records as rb
 from odradek.storage import Log, LogConfig, errors
+from odradek.storage.cleaner import LogCleaner
 from odradek.storage.txn_index import AbortedTxn
 
 NOW = 1_700_000_000_000
 PRODUCERS = (1, 2, 3)
 EPOCH = 0
-CONFIG = LogConfig(segment_bytes=600)
+#: Compacted, so cleanings (of unique keys: only the transaction rules remove anything) run too.
+CONFIG = LogConfig(
+    segment_bytes=600,
+    cleanup_policy=("compact",),
+    min_cleanable_dirty_ratio=0.01,
+    delete_retention_ms=1000,
+)
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,7 @@ def read_committed_offsets(log: Log, lso: int) -> list[int]:
     aborted_pids: set[int] = set()
     out: list[int] = []
     blob = b"".join(region.read_bytes() for region in data.regions)
-    for batch in rb.iter_batches(blob):
+    for batch in rb.iter_batches(blob, strict_count=False):  # cleaned: maybe empty
         pid = batch.producer_id
         if batch.is_transactional:
             while pending and pending[0][0] <= batch.last_offset:
@@ -117,7 +124,7 @@ def read_committed_offsets(log: Log, lso: int) -> list[int]:
             if marker is not None and not marker.commit:
                 aborted_pids.discard(pid)
             continue
-        if batch.is_transactional and pid in aborted_pids:
+        if (batch.is_transactional and pid in aborted_pids) or not batch.records_count:
             continue
         out.extend(range(batch.base_offset, batch.last_offset + 1))
     return out
@@ -130,6 +137,10 @@ class TxnLogMachine(RuleBasedStateMachine):
         self.dir = self.tmp / "txn-0"
         self.log = Log(self.dir, CONFIG, now_ms=NOW)
         self.model = Model([])
+        self.keys = 0
+        #: The high watermark as the cleanings saw it: a cleaning reaches at most up to it, and
+        #: nothing below it is ever truncated or lost (what a real high watermark promises).
+        self.hw = 0
 
     def teardown(self) -> None:
         if hasattr(self, "log"):
@@ -140,7 +151,8 @@ class TxnLogMachine(RuleBasedStateMachine):
     def produce(self, pid: int, count: int, transactional: bool) -> None:
         open_txns, _, _ = self.model.replay()
         seq = self.model.next_seq(pid)
-        records = [(None, b"v" * 20, NOW)] * count
+        self.keys += count
+        records = [(b"k%d" % (self.keys - i), b"v" * 20, NOW) for i in range(count)]
         batch = build_batch(
             records,
             producer_id=pid,
@@ -171,23 +183,36 @@ class TxnLogMachine(RuleBasedStateMachine):
         """One rule for every restart and truncation, so appends and markers make up most
         steps: a clean restart, a crash (recovery from the start), a crash with the last
         batch half written (recovery cuts it), a follower's truncation to a batch boundary."""
+        batches = self.model.batches
         if kind == "truncate":
-            if self.model.batches:
-                i = data.draw(st.integers(0, len(self.model.batches) - 1))
-                self.log.truncate_to(self.model.batches[i].base)
-                del self.model.batches[i:]
+            above = [i for i, b in enumerate(batches) if b.base >= self.hw]
+            if above:
+                i = data.draw(st.sampled_from(above))
+                self.log.truncate_to(batches[i].base)
+                del batches[i:]
             return
         if kind == "clean restart":
             self.log.close()
         else:
             for seg in self.log.segments:
                 seg.close()
-            if kind == "torn tail" and self.model.batches:
+            if kind == "torn tail" and batches and batches[-1].base >= self.hw:
                 last = max(self.dir.glob("*.log"), key=lambda p: int(p.name[:20]))
                 if last.stat().st_size:
                     os.truncate(last, last.stat().st_size - 1)
                     self.model.batches.pop()
         self.log = Log(self.dir, CONFIG, clean_shutdown=kind == "clean restart", now_ms=NOW)
+
+    @rule(later_ms=st.sampled_from((10, 10**6)))
+    def clean(self, later_ms: int) -> None:
+        """A cleaning: keys are unique, so it may remove only aborted transactions' records and
+        markers (after delete.retention.ms), which must change nothing a reader sees."""
+        self.log.roll(NOW)
+        self.hw = self.log.log_end_offset
+        cleaner = LogCleaner()
+        plan = cleaner.prepare(self.log, NOW + later_ms, upper_bound=self.hw)
+        if plan is not None:
+            cleaner.install(self.log, plan, NOW + later_ms)
 
     @invariant()
     def same_transactions(self) -> None:
