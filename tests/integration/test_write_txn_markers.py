@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.describe_producers.v0 import request as describe_producers0
 from kio.schema.init_producer_id.v4 import request as init4
 from kio.schema.list_offsets.v7 import request as list_offsets7
 from kio.schema.produce.v9 import request as produce9
@@ -223,13 +224,29 @@ def test_open_transaction_holds_read_committed_consumers(
     ]
 
 
+def open_transactions(client: WireClient, topic: str) -> dict[int, tuple[int, int]]:
+    """DescribeProducers of partition 0: producer -> (coordinator epoch, open txn start offset)."""
+    response = client.call(
+        describe_producers0.DescribeProducersRequest(
+            topics=(describe_producers0.TopicRequest(name=topic, partition_indexes=(0,)),)
+        )
+    )
+    (partition,) = response.topics[0].partitions
+    return {
+        p.producer_id: (p.coordinator_epoch, p.current_txn_start_offset)
+        for p in partition.active_producers
+    }
+
+
 def test_marker_errors(broker: EmbeddedBroker, client: WireClient) -> None:
     topic = new_topic(broker.bootstrap_servers)
     pid, epoch = producer_id(client)
     assert produce(client, topic, pid, epoch + 1, 0, [b"v"]) == ErrorCode.none
+    assert open_transactions(client, topic) == {pid: (-1, 0)}
     assert write_markers(client, pid, epoch + 1, False, {topic: [0]}, coordinator_epoch=3) == {
         (topic, 0): ErrorCode.none
     }
+    assert open_transactions(client, topic) == {pid: (3, -1)}
     # An older producer epoch, an older coordinator epoch, unknown partitions: Kafka's codes.
     assert write_markers(client, pid, epoch, True, {topic: [0]}, coordinator_epoch=3) == {
         (topic, 0): ErrorCode.invalid_producer_epoch
