@@ -70,6 +70,7 @@ class MemoryLog:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        aborted_transactions: bool = False,
     ) -> tuple[Batch, ...]:
         """Whole batches from ``start_offset`` below ``max_offset``; ``max_bytes`` counts batches."""
         leo = self.log_end_offset
@@ -78,6 +79,10 @@ class MemoryLog:
         upper = leo if max_offset is None else min(max_offset, leo)
         out = [b for b in self.batches if b.last_offset >= start_offset and b.base_offset < upper]
         return tuple(out[: max(max_bytes, 1)])
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """No transactions in the simulation: the high watermark."""
+        return high_watermark
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch holding an offset at or after ``offset`` (as storage's Log)."""

@@ -129,7 +129,9 @@ def control_batch(marker_type: int, producer_id: int) -> bytes:
     )
 
 
-def test_control_batches_are_kept(tmp_path):
+def test_a_marker_stays_while_a_batch_of_its_transaction_does(tmp_path):
+    """The transaction's only batch is its producer's last, kept (empty) for its sequence, so
+    the marker stays too (test_txn_log.py has markers going once nothing is left)."""
     log = Log(tmp_path / "t-0", CFG, now_ms=NOW)
     log.append(
         build(

@@ -3,6 +3,8 @@
 Without ``--group`` the tool assigns partitions itself (no group coordinator, no
 commits), so it can start from the beginning, an offset or a timestamp on any
 broker. With ``--group`` it subscribes and commits like any group member.
+``--isolation-level`` is Kafka's console consumer option, read_uncommitted by default
+as there (librdkafka's own default is read_committed).
 
 ``--timeout-ms`` ("exit if no message is available for consumption for the specified
 interval", Kafka's words) counts from the moment the consumer has partitions to read: with
@@ -68,8 +70,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--property",
         help="text format: print.key, print.timestamp, print.partition, print.offset, key.separator",
     )
+    parser.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed skips the records of aborted and still open transactions "
+        "(default, as Kafka's console consumer: read_uncommitted)",
+    )
     add_key_value_arg(
-        parser, "--consumer-property", help="a consumer config, e.g. isolation.level=read_committed"
+        parser, "--consumer-property", help="a consumer config, e.g. fetch.min.bytes=1024"
     )
     parser.set_defaults(func=run)
 
@@ -208,6 +217,8 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         }
     else:
         extra |= {"group.id": "odradek-console-consumer", "enable.auto.commit": "false"}
+    # librdkafka defaults to read_committed; the tool defaults, as Kafka's, to read_uncommitted.
+    extra["isolation.level"] = args.isolation_level
     extra |= dict(args.consumer_property)
     watch = BrokerWatch(args.bootstrap_server)
     consumer = Consumer(client_config(args, extra.items(), defaults=watch.client_config()))

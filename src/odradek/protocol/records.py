@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from fastcrc.crc32 import iscsi as crc32c  # CRC-32C (Castagnoli), as v2 batches use
 
@@ -370,28 +370,36 @@ def new_batch(
     )
 
 
-#: EndTransactionMarker control record types (Kafka's ControlRecordType).
-CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT = 0, 1
+#: ControlRecordType of a transaction marker (the key's second int16).
+CONTROL_TYPE_ABORT = 0
+CONTROL_TYPE_COMMIT = 1
+
+
+class EndTxnMarker(NamedTuple):
+    """A control batch's EndTransactionMarker: COMMIT or ABORT and the coordinator epoch."""
+
+    commit: bool
+    coordinator_epoch: int
 
 
 def control_batch(
     producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int
 ) -> bytes:
-    """A transaction marker: a transactional control batch of one record whose key is the
-    ControlRecordType (version 0, COMMIT or ABORT) and whose value is the
-    EndTransactionMarker (version 0, coordinator epoch), as Kafka's
-    MemoryRecords.withEndTransactionMarker writes it."""
+    """A transaction marker as Kafka's MemoryRecords.withEndTransactionMarker writes it: a
+    transactional control batch of one uncompressed record whose key is the ControlRecordType
+    (version 0, ABORT 0 or COMMIT 1) and whose value is the EndTransactionMarker (version 0,
+    coordinator epoch). Its base sequence is -1: markers take no part in sequences."""
     key = _I16.pack(0) + _I16.pack(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
     value = _I16.pack(0) + _I32.pack(coordinator_epoch)
     record = (
-        b"\x00"
-        + write_varint(0)
-        + write_varint(0)
+        b"\x00"  # attributes
+        + write_varint(0)  # timestamp delta
+        + write_varint(0)  # offset delta
         + write_varint(len(key))
         + key
         + write_varint(len(value))
         + value
-        + write_varint(0)
+        + write_varint(0)  # no headers
     )
     return new_batch(
         write_varint(len(record)) + record,
@@ -403,6 +411,41 @@ def control_batch(
         producer_epoch=producer_epoch,
         records_count=1,
     )
+
+
+def end_txn_marker(buffer: bytes | memoryview, position: int, size: int) -> EndTxnMarker | None:
+    """The EndTransactionMarker of the control batch at ``position`` (``size`` bytes, already
+    checked), or None for a control batch of another type (Kafka's LEADER_CHANGE and
+    snapshot records are control batches too, without transaction meaning).
+
+    Reads the one record's key and value (a few bytes) and raises InvalidBatch for a
+    compressed or malformed one: Kafka writes markers uncompressed, and its
+    ControlRecordType.parse rejects what it cannot read."""
+    if _I16.unpack_from(buffer, position + ATTRIBUTES)[0] & COMPRESSION_MASK:
+        raise InvalidBatch("corrupt", "a compressed control batch")
+    end = position + size
+    try:
+        pos = position + RECORDS
+        length, pos = read_varint(buffer, pos)
+        if pos + length > end:
+            raise InvalidBatch("corrupt", "control record runs past its batch")
+        pos += 1  # attributes
+        _, pos = read_varint(buffer, pos)  # timestamp delta
+        _, pos = read_varint(buffer, pos)  # offset delta
+        key_length, pos = read_varint(buffer, pos)
+        if key_length < 4:
+            raise InvalidBatch("corrupt", "control record key shorter than 4 bytes")
+        control_type = _I16.unpack_from(buffer, pos + 2)[0]
+        pos += key_length
+        if control_type not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
+            return None
+        value_length, pos = read_varint(buffer, pos)
+        if value_length < 6 or pos + value_length > end:
+            raise InvalidBatch("corrupt", "end transaction marker value shorter than 6 bytes")
+        coordinator_epoch = _I32.unpack_from(buffer, pos + 2)[0]
+    except (IndexError, struct.error):
+        raise InvalidBatch("corrupt", "control record runs past its batch") from None
+    return EndTxnMarker(control_type == CONTROL_TYPE_COMMIT, coordinator_epoch)
 
 
 def iter_batches(

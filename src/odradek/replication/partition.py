@@ -111,8 +111,10 @@ class ReplicaLog(Protocol):
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        aborted_transactions: bool = False,
     ) -> Any: ...
     def truncate_to(self, offset: int) -> None: ...
+    def last_stable_offset(self, high_watermark: int) -> int: ...
 
 
 LogT = TypeVar("LogT", bound=ReplicaLog)
@@ -182,8 +184,9 @@ class Partition(Generic[LogT]):
 
     @property
     def last_stable_offset(self) -> int:
-        """Without open transactions the last stable offset is the high watermark."""
-        return self.high_watermark
+        """The first offset of the earliest unstable transaction (open, or its marker not yet
+        replicated), or the high watermark: what read_committed readers may read below."""
+        return self.log.last_stable_offset(self.high_watermark)
 
     @property
     def is_leader(self) -> bool:
@@ -497,12 +500,15 @@ class Partition(Generic[LogT]):
     def read(
         self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool
     ) -> Any:
-        """Records from ``fetch_offset`` up to the high watermark (last stable offset for read_committed)."""
+        """Records from ``fetch_offset`` up to the high watermark; for read_committed up to the
+        last stable offset, with the aborted transactions overlapping them."""
         if self.leader_id != self.node_id:
             self._check_leader()
-        max_offset = (
-            self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
-        )
+        committed = isolation_level == READ_COMMITTED
         return self.log.read(
-            fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+            fetch_offset,
+            max_bytes,
+            max_offset=self.last_stable_offset if committed else self.high_watermark,
+            min_one_message=min_one_message,
+            aborted_transactions=committed,
         )

@@ -50,6 +50,7 @@ from typing import Any, Protocol
 from odradek.metadata.image import IsrUpdate, PartitionImage, TopicImage
 from odradek.metadata.store import MetadataStore
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import control_batch
 from odradek.replication.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
 from odradek.replication.partition_state import AlterPartition, PartitionState
 from odradek.replication.purgatory import Purgatory
@@ -105,6 +106,9 @@ class ReplicaManager:
         #: Called with a TopicPartition when its high watermark moves or its leadership here
         #: changes (acks=all produces and consumers' fetches wait on it).
         self.hw_listeners: list[Callable[[TopicPartition], None]] = []
+        #: Called with (partition, producer id, committed) after a transaction marker written by
+        #: ``write_txn_markers`` is replicated.
+        self.txn_marker_listeners: list[Callable[[TopicPartition, int, bool], None]] = []
         #: Called after this broker's roles changed (the replica fetchers look again).
         self.role_listeners: list[Callable[[], None]] = []
         #: acks=all appends (produces, coordinators' writes) waiting for the high watermark.
@@ -338,6 +342,76 @@ class ReplicaManager:
         for listener in self.append_listeners:
             listener(tp)
         return info
+
+    # -- transaction markers --------------------------------------------------------------
+
+    def append_txn_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> LogAppendInfo:
+        """Write a COMMIT or ABORT marker to ``tp`` led here (Kafka's AppendOrigin.COORDINATOR,
+        acks=all), completing the producer's transaction in it; no wait for replication.
+
+        Raises (each a KafkaError with its code): UNKNOWN_TOPIC_OR_PARTITION,
+        NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (ISR below min.insync.replicas),
+        INVALID_PRODUCER_EPOCH (``producer_epoch`` older than the partition's for the
+        producer), TRANSACTION_COORDINATOR_FENCED (``coordinator_epoch`` older than the
+        last marker's), KAFKA_STORAGE_ERROR."""
+        batch = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        return self.append_records(tp, batch, -1, now_ms, from_client=False)
+
+    async def write_txn_markers(
+        self,
+        partitions: Sequence[TopicPartition],
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        timeout_ms: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """The broker side of WriteTxnMarkers for one transaction: a marker to each of
+        ``partitions`` (``append_txn_marker``), then a wait until each is replicated (or
+        ``timeout_ms``); the error of each partition (ErrorCode.none when written and
+        replicated). Both the WriteTxnMarkers handler and a transaction coordinator on this
+        broker call it; a marker refused leaves that partition unchanged, so the
+        coordinator may simply retry it, and a repeated marker completes nothing twice.
+        Each partition whose marker is replicated is told to ``txn_marker_listeners``
+        (the group coordinator applies or drops transactional offset commits)."""
+        now_ms = int(time.time() * 1000)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        appended: list[ReplicatedAppend] = []
+        for tp in partitions:
+            try:
+                info = self.append_txn_marker(
+                    tp, producer_id, producer_epoch, commit, coordinator_epoch, now_ms
+                )
+            except KafkaError as e:
+                errors[tp] = e.error_code
+                continue
+            appended.append((tp, info.last_offset + 1, self.partition(tp).leader_epoch))
+        replicated = await self.await_replication(appended, timeout_ms) if appended else []
+        for (tp, _, _), error in zip(appended, replicated, strict=True):
+            errors[tp] = error
+            if error == ErrorCode.none:
+                for listener in self.txn_marker_listeners:
+                    listener(tp, producer_id, commit)
+        return {tp: errors[tp] for tp in partitions}
+
+    def has_ongoing_transaction(self, tp: TopicPartition, producer_id: int, epoch: int) -> bool:
+        """Whether ``producer_id`` has a transaction open in ``tp`` (led here) in ``epoch``:
+        KIP-890's verification question before a transactional batch is appended. Raises
+        as ``partition`` for a partition not led here."""
+        partition = self.partition(tp)
+        if not partition.is_leader:
+            raise NotLeaderOrFollower(
+                f"Broker {self.node_id} is not the leader of {tp.topic}-{tp.partition}"
+            )
+        return partition.log.producer_state.has_ongoing_txn(producer_id, epoch)
 
     async def await_replication(
         self, appends: Sequence[ReplicatedAppend], timeout_ms: int

@@ -77,6 +77,7 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 5, _H + "transactions:handle_txn_offset_commit"),
     ApiSpec(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, _H + "transactions:handle_describe_transactions"),
     ApiSpec(ApiKey.LIST_TRANSACTIONS, 0, 1, _H + "transactions:handle_list_transactions"),
+    ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 2, _H + "write_txn_markers:handle"),
     ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, _H + "group:handle_find_coordinator"),
     ApiSpec(ApiKey.JOIN_GROUP, 0, 9, _H + "group:handle_join_group"),
     ApiSpec(ApiKey.SYNC_GROUP, 0, 5, _H + "group:handle_sync_group"),

@@ -48,10 +48,20 @@ rebuilt into one batch with the original base offset, lastOffsetDelta,
 producer id, epoch, base sequence and codec (recompressed); a batch left
 without records is dropped unless it is the last batch of a producer the log
 still tracks, which stays as an empty batch so the producer's last sequence
-survives. Control batches (transaction markers) are always kept: the broker has
-no transactions yet, so there is no aborted-transaction index telling when a
-marker is no longer needed, and transactional data batches are treated as
-committed.
+survives.
+
+Transactions. Cleaning stops before the first unstable offset (an open transaction,
+or a completed one whose marker is not replicated yet), as Kafka's
+firstUncleanableDirtyOffset. A cleaned group keeps the .txnindex entries of the
+segments it replaces (``Log.install_cleaned``). As Kafka's
+CleanedTransactionMetadata, the records of aborted transactions (the .txnindex
+entries of the cleaned range say which) take no part in the offset map, so an
+aborted value never hides the committed one before it, and they are removed (a
+producer's last batch stays empty, as above). A marker goes once a cleaning finds
+no batch of its transaction left before it: that cleaning gives it a delete horizon
+(now + delete.retention.ms) as a tombstone gets one, and a cleaning after the horizon
+removes it, so a consumer that read the transaction's records within
+delete.retention.ms still gets its marker. Other control batches are kept.
 """
 
 from __future__ import annotations
@@ -78,6 +88,7 @@ from odradek.storage.records_builder import (
     read_records,
 )
 from odradek.storage.segment import LogSegment
+from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from odradek.storage.log import Log
@@ -210,12 +221,19 @@ class LogCleaner:
         """The range to clean now, or None (dirty ratio and compaction lags as Kafka's LogCleanerManager).
 
         Only whole inactive segments below ``upper_bound`` (the high watermark: Kafka never
-        cleans what a new leader could still truncate) and older than min.compaction.lag.ms.
+        cleans what a new leader could still truncate) and the first unstable offset (an open
+        transaction, or one whose marker is not yet replicated, is not cleaned past: its
+        outcome decides what stays), and older than min.compaction.lag.ms.
         """
         cfg = log.config
         if not cfg.compact or self.is_uncleanable(log):
             return None
         segments = log.segments[:-1]  # a copy: the owner may roll meanwhile
+        unstable = log.producer_state.first_unstable_offset_any_thread(
+            log.log_end_offset if upper_bound is None else upper_bound
+        )
+        if unstable is not None:  # Kafka's firstUncleanableDirtyOffset: never past a transaction
+            upper_bound = unstable if upper_bound is None else min(upper_bound, unstable)
         candidates = []
         for seg in segments:
             if seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms or (
@@ -261,7 +279,12 @@ class LogCleaner:
         """prepare for a range chosen earlier by cleanable_range (Kafka's Cleaner.clean of a LogToClean)."""
         plan = CleanPlan([], cleanable.first_uncleanable, 0, 0, truncations=log._truncations)
         try:
-            offset_map = self._build_offset_map(cleanable)
+            aborted = AbortedRanges(
+                log.collect_aborted_transactions(
+                    cleanable.segments[0].base_offset, cleanable.first_uncleanable
+                )
+            )
+            offset_map = self._build_offset_map(cleanable, aborted)
             plan.cleaner_offset = offset_map.latest_offset + 1
             active_producers = {
                 pid: entry.batches[-1].last_offset
@@ -269,7 +292,7 @@ class LogCleaner:
                 if entry.batches
             }
             retention = _Retention(
-                offset_map, now_ms, log.config.delete_retention_ms, active_producers
+                offset_map, now_ms, log.config.delete_retention_ms, active_producers, aborted
             )
             segments = [seg for seg in cleanable.segments if seg.base_offset < plan.cleaner_offset]
             sizes = [SegmentSizes.of(seg, seg.size) for seg in segments]
@@ -327,7 +350,7 @@ class LogCleaner:
         return True
 
     # -- the offset map ----------------------------------------------------------------
-    def _build_offset_map(self, cleanable: CleanableRange) -> OffsetMap:
+    def _build_offset_map(self, cleanable: CleanableRange, aborted: AbortedRanges) -> OffsetMap:
         """Map every key of the dirty section to its latest offset, until the map is full
         (Kafka's buildOffsetMap: latest_offset then says how far the map reaches)."""
         offset_map = OffsetMap(self.dedupe_buffer_size, self.load_factor)
@@ -340,7 +363,7 @@ class LogCleaner:
             for batch in _read_batches(seg.path, seg.size, self.io_buffer_size):
                 if batch.last_offset < start:
                     continue
-                if not batch.is_control:
+                if not batch.is_control and not aborted.holds(batch):
                     for record in read_records(batch):
                         if (
                             record.key is not None
@@ -406,6 +429,56 @@ def _changed_under(log: Log, cleanable: CleanableRange, truncations: int) -> boo
     return any(id(seg) not in current for seg in cleanable.segments)
 
 
+class AbortedRanges:
+    """The aborted transactions of the range being cleaned, by producer: whether a batch
+    belongs to one (a transactional data batch of the producer between the transaction's
+    first offset and its ABORT marker)."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self._by_producer.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset)
+            )
+
+    def holds(self, batch: rb.RecordBatch) -> bool:
+        ranges = self._by_producer.get(batch.producer_id) if batch.is_transactional else None
+        if not ranges:
+            return False
+        base = batch.base_offset
+        return any(first <= base < last for first, last in ranges)
+
+
+class _MarkerTracker:
+    """Which transaction markers the cleaner may remove (Kafka's CleanedTransactionMetadata):
+    one whose transaction left no batch in the cleaned range, seen in offset order. A
+    transaction whose batches are still there, even if this cleaning removes them, keeps its
+    marker until a later cleaning finds none."""
+
+    def __init__(self) -> None:
+        #: Producers whose current transaction (before its marker) has a batch in the range.
+        self._seen: set[int] = set()
+
+    def on_data_batch(self, batch: rb.RecordBatch) -> None:
+        if batch.is_transactional:
+            self._seen.add(batch.producer_id)
+
+    def on_marker(self, batch: rb.RecordBatch) -> bool:
+        """Whether the marker may go (once its delete horizon has passed)."""
+        pid = batch.producer_id
+        marker = (
+            rb.end_txn_marker(memoryview(batch.buffer), batch.position, batch.size_in_bytes)
+            if batch.records_count
+            else None
+        )
+        if marker is None:
+            return False  # another control type, or a producer's last (empty) batch: kept
+        if pid in self._seen:
+            self._seen.discard(pid)
+            return False
+        return True
+
+
 class _Retention:
     """What stays of each batch (Kafka's RecordFilter inside Cleaner.cleanInto)."""
 
@@ -415,8 +488,11 @@ class _Retention:
         now_ms: int,
         delete_retention_ms: int,
         active_producers: dict[int, int],
+        aborted: AbortedRanges,
     ) -> None:
         self.map = offset_map
+        self.aborted = aborted
+        self.markers = _MarkerTracker()
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
         #: producer id -> last offset of its last batch, for the producers the log still tracks.
@@ -424,10 +500,19 @@ class _Retention:
 
     def filter(self, batch: _FileBatch) -> bytes | None:
         """None to keep the batch as it is, else its replacement (b"" to drop it)."""
-        if batch.is_control:
-            return None
-        records = read_records(batch)
         horizon = delete_horizon_ms(batch)
+        if batch.is_control:
+            if not self.markers.on_marker(batch):
+                return None
+            if horizon is None:  # as a tombstone: removed by a cleaning after its horizon
+                return build_batch(
+                    batch,
+                    read_records(batch),
+                    delete_horizon_ms=self.now_ms + self.delete_retention_ms,
+                )
+            return b"" if self.now_ms >= horizon else None
+        self.markers.on_data_batch(batch)
+        records = read_records(batch)
         latest = self.map.latest_offset
         retained = [
             r
@@ -439,6 +524,8 @@ class _Retention:
                 and (r.has_value or horizon is None or self.now_ms < horizon)
             )
         ]
+        if retained and self.aborted.holds(batch):
+            retained = []  # an aborted transaction's records go whatever their keys
         if retained:
             needs_horizon = horizon is None and any(not r.has_value for r in retained)
             if len(retained) == len(records) and not needs_horizon:

@@ -42,6 +42,18 @@ class InvalidProducerEpoch(KafkaError):
     error_code = ErrorCode.invalid_producer_epoch
 
 
+class InvalidTxnState(KafkaError):
+    """A non-transactional batch from a producer whose transaction is open in the partition."""
+
+    error_code = ErrorCode.invalid_txn_state
+
+
+class TransactionCoordinatorFenced(KafkaError):
+    """A transaction marker from a coordinator epoch older than the partition last saw."""
+
+    error_code = ErrorCode.transaction_coordinator_fenced
+
+
 class KafkaStorageError(KafkaError):
     """The log dir holding the partition is offline after an I/O error."""
 

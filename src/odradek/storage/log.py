@@ -47,16 +47,22 @@ from odradek.storage.cleaner_checkpoint import load_cleaner_offset, save_cleaner
 from odradek.storage.compression import decompress
 from odradek.storage.config import LONG_MAX, LogConfig
 from odradek.storage.leader_epoch import LeaderEpochFileCache
-from odradek.storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+from odradek.storage.producer_state import (
+    BatchMetadata,
+    CompletedTxn,
+    ProducerStateEntry,
+    ProducerStateManager,
+)
 from odradek.storage.recompress import recompress_batches
-from odradek.storage.segment import FileRegion, LogSegment, NothingAppended
+from odradek.storage.segment import FileRegion, LogSegment, NothingAppended, ProducerBatch
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
     #: What _check_batches hands append: (writev pieces, batch positions, next offset, max
     #: timestamp, record count, lone producer batch, per-producer pending entries, leader epoch
-    #: starts, LogAppendTime).
+    #: starts, LogAppendTime, transactions the request's markers complete).
     _CheckedBatches = tuple[
         list[bytes | Buffer],
         list[tuple[int, int, int, int, int]],
@@ -67,12 +73,15 @@ if TYPE_CHECKING:
         dict[int, ProducerStateEntry] | None,
         list[tuple[int, int]] | None,
         int | None,
+        list[CompletedTxn] | None,
     ]
 
 log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 DELETED_SUFFIX = ".deleted"
+#: A segment's files by suffix (the .txnindex exists only once a transaction aborted in it).
+_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)
 SWAP_SUFFIX = ".swap"
 _check_header = rb.check_header
 #: baseOffset, batchLength, partitionLeaderEpoch: the batch's first bytes, which append rewrites.
@@ -81,6 +90,9 @@ _PREFIX = rb.MAGIC
 _HEADER_SIZE = rb.HEADER_SIZE
 _LOG_OVERHEAD = rb.LOG_OVERHEAD
 _CONTROL_MASK = rb.CONTROL_MASK
+_TRANSACTIONAL_MASK = rb.TRANSACTIONAL_MASK
+#: The attributes' low byte of a batch at the start of a buffer (transactional, control bits).
+_ATTRIBUTES_LOW = rb.ATTRIBUTES + 1
 _COMPRESSION_MASK = rb.COMPRESSION_MASK
 _TIMESTAMP_TYPE_MASK = rb.TIMESTAMP_TYPE_MASK
 _delta_range = rb.timestamp_delta_range
@@ -124,6 +136,8 @@ _new_append_info = functools.partial(tuple.__new__, LogAppendInfo)
 class FetchDataInfo(NamedTuple):
     regions: list[FileRegion]
     size: int
+    #: For a read_committed read, the aborted transactions overlapping what was read.
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 _P = ParamSpec("_P")
@@ -221,10 +235,16 @@ class Log:
         bases = sorted(
             int(name[:20]) for name in names if name.endswith(".log") and name[:20].isdigit()
         )
+        txn_indexes = {name for name in names if name.endswith(TXN_INDEX_SUFFIX)}
         cfg = self.config
         for i, base in enumerate(bases):
             seg = LogSegment(
-                self.dir, base, cfg.segment_index_bytes, cfg.index_interval_bytes, now_ms
+                self.dir,
+                base,
+                cfg.segment_index_bytes,
+                cfg.index_interval_bytes,
+                now_ms,
+                txn_index_exists=f"{base:020d}{TXN_INDEX_SUFFIX}" in txn_indexes,
             )
             end_bound = bases[i + 1] if i + 1 < len(bases) else 2**63
             indexes_missing = not (
@@ -259,7 +279,7 @@ class Log:
                         path.name,
                         path.stat().st_size,
                     )
-                    for suffix in (".log", ".index", ".timeindex"):
+                    for suffix in _SEGMENT_SUFFIXES:
                         (self.dir / f"{later:020d}{suffix}").unlink(missing_ok=True)
                 break
         if not self.segments:
@@ -284,6 +304,9 @@ class Log:
         # truncateFromEndAsyncFlush, the next Log.flush writes it. Writing it here cost a synced
         # file write per empty partition at every start.
         self._rebuild_producer_state()
+        #: Whether a segment ever had an aborted transaction: read_committed reads of a log
+        #: without any (most logs) skip collecting them.
+        self.has_aborted_txns = any(seg.txn_index.entries for seg in self.segments)
         for seg in self.segments:
             seg.recovered_producer_batches = (
                 None  # used up: later rebuilds (truncation) read headers
@@ -301,7 +324,7 @@ class Log:
         if not any(
             name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp", SWAP_SUFFIX))
             or (
-                name.endswith((".index", ".timeindex"))
+                name.endswith((".index", ".timeindex", TXN_INDEX_SUFFIX))
                 and f"{name.rpartition('.')[0]}.log" not in present
             )
             for name in names
@@ -313,6 +336,12 @@ class Log:
                 path.unlink(missing_ok=True)
         for path in sorted(self.dir.glob(f"*{SWAP_SUFFIX}")):
             target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
+            if (
+                target.suffix == TXN_INDEX_SUFFIX
+                and f"{target.stem}.log{SWAP_SUFFIX}" not in present
+            ):
+                path.unlink()  # its group's cleaning was never installed (see _swap_in)
+                continue
             if target.suffix == ".log" and target.stem.isdigit():
                 base = int(target.stem)
                 end = next_offset_in_file(path, base)
@@ -325,22 +354,30 @@ class Log:
                         log.info(
                             "%s: deleting segment %s, replaced by %s", self.dir, name, path.name
                         )
-                        for suffix in (".log", ".index", ".timeindex"):
+                        for suffix in _SEGMENT_SUFFIXES:
                             (self.dir / f"{name[:20]}{suffix}").unlink(missing_ok=True)
-            for index in (target.with_suffix(".index"), target.with_suffix(".timeindex")):
-                index.unlink(missing_ok=True)  # they describe the old file; rebuilt on load
-            os.replace(path, target)
+                for index in (target.with_suffix(".index"), target.with_suffix(".timeindex")):
+                    index.unlink(missing_ok=True)  # they describe the old file; rebuilt on load
+            os.replace(path, target)  # a .txnindex.swap replaces the first segment's .txnindex
         for path in self.dir.glob("*.index"):
             if not path.with_suffix(".log").exists():
                 path.unlink()
         for path in self.dir.glob("*.timeindex"):
             if not path.with_suffix(".log").exists():
                 path.unlink()
+        for path in self.dir.glob(f"*{TXN_INDEX_SUFFIX}"):
+            if not path.with_suffix(".log").exists():
+                path.unlink()
         return os.listdir(self.dir)
 
     def _rebuild_producer_state(self) -> None:
         """Load the newest snapshot at or below the LEO, then replay the producer batches after
-        it: those recovery just re-read come from its notes, the others from their headers."""
+        it: those recovery just re-read come from its notes, the others from their headers.
+
+        Markers replayed complete their transactions as an append does, and an aborted one
+        missing from its segment's .txnindex (recovery cut it with a torn tail, or a crash
+        came between the marker's write and the index's) is appended there again: the
+        index of a segment is whole from the snapshot on, as Kafka's recovery rebuilds it."""
         ps = self.producer_state
         start = ps.truncate_and_reload(self.log_end_offset)
         start = self.log_start_offset if start is None else max(start, self.log_start_offset)
@@ -348,17 +385,40 @@ class Log:
             return  # a snapshot at the LEO (as a clean shutdown writes): no batch to replay
         update = ps.update
         for seg in self._segments_from(start):
-            batches: Iterable[tuple[int, int, int, int, int, int]] | None = (
-                seg.recovered_producer_batches
-            )
+            batches: Iterable[ProducerBatch] | None = seg.recovered_producer_batches
             if batches is None:
                 batches = seg.producer_batches(seg.offset_index.lookup(start)[1])
-            for base, last, max_ts, pid, p_epoch, first_seq in batches:
-                if last >= start:
+            for base, last, max_ts, pid, p_epoch, first_seq, attrs, marker in batches:
+                if last < start:
+                    continue
+                if marker is not None:
+                    completed = ps.end_txn(
+                        pid,
+                        p_epoch,
+                        marker.coordinator_epoch,
+                        not marker.commit,
+                        base,
+                        max_ts,
+                        check=False,
+                    )
+                    for aborted in ps.commit(None, [completed] if completed else None):
+                        if aborted.last_offset > seg.txn_index.last_offset():
+                            seg.txn_index.append(aborted)
+                            self.has_aborted_txns = True
+                elif not attrs & _CONTROL_MASK:
                     last_seq = (
                         (first_seq + last - base) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
                     )
-                    update(pid, p_epoch, first_seq, last_seq, base, last, max_ts)
+                    update(
+                        pid,
+                        p_epoch,
+                        first_seq,
+                        last_seq,
+                        base,
+                        last,
+                        max_ts,
+                        transactional=bool(attrs & _TRANSACTIONAL_MASK),
+                    )
 
     # -- properties ----------------------------------------------------------------
     @property
@@ -467,9 +527,11 @@ class Log:
             )
         if scanned is not None:
             pieces, batches, next_offset, max_ts, record_count, producer_batch = scanned
-            pending = epoch_starts = append_time = None
+            pending = epoch_starts = append_time = completed = None
             if producer_batch is not None:
-                duplicate = self.producer_state.check(*producer_batch[:4], None)
+                duplicate = self.producer_state.check(
+                    *producer_batch[:4], None, bool(records[_ATTRIBUTES_LOW] & _TRANSACTIONAL_MASK)
+                )
                 if duplicate is not None:
                     return self._duplicate_info([duplicate], False, record_count, None)
         else:
@@ -489,6 +551,7 @@ class Log:
                 pending,
                 epoch_starts,
                 append_time,
+                completed,
             ) = checked
         last_offset = next_offset - 1
         size = len(records)
@@ -522,9 +585,14 @@ class Log:
                 self._disk_full = False
                 log.warning("%s: appends go on, the disk has space again", self.topic_partition)
             if producer_batch is not None:
-                self.producer_state.update(*producer_batch)
+                self.producer_state.update(
+                    *producer_batch,
+                    transactional=bool(records[_ATTRIBUTES_LOW] & _TRANSACTIONAL_MASK),
+                )
             elif pending:
-                self.producer_state.commit(pending)
+                for aborted in self.producer_state.commit(pending, completed):
+                    seg.txn_index.append(aborted)
+                    self.has_aborted_txns = True
             epochs = self.leader_epoch_cache
             if epoch_starts is not None:
                 for epoch, start in epoch_starts:  # a follower keeps the leader's epochs
@@ -579,6 +647,7 @@ class Log:
         )
         pending: dict[int, ProducerStateEntry] | None = None  # a request of several batches
         duplicates: list[BatchMetadata] | None = None
+        completed: list[CompletedTxn] | None = None
         epoch_starts: list[tuple[int, int]] | None = None
         max_ts, record_count, position = rb.NO_TIMESTAMP, 0, 0
         check_timestamps = append_time is None and self._timestamp_window
@@ -672,7 +741,12 @@ class Log:
                             restamp = last_ts  # Kafka sets maxTimestamp to the records' largest
                 if pid >= 0:
                     duplicate = self.producer_state.check(
-                        pid, p_epoch, first_seq, _last_sequence(first_seq, delta), pending
+                        pid,
+                        p_epoch,
+                        first_seq,
+                        _last_sequence(first_seq, delta),
+                        pending,
+                        bool(attrs & _TRANSACTIONAL_MASK),
                     )
                     if duplicate is not None:
                         if duplicates is None:
@@ -717,7 +791,28 @@ class Log:
                 epoch_starts.append((batch_epoch, base))
             last = base + delta
             batches.append((position, size, base, last, batch_ts))
-            if pid >= 0:
+            if pid >= 0 and attrs & _CONTROL_MASK:
+                # A transaction marker: checked now (a leader's append), applied once written.
+                try:
+                    marker = rb.end_txn_marker(buf, position, size)
+                except rb.InvalidBatch as exc:
+                    raise _INVALID_BATCH_ERRORS[exc.reason](str(exc)) from None
+                if marker is not None:
+                    if pending is None:
+                        pending = {}
+                    done = self.producer_state.end_txn(
+                        pid,
+                        p_epoch,
+                        marker.coordinator_epoch,
+                        not marker.commit,
+                        base,
+                        batch_ts,
+                        pending,
+                        check=assign_offsets,
+                    )
+                    if done is not None:
+                        completed = [done] if completed is None else [*completed, done]
+            elif pid >= 0:
                 if (
                     size == end
                 ):  # the request's only batch (clients send one per partition): applied once written
@@ -742,6 +837,7 @@ class Log:
                         last,
                         batch_ts,
                         pending,
+                        bool(attrs & _TRANSACTIONAL_MASK),
                     )
             if batch_ts > max_ts:
                 max_ts = batch_ts
@@ -771,6 +867,7 @@ class Log:
             pending,
             epoch_starts,
             append_time,
+            completed,
         )
 
     @staticmethod
@@ -836,8 +933,16 @@ class Log:
         max_bytes: int,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        aborted_transactions: bool = False,
     ) -> FetchDataInfo:
-        """File regions of whole batches from ``start_offset`` (KIP-74: the first batch always whole)."""
+        """File regions of whole batches from ``start_offset`` (KIP-74: the first batch always whole).
+
+        ``aborted_transactions`` (a read_committed fetch, which passes the last stable offset
+        as ``max_offset``) also collects the aborted transactions overlapping the offsets
+        read, from the .txnindex of the segments from ``start_offset`` on, as Kafka's
+        LocalLog.read with FetchIsolation.TXN_COMMITTED: the upper bound is the offset of
+        the first batch not sent (one header read), so a lagging consumer is not sent every
+        aborted transaction up to the last stable offset. Record bytes are never read."""
         leo = self.log_end_offset
         if start_offset < self.log_start_offset or start_offset > leo:
             raise errors.OffsetOutOfRange(
@@ -847,7 +952,9 @@ class Log:
         regions: list[FileRegion] = []
         total = 0
         if start_offset >= upper:
-            return FetchDataInfo(regions, 0)
+            return FetchDataInfo(regions, 0, [] if aborted_transactions else None)
+        read_to = upper  # the offset after the last batch read
+        collect = aborted_transactions and self.has_aborted_txns
         for seg in self._segments_from(start_offset):
             if seg.base_offset >= upper:
                 break
@@ -861,14 +968,48 @@ class Log:
             end = seg.read_end(position, position + budget, upper)
             if end == position:
                 if regions or not min_one_message:
+                    read_to = min(upper, base_offset)
                     break
                 # locate found a batch at position, so its header is there (no check on reads)
                 end = position + seg.header_at(position, seg.size).size  # type: ignore[union-attr]
             regions.append(FileRegion(seg.file, position, end - position))
             total += end - position
             if end < seg.size or total >= max_bytes:
+                if collect:
+                    following = seg.header_at(end, seg.size)
+                    if following is not None:
+                        read_to = min(upper, following.base_offset)
+                    else:
+                        i = bisect.bisect_right(self._bases, seg.base_offset)
+                        read_to = min(upper, self._bases[i] if i < len(self._bases) else leo)
                 break
-        return FetchDataInfo(regions, total)
+        if not collect:
+            return FetchDataInfo(regions, total, [] if aborted_transactions else None)
+        return FetchDataInfo(
+            regions, total, self.collect_aborted_transactions(start_offset, read_to)
+        )
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound), from the segment
+        holding ``start_offset`` on, until an entry's last stable offset shows no later one
+        can (Kafka's UnifiedLog.collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        if start_offset >= upper_bound:
+            return found
+        for seg in self._segments_from(start_offset):
+            if seg.txn_index.collect(start_offset, upper_bound, found):
+                break
+        return found
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The first offset of the earliest transaction still unstable (open, or its marker
+        not yet below ``high_watermark``), or ``high_watermark``; never below the log start
+        offset (DeleteRecords or retention may pass an open transaction's first batch, as
+        Kafka's maybeIncrementFirstUnstableOffset keeps it)."""
+        first = self.producer_state.first_unstable_offset(high_watermark)
+        if first is None or first >= high_watermark:
+            return high_watermark
+        return max(first, min(self.log_start_offset, high_watermark))
 
     @_storage_io
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -1070,6 +1211,13 @@ class Log:
                 )  # a segment deleted by retention meanwhile: not used
                 continue
             swap = cleaned.with_name(cleaned.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+            # The group's aborted transactions go with it, as a .txnindex.swap next to the
+            # .log.swap (load completes both): read_committed readers still need them.
+            aborted = [
+                t for seg in self.segments[i : i + len(bases)] for t in seg.txn_index.entries
+            ]
+            if aborted:
+                TransactionIndex.write_file(_txn_index_swap(self.dir, bases[0]), aborted)
             os.replace(cleaned, swap)
             swaps.append((bases, swap))
         if swaps:
@@ -1086,6 +1234,11 @@ class Log:
             old = self.segments[i : i + len(bases)]
             for seg in old:
                 self._retire_segment(seg, now_ms)
+            # The .txnindex.swap first: one left without its .log.swap is then one whose
+            # cleaning never got installed, which load deletes.
+            txn_swap = _txn_index_swap(self.dir, bases[0])
+            if txn_swap.exists():
+                os.replace(txn_swap, txn_swap.with_name(txn_swap.name[: -len(SWAP_SUFFIX)]))
             os.replace(swap, swap.with_name(swap.name[: -len(SWAP_SUFFIX)]))
             seg = LogSegment(
                 self.dir,
@@ -1208,6 +1361,11 @@ def _record_fields(batch: rb.RecordBatch) -> list[tuple[int, bool]]:
 def _last_sequence(first_seq: int, delta: int) -> int:
     """The sequence of a batch's last record, wrapping at 2**31 as Kafka does."""
     return (first_seq + delta) % 2**31 if first_seq >= 0 else rb.NO_SEQUENCE
+
+
+def _txn_index_swap(directory: Path, base_offset: int) -> Path:
+    """Where a cleaned group's .txnindex waits to be installed."""
+    return directory / f"{base_offset:020d}{TXN_INDEX_SUFFIX}{SWAP_SUFFIX}"
 
 
 def _segment_timestamp(seg: LogSegment) -> int:

@@ -1,4 +1,5 @@
-"""LogSegment: one .log file of v2 batches plus its .index and .timeindex."""
+"""LogSegment: one .log file of v2 batches plus its .index, .timeindex and (when a
+transaction was aborted in it) .txnindex."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from odradek.protocol import records as rb
 from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -83,6 +85,11 @@ class BatchMeta(NamedTuple):
     header: bytes = b""
 
 
+#: What producer state rebuilds need of a batch with a producer id: (base offset, last offset,
+#: max timestamp, producer id, producer epoch, base sequence, attributes, transaction marker).
+ProducerBatch = tuple[int, int, int, int, int, int, int, "rb.EndTxnMarker | None"]
+
+
 class LogSegment:
     """Append-only batches from ``base_offset``; indexes are sparse and rebuilt when in doubt."""
 
@@ -95,7 +102,10 @@ class LogSegment:
         created_ms: int,
         *,
         suffix: str = "",
+        txn_index_exists: bool | None = None,
     ) -> None:
+        """``txn_index_exists`` says whether a .txnindex is there when the caller knows (a new
+        segment, a load that listed the directory); None looks."""
         self.base_offset = base_offset
         self.index_interval = index_interval
         name = segment_name(base_offset)
@@ -107,6 +117,9 @@ class LogSegment:
         )
         self.time_index = TimeIndex(
             directory / f"{name}.timeindex{suffix}", base_offset, index_bytes
+        )
+        self.txn_index = TransactionIndex(
+            directory / f"{name}{TXN_INDEX_SUFFIX}{suffix}", exists=txn_index_exists
         )
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
@@ -121,7 +134,7 @@ class LogSegment:
         self.recovered_epochs: list[tuple[int, int]] = []
         #: ... and producer_batches() tuples of the batches it re-read, so the log rebuilds
         #: producer state without reading their headers again (None when not recovered).
-        self.recovered_producer_batches: list[tuple[int, int, int, int, int, int]] | None = None
+        self.recovered_producer_batches: list[ProducerBatch] | None = None
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index = _NEVER  # index the first batch
         #: Whether either index is full (a reason to roll); kept up to date by _indexes_changed.
@@ -394,6 +407,7 @@ class LogSegment:
                 valid_end,
             )
             os.ftruncate(self.fd, valid_end)
+        self.txn_index.truncate_to(self.next_offset)  # entries of markers that are not there
         self.size = valid_end
         self._reserved = max(valid_end, PREALLOCATE_FROM)
         # A crash may have left blocks reserved beyond the data (a cut gave them back already).
@@ -416,8 +430,8 @@ class LogSegment:
         error = None
         while pos < end:
             try:
-                base, length, epoch, _, _, _, delta, _, max_ts, pid, p_epoch, first_seq, _ = check(
-                    view, pos, end, strict_count=contiguous
+                base, length, epoch, _, _, attrs, delta, _, max_ts, pid, p_epoch, first_seq, _ = (
+                    check(view, pos, end, strict_count=contiguous)
                 )
             except rb.InvalidBatch as exc:
                 if (
@@ -437,7 +451,16 @@ class LogSegment:
                 epochs.append((epoch, base))
                 latest_epoch = epoch
             if pid >= 0:
-                producer_batches.append((base, last, max_ts, pid, p_epoch, first_seq))
+                marker = None
+                if attrs & rb.CONTROL_MASK:
+                    try:
+                        marker = rb.end_txn_marker(view, pos, size)
+                    except rb.InvalidBatch as exc:
+                        error = str(exc)
+                        break
+                producer_batches.append(
+                    (base, last, max_ts, pid, p_epoch, first_seq, attrs, marker)
+                )
             next_offset = last + 1
             pos += size
         if batches:
@@ -463,14 +486,28 @@ class LogSegment:
         base, length, _, _, _, _, delta, _, max_ts = _unpack_scan(head)
         return BatchMeta(position, _LOG_OVERHEAD + length, base, base + delta, max_ts, head)
 
-    def producer_batches(self, position: int = 0) -> Iterator[tuple[int, int, int, int, int, int]]:
-        """(base offset, last offset, max timestamp, producer id, producer epoch, base sequence)
-        of each batch from ``position`` (a batch boundary) that carries a producer id."""
+    def producer_batches(self, position: int = 0) -> Iterator[ProducerBatch]:
+        """(base offset, last offset, max timestamp, producer id, producer epoch, base sequence,
+        attributes, transaction marker of a control batch or None) of each batch from
+        ``position`` (a batch boundary) that carries a producer id. Headers only, but for
+        control batches (a few dozen bytes each), whose marker is read."""
         unpack = rb.HEADER.unpack
         for b in self.scan_headers(position):
-            _, _, _, _, _, _, _, _, max_ts, pid, p_epoch, first_seq, _ = unpack(b.header)
+            _, _, _, _, _, attrs, _, _, max_ts, pid, p_epoch, first_seq, _ = unpack(b.header)
             if pid >= 0:
-                yield b.base_offset, b.last_offset, max_ts, pid, p_epoch, first_seq
+                marker = None
+                if attrs & rb.CONTROL_MASK:
+                    marker = rb.end_txn_marker(os.pread(self.fd, b.size, b.position), 0, b.size)
+                yield (
+                    b.base_offset,
+                    b.last_offset,
+                    max_ts,
+                    pid,
+                    p_epoch,
+                    first_seq,
+                    attrs,
+                    marker,
+                )
 
     # -- reading -------------------------------------------------------------
     def find_batch(self, offset: int) -> BatchMeta | None:
@@ -536,6 +573,7 @@ class LogSegment:
         self._holds_reserve = False  # the truncation gave the blocks beyond it back
         self.offset_index.truncate_to(b.base_offset)
         self.time_index.truncate_to(b.base_offset)
+        self.txn_index.truncate_to(b.base_offset)
         self._indexes_changed()
         # Recompute what depended on the dropped batches from the remaining headers.
         self.next_offset = self.base_offset
@@ -574,6 +612,8 @@ class LogSegment:
                     os.open(index.path, os.O_RDONLY)
                     for index in (self.offset_index, self.time_index)
                 )
+                if self.txn_index.entries:
+                    fds.append(os.open(self.txn_index.path, os.O_RDONLY))
             for fd in fds:
                 os.fsync(fd)
         finally:
@@ -613,4 +653,8 @@ class LogSegment:
         return self.file
 
     def files(self) -> list[Path]:
-        return [self.path, self.offset_index.path, self.time_index.path]
+        """The segment's files on disk (the .txnindex only once it exists)."""
+        paths = [self.path, self.offset_index.path, self.time_index.path]
+        if self.txn_index.exists:
+            paths.append(self.txn_index.path)
+        return paths

@@ -3,9 +3,9 @@
 As Kafka's ReplicaManager.activeProducerState: a partition this broker does not
 host is UNKNOWN_TOPIC_OR_PARTITION, one it does not lead NOT_LEADER_OR_FOLLOWER
 (both without a message), otherwise every producer the log's producer state
-keeps, with its epoch, last sequence and last timestamp. Transactions are not
-implemented, so no producer has a coordinator epoch or an open transaction:
-both are -1, which is what Kafka reports for an idempotent producer.
+keeps, with its epoch, last sequence, last timestamp, the coordinator epoch of its
+last transaction marker and the first offset of its open transaction (-1 for none,
+which is what Kafka reports for an idempotent producer).
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
-
-NO_COORDINATOR_EPOCH = -1
-NO_TXN_START_OFFSET = -1
 
 
 async def handle_describe_producers(ctx: RequestContext, request) -> object:
@@ -37,8 +34,8 @@ async def handle_describe_producers(ctx: RequestContext, request) -> object:
                 producer_epoch=entry.epoch,
                 last_sequence=entry.last_seq,
                 last_timestamp=entry.last_timestamp,
-                coordinator_epoch=NO_COORDINATOR_EPOCH,
-                current_txn_start_offset=NO_TXN_START_OFFSET,
+                coordinator_epoch=entry.coordinator_epoch,
+                current_txn_start_offset=entry.current_txn_first_offset,
             )
             for entry in list(p.log.producer_state.producers.values())
         )

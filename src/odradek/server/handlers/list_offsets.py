@@ -7,7 +7,10 @@ Kafka's UnifiedLog does when remote storage is off. v10's timeout only bounds
 remote-storage lookups, so it changes nothing here. As Kafka's ReplicaManager, a
 special (negative) timestamp the request's version does not define, or one that
 is no special timestamp at all, gets UNSUPPORTED_VERSION for its partition, and a
-partition named twice gets INVALID_REQUEST for each of its entries.
+partition named twice gets INVALID_REQUEST for each of its entries. With
+read_committed (isolation level 1) latest is the last stable offset, and an offset
+found by timestamp must lie below it (below the high watermark for read_uncommitted),
+as Kafka's lastFetchableOffset.
 """
 
 from __future__ import annotations
@@ -98,19 +101,21 @@ def _offset_for(
         partition = ctx.broker.replica_manager.partition(tp)
         partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
         epoch = partition.leader_epoch
+        # Kafka's lastFetchableOffset: what a consumer of this isolation level may read below.
+        fetchable = (
+            partition.last_stable_offset
+            if isolation == READ_COMMITTED
+            else partition.high_watermark
+        )
         if p.timestamp == LATEST:
-            offset = (
-                partition.last_stable_offset
-                if isolation == READ_COMMITTED
-                else partition.high_watermark
-            )
+            offset = fetchable
         elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset = partition.log_start_offset
         elif p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing is tiered
             epoch = -1
         else:
             found = partition.log.fetch_offset_by_timestamp(p.timestamp)
-            if found is not None and found[0] < partition.high_watermark:
+            if found is not None and found[0] < fetchable:
                 offset, timestamp = found
     except KafkaError as e:
         return e.error_code, -1, -1, -1

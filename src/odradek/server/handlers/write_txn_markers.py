@@ -1,0 +1,80 @@
+"""WriteTxnMarkers (API 27): a transaction coordinator has this broker write COMMIT or ABORT
+markers to partitions it leads.
+
+Each marker of the request is one transaction's outcome for some partitions; each is
+written through ``ReplicaManager.write_txn_markers`` (the path a coordinator on this
+broker takes too) as a control batch with ``from_client`` False, acks=all, and the
+request waits for the markers' replication, as Kafka's KafkaApis.handleWriteTxnMarkersRequest.
+Per partition the answer is Kafka's: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+INVALID_PRODUCER_EPOCH (the marker's epoch is older than the producer's here),
+TRANSACTION_COORDINATOR_FENCED (its coordinator epoch is older than the last marker's),
+NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR.
+
+Versions 1 and 2 are served (Kafka 4 removed v0, KIP-896). v2's TransactionVersion
+says whether the coordinator uses transactions version 2; the partition's checks are the
+same for both here (an epoch at or above the producer's is accepted, which covers the
+per-transaction epoch bump of version 2), so it is read and not otherwise used.
+WriteTxnMarkers is an inter-broker API: there is no authorizer yet, so CLUSTER_ACTION
+is not checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext
+from odradek.storage import TopicPartition
+
+#: Kafka's request.timeout.ms default, which bounds the wait for the markers' replication.
+MARKER_REPLICATION_TIMEOUT_MS = 30_000
+
+
+async def handle(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.WRITE_TXN_MARKERS, ctx.api_version)
+    results = await asyncio.gather(*(_write(ctx, marker) for marker in request.markers))
+    return schemas.build(
+        module.WriteTxnMarkersResponse,
+        markers=tuple(
+            schemas.build(
+                module.WritableTxnMarkerResult,
+                producer_id=marker.producer_id,
+                topics=tuple(
+                    schemas.build(
+                        module.WritableTxnMarkerTopicResult,
+                        name=topic.name,
+                        partitions=tuple(
+                            schemas.build(
+                                module.WritableTxnMarkerPartitionResult,
+                                partition_index=index,
+                                error_code=errors[TopicPartition(topic.name, index)],
+                            )
+                            for index in topic.partition_indexes
+                        ),
+                    )
+                    for topic in marker.topics
+                ),
+            )
+            for marker, errors in zip(request.markers, results, strict=True)
+        ),
+    )
+
+
+async def _write(ctx: RequestContext, marker) -> dict[TopicPartition, ErrorCode]:
+    """One transaction's markers: the error of each of its partitions."""
+    partitions: Sequence[TopicPartition] = [
+        TopicPartition(topic.name, index)
+        for topic in marker.topics
+        for index in topic.partition_indexes
+    ]
+    return await ctx.broker.replica_manager.write_txn_markers(
+        partitions,
+        marker.producer_id,
+        marker.producer_epoch,
+        marker.transaction_result,
+        marker.coordinator_epoch,
+        MARKER_REPLICATION_TIMEOUT_MS,
+    )
