@@ -8,7 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from odradek.metadata.controller import partition_state_changes
+from odradek.metadata.controller import (
+    led_partitions_to_move,
+    partition_state_changes,
+    preferred_leader_changes,
+)
 from odradek.metadata.image import BrokerImage
 from odradek.metadata.replica_assignment import (
     AdminOperationError,
@@ -75,10 +79,12 @@ def test_rack_aware_assignment_spreads_replicas(racks, partitions, data):
         assert set(leaders.values()) == {partitions // len(racks)}
 
 
-def _one(replicas, state, live, unclean=False):
+def _one(replicas, state, live, unclean=False, shutting_down=frozenset()):
     states = {} if state is None else {("t", 0): (state, 7)}
     assignment = {"t": TopicAssignment(None, {0: replicas}, {}, {})}
-    changes = partition_state_changes(assignment, states, live, 5, lambda _t: unclean)
+    changes = partition_state_changes(
+        assignment, states, live, 5, lambda _t: unclean, shutting_down=set(shutting_down)
+    )
     assert all(c.expected_version == (None if state is None else 7) for c in changes)
     return changes[0].state if changes else None
 
@@ -109,6 +115,70 @@ def test_dead_follower_leaves_the_isr():
     assert _one((1, 2, 3), state, {1, 2, 3}) is None
 
 
+def test_controlled_shutdown_moves_leadership_to_the_next_isr_member():
+    state = PartitionState(1, 4, (1, 2, 3), 2)
+    assert _one((1, 2, 3), state, {1, 2, 3}, shutting_down={1}) == PartitionState(2, 5, (2, 3), 5)
+    # Another broker shutting down too is not elected.
+    assert _one((1, 2, 3), state, {1, 2, 3}, shutting_down={1, 2}) == PartitionState(3, 5, (3,), 5)
+    # No other ISR member: the broker keeps leading (and asks again).
+    alone = PartitionState(1, 4, (1,), 2)
+    assert _one((1, 2, 3), alone, {1, 2, 3}, shutting_down={1}) is None
+
+
+def test_controlled_shutdown_takes_a_follower_out_of_the_isr():
+    state = PartitionState(1, 4, (1, 2, 3), 2)
+    assert _one((1, 2, 3), state, {1, 2, 3}, shutting_down={3}) == PartitionState(1, 5, (1, 2), 5)
+    # An offline election does not pick a broker that is shutting down.
+    assert _one((1, 2, 3), state, {2, 3}, shutting_down={2}) == PartitionState(3, 5, (3,), 5)
+
+
+def test_partitions_left_to_move_are_the_replicated_ones_led():
+    assignment = {"t": TopicAssignment(None, {0: (1, 2), 1: (1,), 2: (2, 1)}, {}, {})}
+    states = {
+        ("t", 0): (PartitionState(1, 0, (1, 2), 1), 0),
+        ("t", 1): (PartitionState(1, 0, (1,), 1), 0),
+        ("t", 2): (PartitionState(2, 0, (2, 1), 1), 0),
+    }
+    assert led_partitions_to_move(assignment, states, 1) == {("t", 0)}
+    assert led_partitions_to_move(assignment, states, 2) == {("t", 2)}
+
+
+def _rebalance(leaders, isr=(1, 2, 3), live=(1, 2, 3), percentage=10, shutting_down=()):
+    """Preferred-leader changes for partitions 0..n-1 of (1, 2, 3) led by ``leaders``."""
+    replicas = dict.fromkeys(range(len(leaders)), (1, 2, 3))
+    states = {("t", p): (PartitionState(b, 2, isr, 1), p) for p, b in enumerate(leaders)}
+    assignment = {"t": TopicAssignment(None, replicas, {}, {})}
+    changes = preferred_leader_changes(
+        assignment, states, set(live), 9, percentage, shutting_down=set(shutting_down)
+    )
+    assert all(c.expected_version == c.partition for c in changes)
+    return {c.partition: c.state for c in changes}
+
+
+def test_auto_rebalance_moves_leadership_back_to_the_preferred_replica():
+    assert _rebalance([2, 1, 3]) == {
+        0: PartitionState(1, 3, (1, 2, 3), 9),
+        2: PartitionState(1, 3, (1, 2, 3), 9),
+    }
+    assert _rebalance([1, 1, 1]) == {}
+
+
+def test_auto_rebalance_respects_the_imbalance_threshold_and_eligibility():
+    # 1 of 10 partitions away from broker 1 is 10%: not above the threshold.
+    assert _rebalance([2] + [1] * 9) == {}
+    assert _rebalance([2] + [1] * 9, percentage=9) == {0: PartitionState(1, 3, (1, 2, 3), 9)}
+    # The preferred replica must be live, serving and in the ISR.
+    assert _rebalance([2, 2], live=(2, 3)) == {}
+    assert _rebalance([2, 2], shutting_down=(1,)) == {}
+    assert _rebalance([2, 2], isr=(2, 3)) == {}
+
+
+def test_auto_rebalance_waits_for_reassignments():
+    states = {("t", 0): (PartitionState(2, 2, (1, 2, 3), 1), 0)}
+    moving = {"t": TopicAssignment(None, {0: (1, 2, 3)}, {0: (3,)}, {})}
+    assert preferred_leader_changes(moving, states, {1, 2, 3}, 9, 10) == []
+
+
 @given(
     st.lists(st.integers(1, 5), min_size=1, max_size=5, unique=True),
     st.data(),
@@ -121,14 +191,18 @@ def test_decisions_keep_kafkas_invariants(replicas, data):
     leader = data.draw(st.sampled_from([*isr, NO_LEADER]))
     live = set(data.draw(st.lists(st.integers(1, 5), unique=True)))
     unclean = data.draw(st.booleans())
+    stopping = (
+        set(data.draw(st.lists(st.sampled_from(sorted(live)), unique=True))) if live else set()
+    )
     state = PartitionState(leader, 3, isr, 1)
-    new = _one(tuple(replicas), state, live, unclean)
+    new = _one(tuple(replicas), state, live, unclean, stopping)
     if new is None:
         return
     assert new.leader_epoch == 4
     assert new.isr and set(new.isr) <= set(replicas)
     if new.leader != NO_LEADER:
         assert new.leader in live and new.leader in new.isr
+        assert new.leader not in stopping or new.leader == leader
         if not unclean:
             assert new.leader in isr
-    assert _one(tuple(replicas), new, live, unclean) is None
+    assert _one(tuple(replicas), new, live, unclean, stopping) is None

@@ -21,7 +21,16 @@ The rules are Kafka's partition and replica state machines (ZooKeeper mode):
   replica returns (Kafka never empties the ISR);
 - leader live: ISR members that are not live are removed
   (ReplicaStateMachine's OfflineReplica transition);
+- a broker in controlled shutdown (``shutting_down``) is live but serves no
+  more: a partition it leads gets the first other live ISR member in assignment
+  order as leader and an ISR without it (Kafka's
+  ControlledShutdownPartitionLeaderElection); with no such member it keeps the
+  leadership and the broker asks again; it leaves the ISR of the partitions it
+  follows; offline elections do not pick it;
 - every change bumps the leader epoch and carries the controller epoch.
+
+``preferred_leader_changes`` is the periodic auto leader rebalance, apart from
+the reconciliation because it is a policy run on a timer, not a repair.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ def partition_state_changes(
     controller_epoch: int,
     unclean_allowed: Callable[[str], bool],
     deleting: set[str] = frozenset(),  # type: ignore[assignment]
+    shutting_down: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> list[StateChange]:
     """Every partition state write needed now (``states`` holds (state, znode version))."""
     changes = []
@@ -61,7 +71,14 @@ def partition_state_changes(
                 new = _initial(replicas, live, controller_epoch)
                 version = None
             else:
-                new = _next(current[0], replicas, live, controller_epoch, unclean_allowed(topic))
+                new = _next(
+                    current[0],
+                    replicas,
+                    live,
+                    shutting_down,
+                    controller_epoch,
+                    unclean_allowed(topic),
+                )
                 version = current[1]
             if new is not None:
                 changes.append(StateChange(topic, partition, new, version))
@@ -79,19 +96,29 @@ def _next(
     state: PartitionState,
     replicas: tuple[int, ...],
     live: set[int],
+    shutting_down: set[int],
     epoch: int,
     unclean: bool,
 ) -> PartitionState | None:
+    serving = live - shutting_down
     live_isr = tuple(r for r in state.isr if r in live)
-    if state.leader != NO_LEADER and state.leader in live:
-        if live_isr == state.isr:
+    if state.leader != NO_LEADER and state.leader in serving:
+        isr = tuple(r for r in live_isr if r not in shutting_down)
+        if isr == state.isr:
             return None
-        return PartitionState(state.leader, state.leader_epoch + 1, live_isr, epoch)
-    leader = next((r for r in replicas if r in live and r in state.isr), None)
+        return PartitionState(state.leader, state.leader_epoch + 1, isr, epoch)
+    if state.leader in shutting_down and state.leader in live:
+        leader = next((r for r in replicas if r in serving and r in state.isr), None)
+        if leader is None:
+            return None  # nobody else in sync: it keeps leading until it exits
+        isr = tuple(r for r in live_isr if r not in shutting_down)
+        return PartitionState(leader, state.leader_epoch + 1, isr, epoch)
+    leader = next((r for r in replicas if r in serving and r in state.isr), None)
     if leader is not None:
-        return PartitionState(leader, state.leader_epoch + 1, live_isr, epoch)
+        isr = tuple(r for r in live_isr if r not in shutting_down)
+        return PartitionState(leader, state.leader_epoch + 1, isr, epoch)
     if unclean:
-        leader = next((r for r in replicas if r in live), None)
+        leader = next((r for r in replicas if r in serving), None)
         if leader is not None:
             return PartitionState(leader, state.leader_epoch + 1, (leader,), epoch)
     if state.leader == NO_LEADER and not live_isr:
@@ -102,3 +129,64 @@ def _next(
     if state.leader == NO_LEADER and isr == state.isr:
         return None
     return PartitionState(NO_LEADER, state.leader_epoch + 1, isr, epoch)
+
+
+def led_partitions_to_move(
+    assignments: Mapping[str, TopicAssignment],
+    states: Mapping[tuple[str, int], tuple[PartitionState, int]],
+    node_id: int,
+) -> set[tuple[str, int]]:
+    """The partitions with other replicas that ``node_id`` still leads: what a controlled
+    shutdown must move before the broker exits (Kafka answers the same set as
+    ``partitionsRemaining``; a partition with one replica cannot move and is not counted)."""
+    moving = set()
+    for (topic, partition), (state, _version) in states.items():
+        assignment = assignments.get(topic)
+        if (
+            state.leader == node_id
+            and assignment is not None
+            and len(assignment.replicas.get(partition, ())) > 1
+        ):
+            moving.add((topic, partition))
+    return moving
+
+
+def preferred_leader_changes(
+    assignments: Mapping[str, TopicAssignment],
+    states: Mapping[tuple[str, int], tuple[PartitionState, int]],
+    live: set[int],
+    controller_epoch: int,
+    imbalance_percentage: int,
+    deleting: set[str] = frozenset(),  # type: ignore[assignment]
+    shutting_down: set[int] = frozenset(),  # type: ignore[assignment]
+) -> list[StateChange]:
+    """Kafka's auto leader rebalance (``checkAndTriggerAutoLeaderRebalance``).
+
+    For each broker, the partitions whose preferred replica (the first of the
+    assignment) it is but which another broker leads: when their share of all the
+    partitions it is preferred for exceeds ``leader.imbalance.per.broker.percentage``,
+    each of them whose preferred replica is live, serving and in the ISR moves back
+    to it. Not while a partition is being reassigned (Kafka waits for reassignments
+    to finish) nor for a topic queued for deletion.
+    """
+    serving = live - shutting_down
+    preferred_for: dict[int, list[tuple[str, int]]] = {}
+    for topic, assignment in assignments.items():
+        if topic in deleting:
+            continue
+        if assignment.adding or assignment.removing:
+            return []
+        for partition, replicas in assignment.replicas.items():
+            if replicas and (topic, partition) in states:
+                preferred_for.setdefault(replicas[0], []).append((topic, partition))
+    changes = []
+    for broker, keys in sorted(preferred_for.items()):
+        elsewhere = [k for k in sorted(keys) if states[k][0].leader != broker]
+        if len(elsewhere) * 100 <= imbalance_percentage * len(keys) or broker not in serving:
+            continue
+        for topic, partition in elsewhere:
+            state, version = states[(topic, partition)]
+            if broker in state.isr:
+                new = PartitionState(broker, state.leader_epoch + 1, state.isr, controller_epoch)
+                changes.append(StateChange(topic, partition, new, version))
+    return changes

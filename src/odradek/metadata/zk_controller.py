@@ -21,6 +21,26 @@ and performs them, and it deletes the topics queued in ``/admin/delete_topics``
 (states, partitions, assignment, config, then the queue entry, in one fenced
 multi-op). One reconciliation runs at a time; changes arriving meanwhile mark it
 to run again. ZooKeeper calls are kazoo's asynchronous ones, awaited on the loop.
+
+Controlled shutdown takes a ZooKeeper path rather than Kafka's ControlledShutdown
+request (api key 7). A broker about to exit creates the ephemeral
+``/controlled_shutdown/<id>``; the controller's next reconciliation treats it as
+live but not serving (``controller.partition_state_changes``): new leaders from
+the rest of the ISR for what it leads, out of the ISRs it follows. The broker
+watches its own partitions' states until it leads none with other replicas
+(``ZkCluster.controlled_shutdown``). Why not the API: Kafka 4's protocol
+definitions, which this broker's codecs are generated from, no longer carry
+ControlledShutdown (it went with ZooKeeper mode); the controller here is
+level-triggered on ZooKeeper already, so a request znode costs no new machinery;
+and an ephemeral request cannot outlive its broker, while a controller failing
+over in the middle simply finds the request in ZooKeeper and carries on, where
+an RPC would have to be retried against the new controller.
+
+Auto leader rebalance (``auto.leader.rebalance.enable``) is a timer on every
+broker that acts only while this broker is the active controller: every
+``leader.imbalance.check.interval.seconds`` it writes the preferred-leader
+elections ``controller.preferred_leader_changes`` calls for, each fenced and
+conditional like the reconciliation's writes.
 """
 
 from __future__ import annotations
@@ -34,7 +54,11 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from odradek.metadata import zk_layout as layout
-from odradek.metadata.controller import StateChange, partition_state_changes
+from odradek.metadata.controller import (
+    StateChange,
+    partition_state_changes,
+    preferred_leader_changes,
+)
 from odradek.metadata.zk_fence import ControllerFence, ControllerMoved, check_fence, fenced
 from odradek.metadata.zk_store import ZkMetadataStore
 
@@ -83,14 +107,20 @@ class ZkController:
         self,
         store: ZkMetadataStore,
         unclean_leader_election: Callable[[str, dict[str, str]], bool],
+        leader_imbalance_check_interval_s: float | None = None,
+        leader_imbalance_percentage: int = 10,
     ) -> None:
         """``unclean_leader_election(topic, overrides)``: the topic's effective
-        unclean.leader.election.enable (its override, else the broker default)."""
+        unclean.leader.election.enable (its override, else the broker default);
+        ``leader_imbalance_check_interval_s`` None: no auto leader rebalance."""
         self.store = store
         self.client = store.client
         self.node_id = store.node_id
         self._unclean = unclean_leader_election
         self._task: asyncio.Task | None = None
+        self._rebalance_interval_s = leader_imbalance_check_interval_s
+        self._imbalance_percentage = leader_imbalance_percentage
+        self._rebalancer: asyncio.Task | None = None
         self._again = False
         self._stopped = False
 
@@ -111,16 +141,19 @@ class ZkController:
     def start(self) -> None:
         self.store.change_listeners.append(self._on_change)
         self._on_change()
+        if self._rebalance_interval_s is not None:
+            self._rebalancer = asyncio.ensure_future(self._rebalance_periodically())
 
     async def stop(self) -> None:
         self._stopped = True
         self.fence = None
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        for task in (self._task, self._rebalancer):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
 
     def _on_change(self) -> None:
         if self._stopped:
@@ -165,14 +198,53 @@ class ZkController:
             fence.epoch,
             lambda topic: self._unclean(topic, store.topic_config_overrides(topic)),
             deleting,
+            store.shutting_down_broker_ids(),
         )
         pending = [self._write_state(fence, change) for change in changes]
         pending += [self._delete_topic(fence, topic) for topic in deleting]
+        await self._settle_writes(pending)
+
+    async def _settle_writes(self, pending: list) -> None:
+        """Await the writes; ControllerMoved ends this controller, other failures are retried
+        on the next change (the view they were computed from was stale)."""
         for result in await asyncio.gather(*pending, return_exceptions=True):
             if isinstance(result, ControllerMoved):
                 raise result
             if isinstance(result, Exception):
                 log.warning("controller write failed (retried on the next change): %r", result)
+
+    async def _rebalance_periodically(self) -> None:
+        assert self._rebalance_interval_s is not None
+        while not self._stopped:
+            await asyncio.sleep(self._rebalance_interval_s)
+            fence = self.fence
+            if fence is None:
+                continue
+            try:
+                await self._rebalance_leaders(fence)
+            except ControllerMoved as e:
+                log.info("broker %d resigns as controller: %s", self.node_id, e)
+                self.fence = None
+            except Exception:
+                log.exception("auto leader rebalance failed; retried at the next check")
+
+    async def _rebalance_leaders(self, fence: ControllerFence) -> None:
+        """One auto leader rebalance check: move leadership back to preferred replicas."""
+        store = self.store
+        changes = preferred_leader_changes(
+            store.assignments(),
+            store.partition_states(),
+            store.live_broker_ids(),
+            fence.epoch,
+            self._imbalance_percentage,
+            store.topics_to_delete(),
+            store.shutting_down_broker_ids(),
+        )
+        if changes:
+            log.info(
+                "auto leader rebalance: %d partitions back to their preferred leader", len(changes)
+            )
+        await self._settle_writes([self._write_state(fence, change) for change in changes])
 
     async def _write_state(self, fence: ControllerFence, change: StateChange) -> None:
         if change.expected_version is None:

@@ -19,6 +19,8 @@ zkCli inspection) understand an Odradek cluster:
   ``{"version":2,"entity_path":"topics/<t>"}``
 - ``/admin/delete_topics/<t>`` (empty), ``/admin/reassign_partitions``,
   ``/isr_change_notification/isr_change_`` (version 1 list of partitions)
+- ``/controlled_shutdown/<id>`` (ephemeral, empty; Odradek's own): a broker asking the
+  controller to move its leaderships away before it exits (see ``zk_controller``)
 - ``/latest_producer_id_block``: the last block of producer ids a broker took,
   ``{"version":1,"broker":id,"block_start":"0","block_end":"999"}`` (strings)
 
@@ -50,7 +52,9 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-#: The persistent paths Kafka's broker creates at start-up (KafkaZkClient.createTopLevelPaths).
+CONTROLLED_SHUTDOWN = "/controlled_shutdown"
+#: The persistent paths Kafka's broker creates at start-up (KafkaZkClient.createTopLevelPaths),
+#: and the parent of the controlled shutdown requests.
 PERSISTENT_PATHS = (
     "/consumers",
     BROKER_IDS,
@@ -67,6 +71,7 @@ PERSISTENT_PATHS = (
     "/config/users",
     "/config/brokers",
     "/config/ips",
+    CONTROLLED_SHUTDOWN,
 )
 #: The BROKER config entity that holds cluster-wide defaults.
 DEFAULT_BROKER_ENTITY = "<default>"
@@ -81,6 +86,10 @@ def _encode(value: object) -> bytes:
 
 def broker_path(node_id: int) -> str:
     return f"{BROKER_IDS}/{node_id}"
+
+
+def controlled_shutdown_path(node_id: int) -> str:
+    return f"{CONTROLLED_SHUTDOWN}/{node_id}"
 
 
 def topic_path(topic: str) -> str:

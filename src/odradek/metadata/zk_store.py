@@ -13,7 +13,9 @@ older than the one held (by the znode's mzxid) is ignored.
 
 What is watched: ``/brokers/ids`` (live brokers), ``/brokers/topics`` and, per
 topic, its assignment, its config and each partition's state, ``/controller``,
-``/admin/delete_topics`` (for the controller), ``/config/brokers/*``. A topic is
+``/admin/delete_topics`` (for the controller), ``/controlled_shutdown`` (brokers
+asking to leave: the controller moves their leaderships, leaders stop adding them to
+ISRs), ``/config/brokers/*``. A topic is
 published to the listeners (the ReplicaManager) once the controller has written
 the state of its partitions: a partition without state has no leader yet, and
 Metadata answers LEADER_NOT_AVAILABLE for the topic meanwhile, as Kafka does.
@@ -153,6 +155,7 @@ class ZkMetadataStore(MetadataStore):
         self._topic_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._broker_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._deleting: set[str] = set()
+        self._shutting_down: set[int] = set()
         self._pending: set[str] = set()
         self._published = asyncio.Event()
         # -- watch bookkeeping, touched on kazoo's threads (and the loop while starting) --
@@ -214,6 +217,7 @@ class ZkMetadataStore(MetadataStore):
         ChildrenWatch(self.client, layout.BROKER_IDS, self._watch_brokers)
         DataWatch(self.client, layout.CONTROLLER, self._watch_controller)
         ChildrenWatch(self.client, layout.DELETE_TOPICS, self._watch_deleting)
+        ChildrenWatch(self.client, layout.CONTROLLED_SHUTDOWN, self._watch_shutting_down)
         ChildrenWatch(self.client, f"{layout.CONFIG}/brokers", self._watch_broker_config_names)
         ChildrenWatch(self.client, layout.TOPICS, self._watch_topic_names)
         # Every value read while the watches were set is queued on the loop before this.
@@ -259,6 +263,14 @@ class ZkMetadataStore(MetadataStore):
                 gone = threading.Event()
                 if self.client.exists(path, watch=lambda _event, gone=gone: gone.set()):
                     gone.wait(1.0)
+
+    def request_controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships away: the ephemeral
+        ``/controlled_shutdown/<id>``, gone with the session when the broker exits."""
+        try:
+            self.client.create(layout.controlled_shutdown_path(self.node_id), ephemeral=True)
+        except NodeExistsError:
+            pass
 
     def _on_session_state(self, state: str) -> None:
         # On kazoo's connection thread: never block here.
@@ -308,6 +320,9 @@ class ZkMetadataStore(MetadataStore):
 
     def _watch_deleting(self, children: list[str]) -> None:
         self._post(self._apply_deleting, set(children))
+
+    def _watch_shutting_down(self, children: list[str]) -> None:
+        self._post(self._apply_shutting_down, {int(c) for c in children if c.isdigit()})
 
     def _watch_broker_config_names(self, children: list[str]) -> None:
         for name in children:
@@ -367,6 +382,11 @@ class ZkMetadataStore(MetadataStore):
     def _apply_deleting(self, names: set[str]) -> None:
         self._deleting = names
         self._notify()
+
+    def _apply_shutting_down(self, ids: set[int]) -> None:
+        if ids != self._shutting_down:
+            self._shutting_down = ids
+            self._notify()
 
     def _apply_topic_names(self, names: set[str]) -> None:
         gone = self._topic_names - names
@@ -488,12 +508,16 @@ class ZkMetadataStore(MetadataStore):
         the state znodes itself, so the write alone reaches them. A version mismatch whose
         znode already holds the proposed ISR under this leader epoch (a retry of a write
         whose answer was lost) is a success, as Kafka's conditional-update checker has it.
+        A new ISR naming a broker in controlled shutdown is INELIGIBLE_REPLICA (KIP-841): the
+        controller has just taken it out, and its fetches until it exits must not put it back.
         """
         replicas = self._assignments.get(topic)
         live = set(self._brokers) | {self.node_id}
         for member, epoch in zip(update.new_isr, update.broker_epochs):
             if member != update.leader_id and (
-                member not in live or (epoch != -1 and self.broker_epoch(member) != epoch)
+                member not in live
+                or member in self._shutting_down
+                or (epoch != -1 and self.broker_epoch(member) != epoch)
             ):
                 return ErrorCode.ineligible_replica
         if replicas is None:
@@ -546,6 +570,10 @@ class ZkMetadataStore(MetadataStore):
 
     def partition_states(self) -> dict[tuple[str, int], tuple[PartitionState, int]]:
         return {key: (held[0], held[1]) for key, held in self._states.items()}
+
+    def shutting_down_broker_ids(self) -> set[int]:
+        """Brokers in controlled shutdown: live, but leading and joining ISRs no more."""
+        return set(self._shutting_down) & set(self._brokers)
 
     def topics_to_delete(self) -> set[str]:
         return set(self._deleting)

@@ -9,8 +9,9 @@ down (flush, checkpoints, clean-shutdown marker, unlock).
 With ``zookeeper.connect`` the metadata is the cluster's (``server.zk_cluster``):
 the ZooKeeper session is opened before meta.properties is checked (the cluster
 id is ZooKeeper's), the broker registers once its listeners are bound, its
-controller starts after the replicas, and its session is closed before the logs
-shut down, so the cluster sees it leave at once. Without it nothing of the
+controller starts after the replicas, a started broker asks the controller to move
+its leaderships away before it stops accepting (``controlled.shutdown.enable``), and
+its session is closed before the logs shut down, so the cluster sees it leave at once. Without it nothing of the
 cluster code (nor kazoo) is imported.
 """
 
@@ -111,6 +112,8 @@ class Broker:
         self._request_channel: RequestChannel
         self._background: asyncio.Task | None = None
         self._logs_started = False
+        #: Set once every listener accepts: only a broker that served asks for controlled shutdown.
+        self._serving = False
 
     async def _dispatch(self, connection, frame):
         return await self._request_channel.dispatch(connection, frame)
@@ -220,12 +223,21 @@ class Broker:
                 self.components[name] = component
             for listener in self.listeners:
                 await listener.start()
+            self._serving = True
         except BaseException:
             await self.stop()
             raise
 
     async def stop(self) -> None:
-        """Stop accepting, finish in-flight requests, stop components, shut the logs down."""
+        """Controlled shutdown in a cluster, then stop accepting, finish in-flight requests,
+        stop components, shut the logs down."""
+        if self._serving and self.cluster is not None and self.config["controlled.shutdown.enable"]:
+            self._serving = False
+            try:
+                await self.cluster.controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed; stopping with the leaderships held")
+        self._serving = False
         self.fetch_purgatory.shutdown()
         await asyncio.gather(*(listener.stop() for listener in self.listeners))
         for name in reversed(list(self.components)):

@@ -1,0 +1,208 @@
+"""The controller's planned moves in a real 3-broker cluster: controlled shutdown (a rolling
+restart under acks=all load), auto leader rebalance, and the cluster riding out a ZooKeeper
+restart.
+
+One cluster for the module; the tests run in order and leave every broker running. The
+rebalance check runs every second so that a preferred leader gets its partitions back
+within the test.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from odradek.metadata import zk_layout as layout
+from odradek.server.embedded_cluster import EmbeddedCluster
+from tests.cluster.test_cluster import consume_all, create, partition_metadata, wait_until
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def odradek_cluster_config() -> dict[str, str]:
+    return {
+        "zookeeper.session.timeout.ms": "6000",
+        "replica.lag.time.max.ms": "3000",
+        "leader.imbalance.check.interval.seconds": "1",
+    }
+
+
+@pytest.fixture(scope="module")
+def admin(odradek_cluster: EmbeddedCluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": odradek_cluster.bootstrap_servers})
+
+
+@pytest.fixture(scope="module")
+def zk(odradek_cluster: EmbeddedCluster) -> Iterator[KazooClient]:
+    client = KazooClient(odradek_cluster.zookeeper)
+    client.start()
+    yield client
+    client.stop()
+    client.close()
+
+
+def all_in_sync(admin: AdminClient, topic: str) -> bool:
+    return all(
+        set(p.isrs) == {1, 2, 3} and p.leader != -1
+        for p in partition_metadata(admin, topic).values()
+    )
+
+
+def stop_cleanly(cluster: EmbeddedCluster, node: int) -> bool:
+    """SIGTERM ``node``; True when it exited by itself with status 0 (its log tail if not)."""
+    status = cluster.stop_broker(node)
+    assert status == 0, "".join(cluster.broker(node).log_lines[-40:])
+    return True
+
+
+class NumberedWriter:
+    """An idempotent acks=all producer writing numbered records round-robin over the
+    partitions from a thread, recording what was acknowledged and every error it saw."""
+
+    def __init__(self, cluster: EmbeddedCluster, topic: str) -> None:
+        self.topic = topic
+        self.acked: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+        self.failed: list[KafkaError] = []
+        self.reported: list[KafkaError] = []
+        self._producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "delivery.timeout.ms": 120000,
+                "error_cb": self.reported.append,
+            }
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _delivered(self, err: KafkaError | None, msg) -> None:
+        if err is None:
+            self.acked[msg.partition()].append(int(msg.value()))
+        else:
+            self.failed.append(err)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            try:
+                self._producer.produce(
+                    self.topic,
+                    str(i).encode(),
+                    partition=i % PARTITIONS,
+                    on_delivery=self._delivered,
+                )
+                i += 1
+            except (BufferError, KafkaException):
+                pass
+            self._producer.poll(0.001)
+        self._producer.flush(120)
+
+    def count(self) -> int:
+        return sum(map(len, self.acked.values()))
+
+    def __enter__(self) -> NumberedWriter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(150)
+
+
+def test_rolling_restart_moves_leaderships_before_each_broker_exits(odradek_cluster, admin, zk):
+    create(admin, NewTopic("rolling", PARTITIONS, 3, config={"min.insync.replicas": "2"}))
+    wait_until(lambda: all_in_sync(admin, "rolling"), what="every replica in sync")
+    with NumberedWriter(odradek_cluster, "rolling") as writer:
+        wait_until(lambda: writer.count() > 1000, what="records acknowledged before the restarts")
+        for node in odradek_cluster.brokers:
+            led = [p for p, m in partition_metadata(admin, "rolling").items() if m.leader == node]
+            before = writer.count()
+            assert stop_cleanly(odradek_cluster, node)
+            # The broker left /brokers/ids when its session closed: the last child change of
+            # /brokers/ids. Every partition it led was handed over before that.
+            deregistered = zk.exists(layout.BROKER_IDS).pzxid
+            for p in led:
+                data, stat = zk.get(layout.state_path("rolling", p))
+                assert layout.decode_partition_state(data).leader not in (node, -1)
+                assert stat.mzxid < deregistered
+            wait_until(
+                lambda before=before: writer.count() > before + 500,
+                what=f"producing to continue while broker {node} is down",
+            )
+            odradek_cluster.start_broker(node)
+            wait_until(
+                lambda: all_in_sync(admin, "rolling"), what=f"broker {node} back in every ISR"
+            )
+        total = writer.count()
+        wait_until(lambda: writer.count() > total + 500, what="producing after the restarts")
+    # No delivery failed and no error was fatal: the producer only saw retriable ones.
+    assert writer.failed == []
+    assert not any(e.fatal() for e in writer.reported)
+    seen = consume_all(odradek_cluster, "rolling", PARTITIONS, writer.count())
+    for p in range(PARTITIONS):
+        # In order, without duplicates or gaps, exactly what was acknowledged.
+        assert [int(v) for v in seen[p]] == writer.acked[p]
+        assert writer.acked[p] == list(range(p, p + PARTITIONS * len(writer.acked[p]), PARTITIONS))
+
+
+def test_auto_rebalance_gives_the_preferred_leader_its_partitions_back(odradek_cluster, admin):
+    create(admin, NewTopic("preferred", 6, 3))
+    wait_until(lambda: all_in_sync(admin, "preferred"), what="every replica in sync")
+    preferred = {p: m.replicas[0] for p, m in partition_metadata(admin, "preferred").items()}
+    assert stop_cleanly(odradek_cluster, 1)
+    wait_until(
+        lambda: all(
+            m.leader not in (1, -1) for m in partition_metadata(admin, "preferred").values()
+        ),
+        what="broker 1's leaderships on the others",
+    )
+    odradek_cluster.start_broker(1)
+    wait_until(
+        lambda: (
+            {p: m.leader for p, m in partition_metadata(admin, "preferred").items()} == preferred
+        ),
+        what="leadership back on the preferred replicas",
+    )
+
+
+def test_cluster_rides_out_a_zookeeper_restart(odradek_cluster, admin, zk):
+    create(admin, NewTopic("through-outage", 1, 3, config={"min.insync.replicas": "2"}))
+    wait_until(lambda: all_in_sync(admin, "through-outage"), what="every replica in sync")
+    epoch_before = int(zk.get(layout.CONTROLLER_EPOCH)[0])
+    server = odradek_cluster.zookeeper_server
+    assert server is not None
+    server.stop()
+    try:
+        # Brokers keep serving what they lead: replication and acks=all need no ZooKeeper.
+        # (Not idempotent: a broker may need a new producer id block, which ZooKeeper hands out.)
+        p = Producer({"bootstrap.servers": odradek_cluster.bootstrap_servers, "acks": "all"})
+        for i in range(100):
+            p.produce("through-outage", str(i).encode(), partition=0)
+        assert p.flush(30) == 0
+        assert consume_all(odradek_cluster, "through-outage", 1, 100) == {
+            0: [str(i) for i in range(100)]
+        }
+    finally:
+        server.start()
+    # The brokers reconnect (their sessions, or new ones with new registrations), a
+    # controller serves, and the cluster takes new work.
+    wait_until(
+        lambda: zk.connected and len(zk.get_children(layout.BROKER_IDS)) == 3,
+        what="every broker registered again",
+    )
+    odradek_cluster.wait_for_brokers()
+    assert int(zk.get(layout.CONTROLLER_EPOCH)[0]) >= epoch_before
+    create(admin, NewTopic("after-outage", 1, 3))
+    wait_until(lambda: all_in_sync(admin, "after-outage"), what="a new topic fully in sync")
+    p = Producer({"bootstrap.servers": odradek_cluster.bootstrap_servers, "acks": "all"})
+    p.produce("after-outage", b"x", partition=0)
+    assert p.flush(30) == 0
+    assert consume_all(odradek_cluster, "after-outage", 1, 1) == {0: ["x"]}
