@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odradek.metadata.controller import (
+    completed_reassignments,
     led_partitions_to_move,
     partition_state_changes,
     preferred_leader_changes,
@@ -177,6 +178,46 @@ def test_auto_rebalance_waits_for_reassignments():
     states = {("t", 0): (PartitionState(2, 2, (1, 2, 3), 1), 0)}
     moving = {"t": TopicAssignment(None, {0: (1, 2, 3)}, {0: (3,)}, {})}
     assert preferred_leader_changes(moving, states, {1, 2, 3}, 9, 10) == []
+
+
+def _complete(state, live=(1, 2, 3, 4), shutting_down=()):
+    """Partition 0 moving from (1, 2) to (3, 2): replicas (3, 2, 1), adding 3, removing 1."""
+    assignment = TopicAssignment(None, {0: (3, 2, 1), 1: (1, 2)}, {0: (3,)}, {0: (1,)})
+    done = completed_reassignments(
+        {"t": (assignment, 4)}, {("t", 0): (state, 7)}, set(live), 9, set(shutting_down)
+    )
+    return done[0] if done else None
+
+
+def test_reassignment_waits_for_the_target_replicas_to_be_in_sync():
+    assert _complete(PartitionState(1, 2, (1, 2), 1)) is None
+    assert _complete(PartitionState(1, 2, (1, 3), 1)) is None
+
+
+def test_completed_reassignment_moves_leadership_into_the_target():
+    done = _complete(PartitionState(1, 2, (1, 2, 3), 1))
+    assert done.expected_version == 4
+    assert done.assignment == TopicAssignment(None, {0: (3, 2), 1: (1, 2)}, {}, {})
+    (change,) = done.states
+    assert (change.partition, change.expected_version) == (0, 7)
+    assert change.state == PartitionState(3, 3, (2, 3), 9)
+
+
+def test_completed_reassignment_keeps_a_leader_inside_the_target():
+    (change,) = _complete(PartitionState(2, 2, (1, 2, 3), 1)).states
+    assert change.state == PartitionState(2, 3, (2, 3), 9)
+    # No target replica can lead (2 shutting down, 3 dead): it waits.
+    assert _complete(PartitionState(1, 2, (1, 2, 3), 1), live=(1, 2), shutting_down=(2,)) is None
+
+
+def test_a_leader_or_isr_member_no_longer_a_replica_is_dropped():
+    # A cancelled reassignment left replica 3 in the ISR, and leading.
+    assert _one((1, 2), PartitionState(1, 4, (1, 2, 3), 2), {1, 2, 3}) == PartitionState(
+        1, 5, (1, 2), 5
+    )
+    assert _one((1, 2), PartitionState(3, 4, (1, 2, 3), 2), {1, 2, 3}) == PartitionState(
+        1, 5, (1, 2), 5
+    )
 
 
 @given(

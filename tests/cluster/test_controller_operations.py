@@ -1,6 +1,6 @@
 """The controller's planned moves in a real 3-broker cluster: controlled shutdown (a rolling
-restart under acks=all load), auto leader rebalance, and the cluster riding out a ZooKeeper
-restart.
+restart under acks=all load), auto leader rebalance, partition reassignment (data moved,
+progress listed, cancellation), and the cluster riding out a ZooKeeper restart.
 
 One cluster for the module; the tests run in order and leave every broker running. The
 rebalance check runs every second so that a preferred leader gets its partitions back
@@ -10,24 +10,31 @@ within the test.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaTopicPartition
 
 from odradek.metadata import zk_layout as layout
 from odradek.server.embedded_cluster import EmbeddedCluster
-from tests.cluster.test_cluster import consume_all, create, partition_metadata, wait_until
+from tests.cluster.test_cluster import (
+    consume_all,
+    create,
+    partition_metadata,
+    read_json,
+    wait_until,
+)
 
 PARTITIONS = 3
+SESSION_TIMEOUT_S = 6
 
 
 @pytest.fixture(scope="module")
 def odradek_cluster_config() -> dict[str, str]:
     return {
-        "zookeeper.session.timeout.ms": "6000",
+        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_S * 1000),
         "replica.lag.time.max.ms": "3000",
         "leader.imbalance.check.interval.seconds": "1",
     }
@@ -36,15 +43,6 @@ def odradek_cluster_config() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def admin(odradek_cluster: EmbeddedCluster) -> AdminClient:
     return AdminClient({"bootstrap.servers": odradek_cluster.bootstrap_servers})
-
-
-@pytest.fixture(scope="module")
-def zk(odradek_cluster: EmbeddedCluster) -> Iterator[KazooClient]:
-    client = KazooClient(odradek_cluster.zookeeper)
-    client.start()
-    yield client
-    client.stop()
-    client.close()
 
 
 def all_in_sync(admin: AdminClient, topic: str) -> bool:
@@ -173,10 +171,59 @@ def test_auto_rebalance_gives_the_preferred_leader_its_partitions_back(odradek_c
     )
 
 
+def test_reassignment_moves_the_partition_and_its_data(odradek_cluster, admin, zk):
+    create(admin, NewTopic("moving", 1, 1))
+    (source,) = read_json(zk, layout.topic_path("moving"))["partitions"]["0"]
+    controller = read_json(zk, layout.CONTROLLER)["brokerid"]
+    # The new replica is paused below, so it must not be the controller that serves the request.
+    target = next(n for n in odradek_cluster.brokers if n not in (source, controller))
+    p = Producer({"bootstrap.servers": odradek_cluster.bootstrap_servers, "acks": "all"})
+    for i in range(500):
+        p.produce("moving", str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+    client = KafkaAdminClient(bootstrap_servers=odradek_cluster.bootstrap_servers)
+    tp = KafkaTopicPartition("moving", 0)
+    try:
+        # A paused target cannot catch up: the reassignment stays in progress until cancelled.
+        odradek_cluster.pause(target)
+        try:
+            assert client.alter_partition_reassignments({tp: [target]}) == {tp: None}
+            assert client.list_partition_reassignments() == {
+                tp: {
+                    "replicas": [target, source],
+                    "adding_replicas": [target],
+                    "removing_replicas": [source],
+                }
+            }
+            assert read_json(zk, layout.topic_path("moving"))["adding_replicas"] == {"0": [target]}
+            assert client.alter_partition_reassignments({tp: None}) == {tp: None}
+            assert client.list_partition_reassignments() == {}
+            assert read_json(zk, layout.topic_path("moving"))["partitions"]["0"] == [source]
+        finally:
+            odradek_cluster.resume(target)
+        assert client.alter_partition_reassignments({tp: [target]}) == {tp: None}
+        wait_until(
+            lambda: (
+                client.list_partition_reassignments() == {}
+                and partition_metadata(admin, "moving")[0].replicas == [target]
+            ),
+            what="the reassignment to complete",
+        )
+    finally:
+        client.close()
+    meta = partition_metadata(admin, "moving")[0]
+    assert (meta.leader, meta.isrs) == (target, [target])
+    assert consume_all(odradek_cluster, "moving", 1, 500) == {0: [str(i) for i in range(500)]}
+    # The broker the partition left deletes its log (renamed at once, removed later).
+    assert not (odradek_cluster.broker(source).data_dir / "moving-0").exists()
+    assert (odradek_cluster.broker(target).data_dir / "moving-0").exists()
+
+
 def test_cluster_rides_out_a_zookeeper_restart(odradek_cluster, admin, zk):
     create(admin, NewTopic("through-outage", 1, 3, config={"min.insync.replicas": "2"}))
     wait_until(lambda: all_in_sync(admin, "through-outage"), what="every replica in sync")
     epoch_before = int(zk.get(layout.CONTROLLER_EPOCH)[0])
+    registrations = {n: zk.exists(layout.broker_path(n)).czxid for n in odradek_cluster.brokers}
     server = odradek_cluster.zookeeper_server
     assert server is not None
     server.stop()
@@ -192,17 +239,53 @@ def test_cluster_rides_out_a_zookeeper_restart(odradek_cluster, admin, zk):
         }
     finally:
         server.start()
-    # The brokers reconnect (their sessions, or new ones with new registrations), a
-    # controller serves, and the cluster takes new work.
-    wait_until(
-        lambda: zk.connected and len(zk.get_children(layout.BROKER_IDS)) == 3,
-        what="every broker registered again",
-    )
+    # ZooKeeper restores its sessions from its data dir and the brokers reconnect to them
+    # (an outage of any length: the restarted server times sessions from its start), so
+    # the registrations and the controller are the ones from before; the cluster takes
+    # new work.
+    wait_until(lambda: zk.connected, what="the test's own session back")
     odradek_cluster.wait_for_brokers()
-    assert int(zk.get(layout.CONTROLLER_EPOCH)[0]) >= epoch_before
+    now = {n: zk.exists(layout.broker_path(n)).czxid for n in odradek_cluster.brokers}
+    assert now == registrations
+    assert int(zk.get(layout.CONTROLLER_EPOCH)[0]) == epoch_before
     create(admin, NewTopic("after-outage", 1, 3))
     wait_until(lambda: all_in_sync(admin, "after-outage"), what="a new topic fully in sync")
     p = Producer({"bootstrap.servers": odradek_cluster.bootstrap_servers, "acks": "all"})
     p.produce("after-outage", b"x", partition=0)
     assert p.flush(30) == 0
     assert consume_all(odradek_cluster, "after-outage", 1, 1) == {0: ["x"]}
+
+
+def test_a_broker_whose_session_expired_registers_again(odradek_cluster, admin, zk):
+    """What a ZooKeeper outage that outlasts a session comes to for the broker: paused past
+    its session timeout, the controller loses its registration and its controllership;
+    resumed, it registers again under a new session and the cluster converges."""
+    controller = read_json(zk, layout.CONTROLLER)["brokerid"]
+    epoch_before = int(zk.get(layout.CONTROLLER_EPOCH)[0])
+    registered = zk.exists(layout.broker_path(controller)).czxid
+    odradek_cluster.pause(controller)
+    try:
+        wait_until(
+            lambda: zk.exists(layout.broker_path(controller)) is None,
+            timeout=SESSION_TIMEOUT_S * 3,
+            what="the paused broker's session to expire",
+        )
+        wait_until(
+            lambda: (
+                int(zk.get(layout.CONTROLLER_EPOCH)[0]) > epoch_before
+                and read_json(zk, layout.CONTROLLER)["brokerid"] != controller
+            ),
+            what="another controller elected",
+        )
+    finally:
+        odradek_cluster.resume(controller)
+    wait_until(
+        lambda: (
+            (stat := zk.exists(layout.broker_path(controller))) is not None
+            and stat.czxid != registered
+        ),
+        what="the broker registered again",
+    )
+    odradek_cluster.wait_for_brokers()
+    create(admin, NewTopic("after-expiry", 1, 3))
+    wait_until(lambda: all_in_sync(admin, "after-expiry"), what="a new topic fully in sync")

@@ -27,10 +27,21 @@ The rules are Kafka's partition and replica state machines (ZooKeeper mode):
   ControlledShutdownPartitionLeaderElection); with no such member it keeps the
   leadership and the broker asks again; it leaves the ISR of the partitions it
   follows; offline elections do not pick it;
+- an ISR member or leader that is no longer a replica (a reassignment cancelled
+  or replaced) is dropped, and such a leader replaced as if it were offline;
 - every change bumps the leader epoch and carries the controller epoch.
 
 ``preferred_leader_changes`` is the periodic auto leader rebalance, apart from
 the reconciliation because it is a policy run on a timer, not a repair.
+
+``completed_reassignments`` is the last step of Kafka's partition reassignment
+(ZooKeeper mode, KIP-455): while the topic znode lists ``adding_replicas`` or
+``removing_replicas`` for a partition, its replicas are the target plus the
+original ones and the new replicas catch up like any follower; once every target
+replica is in the ISR, one multi-op moves the leadership into the target if it
+is outside it, drops the removed replicas from the ISR, bumps the leader epoch and
+writes the target as the assignment. The removed brokers then stop hosting the partition and delete
+its log (``ReplicaManager``), Kafka's StopReplica with deletion.
 """
 
 from __future__ import annotations
@@ -100,14 +111,14 @@ def _next(
     epoch: int,
     unclean: bool,
 ) -> PartitionState | None:
-    serving = live - shutting_down
-    live_isr = tuple(r for r in state.isr if r in live)
+    serving = (live - shutting_down) & set(replicas)
+    live_isr = tuple(r for r in state.isr if r in live and r in replicas)
     if state.leader != NO_LEADER and state.leader in serving:
         isr = tuple(r for r in live_isr if r not in shutting_down)
         if isr == state.isr:
             return None
         return PartitionState(state.leader, state.leader_epoch + 1, isr, epoch)
-    if state.leader in shutting_down and state.leader in live:
+    if state.leader in shutting_down and state.leader in live and state.leader in replicas:
         leader = next((r for r in replicas if r in serving and r in state.isr), None)
         if leader is None:
             return None  # nobody else in sync: it keeps leading until it exits
@@ -124,7 +135,8 @@ def _next(
     if state.leader == NO_LEADER and not live_isr:
         return None
     # Nobody can lead: keep the last replica that was in sync (the old leader if it was).
-    last = state.leader if state.leader in state.isr else (state.isr[-1] if state.isr else None)
+    in_sync = [r for r in state.isr if r in replicas]
+    last = state.leader if state.leader in in_sync else (in_sync[-1] if in_sync else None)
     isr = (last,) if last is not None else ()
     if state.leader == NO_LEADER and isr == state.isr:
         return None
@@ -190,3 +202,59 @@ def preferred_leader_changes(
                 new = PartitionState(broker, state.leader_epoch + 1, state.isr, controller_epoch)
                 changes.append(StateChange(topic, partition, new, version))
     return changes
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentCompletion:
+    """One topic's finished reassignments: its new assignment (written conditional on
+    ``expected_version`` of the topic znode) and the partition states that go with it."""
+
+    topic: str
+    assignment: TopicAssignment
+    expected_version: int
+    states: tuple[StateChange, ...]
+
+
+def completed_reassignments(
+    assignments: Mapping[str, tuple[TopicAssignment, int]],
+    states: Mapping[tuple[str, int], tuple[PartitionState, int]],
+    live: set[int],
+    controller_epoch: int,
+    shutting_down: set[int] = frozenset(),  # type: ignore[assignment]
+) -> list[ReassignmentCompletion]:
+    """The reassignments whose target replicas are all in sync, finished (``assignments``
+    holds (assignment, znode version)). A partition whose target has no live, serving ISR
+    member to lead waits."""
+    serving = live - shutting_down
+    done = []
+    for topic, (assignment, version) in assignments.items():
+        replicas, adding, removing = (
+            dict(assignment.replicas),
+            dict(assignment.adding),
+            dict(assignment.removing),
+        )
+        changes, finished_any = [], False
+        for partition in sorted(set(adding) | set(removing)):
+            held = states.get((topic, partition))
+            removed = set(removing.get(partition, ()))
+            target = tuple(r for r in replicas.get(partition, ()) if r not in removed)
+            if held is None or not target or not set(target) <= set(held[0].isr):
+                continue
+            state, state_version = held
+            isr = tuple(r for r in state.isr if r in target)
+            leader = state.leader
+            if leader not in target or leader not in serving:
+                leader = next((r for r in target if r in serving and r in isr), NO_LEADER)
+                if leader == NO_LEADER:
+                    continue
+            # Always a new leader epoch: the replicas learn of the smaller replica set.
+            new = PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
+            changes.append(StateChange(topic, partition, new, state_version))
+            replicas[partition] = target
+            adding.pop(partition, None)
+            removing.pop(partition, None)
+            finished_any = True
+        if finished_any:
+            finished = TopicAssignment(assignment.topic_id, replicas, adding, removing)
+            done.append(ReassignmentCompletion(topic, finished, version, tuple(changes)))
+    return done

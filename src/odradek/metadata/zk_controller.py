@@ -36,6 +36,14 @@ and an ephemeral request cannot outlive its broker, while a controller failing
 over in the middle simply finds the request in ZooKeeper and carries on, where
 an RPC would have to be retried against the new controller.
 
+Partition reassignments are started by the admin request on the controller
+(``ZkMetadataStore.alter_partition_reassignments``: the topic znode's
+``adding_replicas``/``removing_replicas`` and a leader epoch bump) and finished here,
+level-triggered like the rest: after each reconciliation, every reassignment whose
+target replicas are all in the ISR completes in one fenced multi-op per topic
+(``controller.completed_reassignments``). A controller failing over mid-way finds
+the reassignment in the topic znode and finishes it.
+
 Auto leader rebalance (``auto.leader.rebalance.enable``) is a timer on every
 broker that acts only while this broker is the active controller: every
 ``leader.imbalance.check.interval.seconds`` it writes the preferred-leader
@@ -55,7 +63,9 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from odradek.metadata import zk_layout as layout
 from odradek.metadata.controller import (
+    ReassignmentCompletion,
     StateChange,
+    completed_reassignments,
     partition_state_changes,
     preferred_leader_changes,
 )
@@ -203,6 +213,45 @@ class ZkController:
         pending = [self._write_state(fence, change) for change in changes]
         pending += [self._delete_topic(fence, topic) for topic in deleting]
         await self._settle_writes(pending)
+        await self._complete_reassignments(fence)
+
+    async def _complete_reassignments(self, fence: ControllerFence) -> None:
+        """Finish the reassignments whose target replicas are all in sync (after the
+        reconciliation's writes, so a stale view fails its version checks and is redone
+        when the watches bring the newer one)."""
+        store = self.store
+        completions = completed_reassignments(
+            {
+                topic: held
+                for topic, held in store.assignments_with_versions().items()
+                if topic not in store.topics_to_delete()
+            },
+            store.partition_states(),
+            store.live_broker_ids(),
+            fence.epoch,
+            store.shutting_down_broker_ids(),
+        )
+        await self._settle_writes([self._write_completion(fence, c) for c in completions])
+
+    async def _write_completion(self, fence: ControllerFence, done: ReassignmentCompletion) -> None:
+        assignment = done.assignment
+        assert assignment.topic_id is not None
+        tx = fenced(self.client, fence)
+        for change in done.states:
+            add_state_change(tx, change)
+        tx.set_data(
+            layout.topic_path(done.topic),
+            layout.encode_assignment(
+                assignment.topic_id, assignment.replicas, assignment.adding, assignment.removing
+            ),
+            done.expected_version,
+        )
+        results = await self._call(tx.commit_async())
+        check_fence(results)
+        if any(isinstance(r, Exception) for r in results):
+            log.info("reassignment of %s raced another change; retried", done.topic)
+        else:
+            log.info("reassignment of %s completed: %s", done.topic, assignment.replicas)
 
     async def _settle_writes(self, pending: list) -> None:
         """Await the writes; ControllerMoved ends this controller, other failures are retried

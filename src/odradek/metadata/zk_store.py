@@ -34,10 +34,14 @@ the previous session's node lingers until that session expires; a restarted
 broker waits for it to go (up to the session timeout) instead of failing as
 Kafka does, so an operator's restart after kill -9 simply takes a little longer.
 
-A ZooKeeper outage shorter than the session timeout goes unnoticed (kazoo reconnects to
-the same session); after a longer one the broker registers again and a controller is
-elected with a higher epoch (checked by hand, ZooKeeper stopped 3 s and 10 s under a 6 s
-session; not yet a test).
+A ZooKeeper restart goes unnoticed however long the server is down: the server
+restores its sessions from its data dir and times them from its own start, so kazoo
+reconnects to the same session, the registrations and the controller stay, and the
+brokers serve what they lead meanwhile (replication and acks=all need no ZooKeeper).
+A broker whose own session expires (silent past the timeout: paused, or cut off) is
+told so when it reconnects; it registers again under a new session and the
+controllership moves on with a higher epoch. Both are tests in
+tests/cluster/test_controller_operations.py.
 """
 
 from __future__ import annotations
@@ -87,12 +91,6 @@ log = logging.getLogger(__name__)
 
 class NotController(KafkaError):
     error_code = ErrorCode.not_controller
-
-
-class ReassignmentUnavailable(KafkaError):
-    """What a broker answers for an operation it does not offer."""
-
-    error_code = ErrorCode.unsupported_version
 
 
 class ZooKeeperUnavailable(ConnectionError):
@@ -568,6 +566,9 @@ class ZkMetadataStore(MetadataStore):
     def assignments(self) -> dict[str, TopicAssignment]:
         return {t: held[0] for t, held in self._assignments.items()}
 
+    def assignments_with_versions(self) -> dict[str, tuple[TopicAssignment, int]]:
+        return {t: (held[0], held[1]) for t, held in self._assignments.items()}
+
     def partition_states(self) -> dict[tuple[str, int], tuple[PartitionState, int]]:
         return {key: (held[0], held[1]) for key, held in self._states.items()}
 
@@ -800,36 +801,50 @@ class ZkMetadataStore(MetadataStore):
         state = PartitionState(after.leader, after.leader_epoch, after.isr, fence.epoch)
         self._controller_write(
             fence,
-            layout.state_path(name, index),
-            layout.encode_partition_state(state),
-            self._states[key][1],
+            [
+                (
+                    layout.state_path(name, index),
+                    layout.encode_partition_state(state),
+                    self._states[key][1],
+                )
+            ],
         )
 
     def _controller_write(
-        self, fence: ControllerFence, path: str, data: bytes, version: int
+        self, fence: ControllerFence, writes: Sequence[tuple[str, bytes, int]]
     ) -> None:
-        """One fenced write conditional on the znode's version, for the admin operations the
-        active controller serves; NOT_CONTROLLER when either check fails (the client retries,
-        by then with the newer state or at the new controller)."""
+        """Fenced writes of (path, data, expected version) in one multi-op, for the admin
+        operations the active controller serves; NOT_CONTROLLER when a check fails (the
+        client retries, by then with the newer state or at the new controller)."""
         tx = fenced(self.client, fence)
-        tx.set_data(path, data, version)
+        for path, data, version in writes:
+            tx.set_data(path, data, version)
         results = tx.commit()
         try:
             check_fence(results)
         except ControllerMoved:
             raise NotController("Another broker was elected controller.") from None
         if any(isinstance(r, Exception) for r in results):
-            raise NotController(f"{path} changed meanwhile; retry.")
+            raise NotController(f"{writes[-1][0]} changed meanwhile; retry.")
 
     def alter_partition_reassignments(
         self,
         targets: Mapping[TopicPartitionKey, Sequence[int] | None],
         allow_replication_factor_change: bool = True,
     ) -> dict[TopicPartitionKey, KafkaError | None]:
-        """Checked as Kafka checks them. A target of the same replicas (possibly reordered)
-        moves no data and completes at once: the controller writes the new order. A target
-        that would move data is refused with UNSUPPORTED_VERSION, because replicas do not
-        copy data yet (followers do not fetch)."""
+        """Kafka's ZooKeeper-mode controller (KIP-455): checked as Kafka checks them, then
+        recorded in the topic znode together with a leader epoch bump of the partition (so
+        its replicas learn of the new replica set), in one fenced multi-op conditional on
+        both znodes' versions.
+
+        A target moving data makes the replicas the target followed by the original ones
+        not in it, with ``adding_replicas``/``removing_replicas`` saying which are which;
+        the new replicas start following, and the controller finishes the move once they
+        are in sync (``controller.completed_reassignments``). A target replacing one under
+        way starts from the original replicas again. A null target cancels: the original
+        replicas come back, and the controller drops the added ones from the ISR. A target
+        of the original replicas in another order moves no data and is written at once.
+        """
         registered = set(self._brokers)
         results: dict[TopicPartitionKey, KafkaError | None] = {}
         for (name, index), replicas in targets.items():
@@ -839,49 +854,105 @@ class ZkMetadataStore(MetadataStore):
                     raise UnknownTopic(f"Partition {name}-{index} does not exist.")
                 if self.controller_fence is None:
                     raise NotController(f"Broker {self.node_id} is not the controller.")
+                assignment = self._assignments[name][0]
+                current = assignment.replicas.get(index, ())
+                adding = assignment.adding.get(index, ())
+                original = tuple(r for r in current if r not in adding)
                 if replicas is None:
-                    raise NoReassignmentInProgress(
-                        "No reassignment is in progress for the partition."
-                    )
+                    if not adding and not assignment.removing.get(index):
+                        raise NoReassignmentInProgress(
+                            "No reassignment is in progress for the partition."
+                        )
+                    self._write_reassignment(name, index, original, (), ())
+                    results[(name, index)] = None
+                    continue
                 target = validate_assignment(replicas, registered)
-                current = topic.partitions[index].replicas
-                if len(target) != len(current) and not allow_replication_factor_change:
+                if len(target) != len(original) and not allow_replication_factor_change:
                     raise InvalidReplicationFactor(
                         "The replication factor is changed but the request does not allow it."
                     )
-                if set(target) == set(current):
-                    if target != current:
-                        self._write_replica_order(name, index, target)
-                    results[(name, index)] = None
-                    continue
-                raise ReassignmentUnavailable(
-                    "Partition reassignment needs replication, which this cluster does not "
-                    "perform yet."
-                )
+                if set(target) == set(original):
+                    self._write_reassignment(name, index, target, (), ())
+                else:
+                    self._write_reassignment(
+                        name,
+                        index,
+                        target + tuple(r for r in original if r not in target),
+                        tuple(r for r in target if r not in original),
+                        tuple(r for r in original if r not in target),
+                    )
+                results[(name, index)] = None
             except KafkaError as e:
                 results[(name, index)] = e
         return results
 
-    def _write_replica_order(self, name: str, index: int, replicas: tuple[int, ...]) -> None:
+    def _write_reassignment(
+        self,
+        name: str,
+        index: int,
+        replicas: tuple[int, ...],
+        adding: tuple[int, ...],
+        removing: tuple[int, ...],
+    ) -> None:
         fence = self.controller_fence
         assert fence is not None
-        assignment, version = self._assignments[name][0], self._assignments[name][1]
+        held_topic = self._assignments[name]
+        assignment, version = held_topic[0], held_topic[1]
         assert assignment.topic_id is not None  # the topic is published, so it has one
-        ordered = {**assignment.replicas, index: replicas}
-        self._controller_write(
-            fence,
-            layout.topic_path(name),
-            layout.encode_assignment(
-                assignment.topic_id, ordered, assignment.adding, assignment.removing
-            ),
-            version,
+        if (
+            assignment.replicas.get(index) == replicas
+            and assignment.adding.get(index, ()) == adding
+            and assignment.removing.get(index, ()) == removing
+        ):
+            return
+
+        def with_entry(entries: dict[int, tuple[int, ...]], value: tuple[int, ...]) -> dict:
+            updated = {p: v for p, v in entries.items() if p != index}
+            if value:
+                updated[index] = value
+            return updated
+
+        data = layout.encode_assignment(
+            assignment.topic_id,
+            {**assignment.replicas, index: replicas},
+            with_entry(assignment.adding, adding),
+            with_entry(assignment.removing, removing),
         )
+        writes = [(layout.topic_path(name), data, version)]
+        held = self._states.get((name, index))
+        state = None
+        if held is not None and set(replicas) != set(assignment.replicas.get(index, ())):
+            # As Kafka, a new leader epoch tells the replicas of the new replica set (a new
+            # order alone changes nothing for them).
+            state = replace(
+                held[0], leader_epoch=held[0].leader_epoch + 1, controller_epoch=fence.epoch
+            )
+            writes.append(
+                (layout.state_path(name, index), layout.encode_partition_state(state), held[1])
+            )
+        self._controller_write(fence, writes)
+        # Held at once with the versions written (the watches then bring the same values),
+        # so that a next write, in this request or the next, is conditional on them.
+        self._assignments[name] = (layout.decode_assignment(data), version + 1, *held_topic[2:])
+        if state is not None and held is not None:
+            self._states[(name, index)] = (state, held[1] + 1, *held[2:])
 
     def list_partition_reassignments(
         self, partitions: Iterable[TopicPartitionKey] | None
     ) -> dict[TopicPartitionKey, OngoingReassignment]:
-        """None are ever in progress: alter_partition_reassignments starts none."""
-        return {}
+        """The partitions whose topic znode lists replicas being added or removed."""
+        ongoing = {}
+        for name, held in self._assignments.items():
+            assignment = held[0]
+            for index in set(assignment.adding) | set(assignment.removing):
+                ongoing[(name, index)] = OngoingReassignment(
+                    assignment.replicas.get(index, ()),
+                    assignment.adding.get(index, ()),
+                    assignment.removing.get(index, ()),
+                )
+        if partitions is None:
+            return ongoing
+        return {key: ongoing[key] for key in partitions if key in ongoing}
 
     def producer_id_blocks(self) -> Callable[[int], int]:
         return self._take_producer_id_block

@@ -179,10 +179,12 @@ class ReplicaManager:
             tp = TopicPartition(after.name, p.partition)
             partition = self._partitions.get(tp)
             if self.node_id not in p.replicas:
-                # Moved away by a reassignment: stop hosting it; the log stays until deleted.
+                # Moved away by a reassignment (or its cancellation): stop hosting it and
+                # delete its log, as Kafka's StopReplica with deletion.
                 if self._partitions.pop(tp, None) is not None:
                     self._tell_leadership(tp, partition.is_leader, None)  # type: ignore[union-attr]
                     changed.append(tp)
+                    self.log_manager.delete_log(tp)
                 continue
             if partition is None:
                 new.append(p)
