@@ -181,9 +181,15 @@ def test_reassignment_moves_the_partition_and_its_data(odradek_cluster, admin, z
     for i in range(500):
         p.produce("moving", str(i).encode(), partition=0)
     assert p.flush(30) == 0
-    client = KafkaAdminClient(bootstrap_servers=odradek_cluster.bootstrap_servers)
+    # Bootstrapped at the controller and connected before the pause: the admin client must
+    # not pick the paused broker for its first requests (it would wait for its timeout,
+    # long enough for the paused broker's session to expire).
+    client = KafkaAdminClient(
+        bootstrap_servers=odradek_cluster.broker(controller).bootstrap_servers
+    )
     tp = KafkaTopicPartition("moving", 0)
     try:
+        assert client.list_partition_reassignments() == {}
         # A paused target cannot catch up: the reassignment stays in progress until cancelled.
         odradek_cluster.pause(target)
         try:
