@@ -1,18 +1,17 @@
-"""Cluster benchmarks: replication's cost and failover time, measured side by side in one run.
+"""Replication's cost: RF=3 acks=all against RF=1 acks=1, measured side by side in one run.
 
   produce RF=3 acks=all vs RF=1 acks=1    librdkafka producer, 100 B and 1 KB records, one
                                            partition per topic, the same three brokers
                                            (issue target: >= 0.5)
-  failover after SIGKILL of a leader       from the kill to the first acks=all record
-                                           acknowledged by the new leader, with the default
-                                           zookeeper.session.timeout.ms (target: <= it + 2 s)
+
+Failover times are bench/failover.py's.
 
 Everything runs on this one machine: three brokers, ZooKeeper and the producer share its
 cores, so replication's extra work (followers' appends, their fetches) competes with the
 producer as it would not on three machines. The rounds alternate which topic goes first and
 the median of each side is printed.
 
-Usage: python bench/cluster_bench.py [--records 200000] [--rounds 3] [--skip-failover]
+Usage: python bench/cluster_bench.py [--records 200000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -57,52 +56,16 @@ def produce(bootstrap: str, topic: str, records: int, size: int, acks: str) -> f
     return records / elapsed
 
 
-def leader_of(admin: AdminClient, topic: str) -> int:
-    return admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
-
-
-def failover_seconds(cluster: EmbeddedCluster, admin: AdminClient) -> float:
-    """Kill the leader of ``failover``-0; seconds until a new leader acknowledges acks=all."""
-    leader = leader_of(admin, "failover")
-    survivor = next(n for n in cluster.brokers if n != leader)
-    producer = Producer(
-        {
-            "bootstrap.servers": cluster.broker(survivor).bootstrap_servers,
-            "acks": "all",
-            "enable.idempotence": True,
-            "delivery.timeout.ms": 120000,
-        }
-    )
-    producer.produce("failover", b"before", partition=0)
-    producer.flush(30)
-    acked: list[float] = []
-    killed = time.perf_counter()
-    cluster.kill(leader)
-    producer.produce(
-        "failover",
-        b"after",
-        partition=0,
-        on_delivery=lambda err, msg: acked.append(time.perf_counter()) if err is None else None,
-    )
-    producer.flush(120)
-    cluster.restart(leader)
-    if not acked:
-        raise RuntimeError("the record produced after the kill was not acknowledged")
-    return acked[0] - killed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per size")
-    parser.add_argument("--skip-failover", action="store_true", help="throughput rows only")
     args = parser.parse_args()
     with EmbeddedCluster(brokers=3) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         topics = [
             NewTopic("rf1", 1, 1),
             NewTopic("rf3", 1, 3, config={"min.insync.replicas": "2"}),
-            NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"}),
         ]
         for future in admin.create_topics(topics).values():
             future.result(30)
@@ -118,12 +81,6 @@ def main() -> None:
             print(
                 f"{f'produce {size} B records (rec/s, median)':40} "
                 f"{one:14,.0f} {three:14,.0f} {three / one:7.2f}"
-            )
-        if not args.skip_failover:
-            seconds = failover_seconds(cluster, admin)
-            print(
-                f"failover after SIGKILL of the leader: {seconds:.2f} s to the first acks=all "
-                f"record on the new leader (zookeeper.session.timeout.ms 18000)"
             )
 
 
