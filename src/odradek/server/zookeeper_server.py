@@ -90,7 +90,7 @@ class ZooKeeperServer(StartedInWith):
         logs.mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
         cfg.write_text(
-            "tickTime=2000\n"
+            "tickTime=1000\n"
             "initLimit=10\n"
             "syncLimit=5\n"
             f"dataDir={data}\n"
@@ -99,9 +99,13 @@ class ZooKeeperServer(StartedInWith):
             "maxClientCnxns=0\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat\n"
-            # A broker's zookeeper.session.timeout.ms (18000 by default) must fall inside
-            # [2, 20] ticks; a test may ask for sessions shorter than 4 s.
+            # ZooKeeper expires sessions in buckets of one tick: a 1 s tick (Debian's default
+            # is 2 s) ends a dead broker's session at most 1 s after
+            # zookeeper.session.timeout.ms, which is most of a failover after SIGKILL. The
+            # bounds are set explicitly, since the defaults (2 and 20 ticks) would cap a
+            # broker's 18 s default at 20 s only by chance and refuse a test's 1 s session.
             "minSessionTimeout=1000\n"
+            "maxSessionTimeout=60000\n"
         )
         return cfg
 
