@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: serve test install install-zookeeper install-openssl bench lint
+.PHONY: serve test install install-zookeeper install-openssl install-chromium bench lint
 
 # Cluster mode (zookeeper.connect) and its tests run Debian's ZooKeeper server from this script.
 ZKSERVER := /usr/share/zookeeper/bin/zkServer.sh
@@ -10,8 +10,8 @@ ZKSERVER := /usr/share/zookeeper/bin/zkServer.sh
 $(PY):
 	python3 -m venv $(VENV)
 
-install: $(PY) install-zookeeper install-openssl
-	$(PY) -m pip install -q -e '.[test,spark,plot]'
+install: $(PY) install-zookeeper install-openssl install-chromium
+	$(PY) -m pip install -q -e '.[test,spark,plot,console]'
 
 # $(call debian_package,CHECK,PACKAGE,WHAT NEEDS IT): when the shell test CHECK fails, install
 # the Debian PACKAGE as root, or say how to and fail.
@@ -33,6 +33,18 @@ install-zookeeper:
 # The TLS tests and benchmarks make their certificates with the openssl command.
 install-openssl:
 	$(call debian_package,command -v openssl >/dev/null,openssl,the TLS tests and benchmarks)
+
+# The console's browser tests run Debian's chromium headless through its chromium-driver.
+# Unlike ZooKeeper, a missing browser does not stop the install: those tests skip and say why.
+install-chromium:
+	@if ! { command -v chromium && command -v chromedriver; } >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; \
+		else \
+			echo "note: Debian packages chromium and chromium-driver are missing, so the console's" \
+				"browser tests will be skipped; as root: apt-get install -y chromium chromium-driver" >&2; \
+		fi; \
+	fi
 
 serve: install
 	$(VENV)/bin/odradek serve --data-dir ./data

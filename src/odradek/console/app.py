@@ -1,0 +1,310 @@
+"""The console's web application: aiohttp routes that render Jinja2 pages.
+
+Why aiohttp: it is an asyncio server and client in one package with no ASGI server beside it
+(starlette needs uvicorn), it serves the static files itself, and its test tooling is not
+needed because the tests drive a real process. Jinja2 renders on the server with
+autoescaping, so no page needs a build step or a script fetched from the network; the one
+JavaScript file only asks before a delete and refreshes a group's lag.
+
+Every client call blocks (librdkafka waits for the broker), so each one runs in a thread
+(``asyncio.to_thread``) and the loop keeps serving other pages. A failure is a page with
+one sentence and an HTTP status: ``ConsoleError`` from the client calls, a form value that
+is not a number, an unknown path; an unexpected exception is logged and shown as a 500
+page, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+from aiohttp import web
+
+from odradek.console.cluster import MAX_MESSAGES, Cluster, ConsoleError
+from odradek.console.paging import (
+    PARTITIONS_PER_PAGE,
+    TOPICS_PER_PAGE,
+    page_number,
+    paginate,
+    search,
+)
+
+log = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+CLUSTER: web.AppKey[Cluster] = web.AppKey("cluster", Cluster)
+TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("templates", jinja2.Environment)
+
+#: Records the message browser shows unless the form asks for another number.
+DEFAULT_MESSAGES = 50
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _format_ms(ms: int | None) -> str:
+    if ms is None or ms < 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["ms"] = _format_ms
+    env.globals["urlencode"] = urlencode
+    return env
+
+
+def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
+    html = request.app[TEMPLATES].get_template(template).render(request=request, **context)
+    return web.Response(text=html, status=status, content_type="text/html")
+
+
+async def call(request: web.Request, method: Callable[..., Any], *args: Any) -> Any:
+    """A blocking ``Cluster`` method, run in a thread."""
+    return await asyncio.to_thread(method, *args)
+
+
+def _int(raw: str | None, name: str, default: int | None = None) -> int | None:
+    """A numeric form or query field; blank is ``default``, anything else not a number is 400."""
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ConsoleError(f"{name} must be a whole number, not {raw.strip()!r}") from None
+
+
+def parse_timestamp(raw: str) -> int:
+    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it names a zone)."""
+    text = raw.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConsoleError(
+            f"timestamp {text!r} is neither milliseconds nor an ISO 8601 time"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def parse_pairs(text: str, what: str) -> list[tuple[str, str]]:
+    """``name=value`` lines (blank lines skipped), as Kafka's tools take configs."""
+    pairs = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip():
+            raise ConsoleError(f"{what}: expected name=value, got {line.strip()!r}")
+        pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
+# -- pages -----------------------------------------------------------------------------------
+
+
+async def overview(request: web.Request) -> web.Response:
+    cluster = request.app[CLUSTER]
+    info = await call(request, cluster.overview)
+    return render(request, "overview.html", overview=info, bootstrap=cluster.bootstrap_servers)
+
+
+async def topics(request: web.Request) -> web.Response:
+    query = request.query.get("q", "")
+    show_internal = request.query.get("internal") == "1"
+    summaries = await call(request, request.app[CLUSTER].topics)
+    by_name = {t.name: t for t in summaries if show_internal or not t.internal}
+    names = search(list(by_name), query)
+    page = paginate(names, page_number(request.query.get("page")), TOPICS_PER_PAGE)
+    return render(
+        request,
+        "topics.html",
+        page=page,
+        topics=[by_name[n] for n in page.items],
+        q=query,
+        internal=show_internal,
+    )
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    form = await request.post()
+    name = str(form.get("name", "")).strip()
+    if not name:
+        raise ConsoleError("a topic needs a name")
+    partitions = _int(str(form.get("partitions", "")), "partitions", -1)
+    replication = _int(str(form.get("replication_factor", "")), "replication factor", -1)
+    configs = dict(parse_pairs(str(form.get("configs", "")), "configs"))
+    await call(request, request.app[CLUSTER].create_topic, name, partitions, replication, configs)
+    raise web.HTTPSeeOther(f"/topics/{_quote(name)}?created=1")
+
+
+async def topic(request: web.Request) -> web.Response:
+    cluster = request.app[CLUSTER]
+    name = request.match_info["name"]
+    partitions = await call(request, cluster.partitions, name)
+    page = paginate(partitions, page_number(request.query.get("page")), PARTITIONS_PER_PAGE)
+    shown, configs = await asyncio.gather(
+        call(request, cluster.with_offsets, name, page.items),
+        call(request, cluster.topic_configs, name),
+    )
+    return render(
+        request,
+        "topic.html",
+        name=name,
+        page=page,
+        partitions=shown,
+        configs=configs,
+        created=request.query.get("created") == "1",
+    )
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    await call(request, request.app[CLUSTER].delete_topic, name)
+    raise web.HTTPSeeOther("/topics?" + urlencode({"deleted": name}))
+
+
+async def add_partitions(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    form = await request.post()
+    total = _int(str(form.get("total", "")), "the new partition count")
+    if total is None:
+        raise ConsoleError("give the new total number of partitions")
+    await call(request, request.app[CLUSTER].add_partitions, name, total)
+    raise web.HTTPSeeOther(f"/topics/{_quote(name)}")
+
+
+async def messages(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    q = request.query
+    partition = _int(q.get("partition"), "partition")
+    offset = _int(q.get("offset"), "offset")
+    raw_time = q.get("timestamp", "").strip()
+    timestamp_ms = parse_timestamp(raw_time) if raw_time else None
+    limit = _int(q.get("limit"), "limit", DEFAULT_MESSAGES) or DEFAULT_MESSAGES
+    if offset is not None and timestamp_ms is not None:
+        raise ConsoleError("seek by offset or by timestamp, not both")
+    browse = await call(
+        request, request.app[CLUSTER].browse, name, partition, offset, timestamp_ms, limit
+    )
+    return render(
+        request,
+        "messages.html",
+        name=name,
+        browse=browse,
+        partition=q.get("partition", ""),
+        offset=q.get("offset", ""),
+        timestamp=raw_time,
+        limit=min(max(limit, 1), MAX_MESSAGES),
+        produced=q.get("produced") == "1",
+    )
+
+
+async def produce(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    form = await request.post()
+    partition = _int(str(form.get("partition", "")), "partition")
+    key = str(form.get("key", ""))
+    headers = parse_pairs(str(form.get("headers", "")), "headers")
+    p, offset = await call(
+        request,
+        request.app[CLUSTER].produce,
+        name,
+        partition,
+        key.encode() if key else None,
+        str(form.get("value", "")).encode(),
+        [(h, v.encode()) for h, v in headers],
+    )
+    query = urlencode({"partition": p, "offset": offset, "produced": 1})
+    raise web.HTTPSeeOther(f"/topics/{_quote(name)}/messages?{query}")
+
+
+async def groups(request: web.Request) -> web.Response:
+    summaries = await call(request, request.app[CLUSTER].groups)
+    page = paginate(summaries, page_number(request.query.get("page")), TOPICS_PER_PAGE)
+    return render(request, "groups.html", page=page)
+
+
+async def group(request: web.Request) -> web.Response:
+    detail = await call(request, request.app[CLUSTER].group, request.match_info["group"])
+    return render(request, "group.html", group=detail)
+
+
+def _quote(name: str) -> str:
+    return quote(name, safe="")
+
+
+# -- failures --------------------------------------------------------------------------------
+
+
+@web.middleware
+async def error_pages(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure as a page with one sentence: what went wrong, never how the code failed."""
+    try:
+        return await handler(request)
+    except ConsoleError as exc:
+        return render(request, "error.html", status=exc.status, message=exc.message)
+    except web.HTTPRedirection:
+        raise
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return render(request, "error.html", status=exc.status, message=exc.reason)
+    except Exception:
+        log.exception("console page %s failed", request.path)
+        return render(
+            request,
+            "error.html",
+            status=500,
+            message="the console failed to build this page; its log has the details",
+        )
+
+
+def make_app(cluster: Cluster) -> web.Application:
+    app = web.Application(middlewares=[error_pages])
+    app[CLUSTER] = cluster
+    app[TEMPLATES] = _environment()
+    app.add_routes(
+        [
+            web.get("/", overview),
+            web.get("/topics", topics),
+            web.post("/topics", create_topic),
+            web.get("/topics/{name}", topic),
+            web.post("/topics/{name}/delete", delete_topic),
+            web.post("/topics/{name}/partitions", add_partitions),
+            web.get("/topics/{name}/messages", messages),
+            web.post("/topics/{name}/produce", produce),
+            web.get("/groups", groups),
+            web.get("/groups/{group}", group),
+            web.static("/static", HERE / "static"),
+        ]
+    )
+    return app
+
+
+async def serve(cluster: Cluster, host: str, port: int, ready: Callable[[str], None]) -> None:
+    """Serve until cancelled; ``ready`` gets the URL once the port is bound (``port`` may be 0)."""
+    runner = web.AppRunner(make_app(cluster), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+        ready(f"http://{url_host}:{bound_port}/")
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,101 @@
+"""A real `odradek console` process per test module, against a real broker.
+
+The console runs as users run it (``python -m odradek console --port 0``) and is found by
+its ready line; the tests speak HTTP to it (``fetch``) or drive a browser at it.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+READY = re.compile(r"odradek console ready url=(\S+)")
+START_TIMEOUT_S = 30
+
+
+class ConsoleProcess:
+    """``odradek console`` for ``bootstrap_servers``; ``.url`` once it printed its ready line."""
+
+    def __init__(self, bootstrap_servers: str, *extra: str) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "odradek",
+                "console",
+                "--bootstrap-server",
+                bootstrap_servers,
+                "--port",
+                "0",
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.url = self._await_ready()
+
+    def _await_ready(self) -> str:
+        found: list[str] = []
+
+        def read() -> None:
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                match = READY.search(line)
+                if match:
+                    found.append(match.group(1))
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(START_TIMEOUT_S)
+        if not found:
+            self.stop()
+            raise RuntimeError(f"odradek console did not start: {self.process.stderr.read()}")
+        return found[0].rstrip("/")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        return self.process.wait(START_TIMEOUT_S)
+
+
+@dataclass
+class Page:
+    status: int
+    url: str
+    body: str
+
+
+def fetch(url: str, form: dict[str, str] | None = None) -> Page:
+    """GET ``url``, or POST ``form`` to it; redirects followed, error statuses returned."""
+    data = urllib.parse.urlencode(form).encode() if form is not None else None
+    try:
+        with urllib.request.urlopen(url, data=data, timeout=60) as response:
+            return Page(response.status, response.url, response.read().decode())
+    except urllib.error.HTTPError as exc:
+        return Page(exc.code, url, exc.read().decode())
+
+
+@pytest.fixture(scope="module")
+def console(odradek_broker) -> Iterator[ConsoleProcess]:
+    process = ConsoleProcess(odradek_broker.bootstrap_servers)
+    yield process
+    process.stop()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound and released), for a broker that is down."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
