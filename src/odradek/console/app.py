@@ -26,6 +26,7 @@ from urllib.parse import quote, urlencode
 import jinja2
 from aiohttp import web
 
+from odradek.console.api_versions import broker_versions
 from odradek.console.cluster import MAX_MESSAGES, Cluster, ConsoleError
 from odradek.console.paging import (
     PARTITIONS_PER_PAGE,
@@ -119,7 +120,16 @@ def parse_pairs(text: str, what: str) -> list[tuple[str, str]]:
 async def overview(request: web.Request) -> web.Response:
     cluster = request.app[CLUSTER]
     info = await call(request, cluster.overview)
-    return render(request, "overview.html", overview=info, bootstrap=cluster.bootstrap_servers)
+    versions = await broker_versions(
+        ((b.node_id, b.host, b.port) for b in info.brokers), cluster.config, cluster.timeout_s
+    )
+    return render(
+        request,
+        "overview.html",
+        overview=info,
+        versions=versions,
+        bootstrap=cluster.bootstrap_servers,
+    )
 
 
 async def topics(request: web.Request) -> web.Response:

@@ -224,8 +224,8 @@ class Cluster:
         self.timeout_s = timeout_s
         # librdkafka's own log lines (a line per failed reconnect) would flood the console's
         # output; its errors reach the pages through the calls that fail.
-        self._config = {"log_level": 0, **config}
-        self._admin = AdminClient(dict(self._config))
+        self.config = {"log_level": 0, **config}
+        self._admin = AdminClient(dict(self.config))
         self._producer: Producer | None = None
         self._producer_lock = threading.Lock()
 
@@ -465,7 +465,7 @@ class Cluster:
     ) -> list[Message]:
         consumer = Consumer(
             {
-                **self._config,
+                **self.config,
                 # Assigned partitions only: the group is never joined and nothing is committed.
                 "group.id": f"odradek-console-{uuid.uuid4()}",
                 "enable.auto.commit": False,
@@ -611,7 +611,7 @@ class Cluster:
         with self._producer_lock:
             if self._producer is None:
                 self._producer = Producer(
-                    {**self._config, "message.timeout.ms": int(self.timeout_s * 1000)}
+                    {**self.config, "message.timeout.ms": int(self.timeout_s * 1000)}
                 )
             return self._producer
 
