@@ -90,7 +90,8 @@ _STATE_NAMES = {
 }
 
 
-def _state_name(state) -> str:
+def state_name(state) -> str:
+    """Kafka's name of a confluent-kafka ConsumerGroupState (\"PreparingRebalance\")."""
     return next((kafka for kafka, enum in _STATE_NAMES.items() if enum == state.name), state.name)
 
 
@@ -114,7 +115,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if result.errors:  # a broker that did not answer: the list would be incomplete
         raise ToolError(f"listing groups: {'; '.join(e.str() for e in result.errors)}")
     rows = [["GROUP", "TYPE", "STATE"]] + sorted(
-        [g.group_id, g.type.name.lower(), _state_name(g.state)] for g in result.valid
+        [g.group_id, g.type.name.lower(), state_name(g.state)] for g in result.valid
     )
     print(_table(rows))
     return 0
@@ -150,7 +151,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT_S)[args.group],
         f"group {args.group}",
     )
-    if _state_name(description.state) == "Dead":  # Kafka's answer for a group it does not have
+    if state_name(description.state) == "Dead":  # Kafka's answer for a group it does not have
         raise ToolError(f"Consumer group '{args.group}' does not exist.")
     owners = {}
     for member in description.members:
@@ -159,7 +160,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     committed = [tp for tp in committed_offsets(admin, watch, args.group) if tp.offset >= 0]
     ends = _end_offsets(admin, watch, committed, OffsetSpec.latest())
     print(
-        f"Group {args.group} is {_state_name(description.state)} with {len(description.members)} member(s)."
+        f"Group {args.group} is {state_name(description.state)} with {len(description.members)} member(s)."
     )
     rows: list[list[object]] = [
         [

@@ -44,6 +44,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from odradek.cli.broker_calls import error_text
+from odradek.cli.groups import state_name
 from odradek.console.payload import Shown, show
 
 #: Most records the message browser reads for one page.
@@ -183,14 +185,6 @@ class GroupDetail:
         return sum(lag.lag for lag in self.lags)
 
 
-def error_sentence(exc: KafkaException) -> str:
-    """A client error as ``NAME: description`` (Kafka's error name, then librdkafka's text)."""
-    error = exc.args[0]
-    if isinstance(error, KafkaError):
-        return f"{error.name()}: {error.str()}"
-    return str(error)
-
-
 def _status_of(exc: KafkaException) -> int:
     error = exc.args[0]
     if not isinstance(error, KafkaError):
@@ -200,20 +194,6 @@ def _status_of(exc: KafkaException) -> int:
     if error.code() in _UNREACHABLE:
         return 502
     return 400
-
-
-#: Kafka's group state names for confluent-kafka's ConsumerGroupState enum names.
-_GROUP_STATES = {
-    "PREPARING_REBALANCING": "PreparingRebalance",
-    "COMPLETING_REBALANCING": "CompletingRebalance",
-    "STABLE": "Stable",
-    "DEAD": "Dead",
-    "EMPTY": "Empty",
-}
-
-
-def group_state_name(state: Any) -> str:
-    return _GROUP_STATES.get(state.name, state.name.title())
 
 
 class Cluster:
@@ -243,7 +223,7 @@ class Cluster:
         except KafkaException as exc:
             if _status_of(exc) == 502:
                 raise self._unreachable(what) from None
-            raise ConsoleError(f"{what}: {error_sentence(exc)}", _status_of(exc)) from None
+            raise ConsoleError(f"{what}: {error_text(exc)}", _status_of(exc)) from None
 
     def _unreachable(self, what: str) -> ConsoleError:
         return ConsoleError(
@@ -258,7 +238,7 @@ class Cluster:
         except KafkaException as exc:
             if _status_of(exc) == 502:
                 raise self._unreachable("metadata") from None
-            raise ConsoleError(f"metadata: {error_sentence(exc)}", _status_of(exc)) from None
+            raise ConsoleError(f"metadata: {error_text(exc)}", _status_of(exc)) from None
 
     def _describe_topic(self, topic: str) -> Any:
         """DescribeTopics of one topic: unlike a Metadata request for a named topic, it never
@@ -510,7 +490,7 @@ class Cluster:
         )
         return sorted(
             (
-                GroupSummary(g.group_id, g.type.name.lower(), group_state_name(g.state))
+                GroupSummary(g.group_id, g.type.name.lower(), state_name(g.state))
                 for g in result.valid
             ),
             key=lambda g: g.group_id,
@@ -523,7 +503,7 @@ class Cluster:
             ],
             f"group {group_id}",
         )
-        state = group_state_name(description.state)
+        state = state_name(description.state)
         if state == "Dead":  # Kafka's answer for a group it does not have
             raise ConsoleError(f"consumer group {group_id!r} does not exist", 404)
         owners: dict[tuple[str, int], str] = {}
