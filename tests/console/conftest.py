@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.error
 import urllib.parse
@@ -27,6 +28,8 @@ class ConsoleProcess:
     """``odradek console`` for ``bootstrap_servers``; ``.url`` once it printed its ready line."""
 
     def __init__(self, bootstrap_servers: str, *extra: str) -> None:
+        # The log goes to a file: a pipe nobody reads would stop the console once full.
+        self.log = tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -40,7 +43,7 @@ class ConsoleProcess:
                 *extra,
             ],
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
             text=True,
         )
         self.url = self._await_ready()
@@ -61,13 +64,20 @@ class ConsoleProcess:
         reader.join(START_TIMEOUT_S)
         if not found:
             self.stop()
-            raise RuntimeError(f"odradek console did not start: {self.process.stderr.read()}")
+            raise RuntimeError(f"odradek console did not start: {self.stderr()}")
         return found[0].rstrip("/")
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
 
     def stop(self) -> int:
         if self.process.poll() is None:
             self.process.terminate()
-        return self.process.wait(START_TIMEOUT_S)
+        status = self.process.wait(START_TIMEOUT_S)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return status
 
 
 @dataclass
@@ -77,11 +87,14 @@ class Page:
     body: str
 
 
-def fetch(url: str, form: dict[str, str] | None = None) -> Page:
+def fetch(
+    url: str, form: dict[str, str] | None = None, headers: dict[str, str] | None = None
+) -> Page:
     """GET ``url``, or POST ``form`` to it; redirects followed, error statuses returned."""
     data = urllib.parse.urlencode(form).encode() if form is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers or {})
     try:
-        with urllib.request.urlopen(url, data=data, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return Page(response.status, response.url, response.read().decode())
     except urllib.error.HTTPError as exc:
         return Page(exc.code, url, exc.read().decode())

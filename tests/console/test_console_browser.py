@@ -68,6 +68,13 @@ def page_done(browser, name: str) -> None:
     assert errors == [], f"{name}: errors in the browser's console"
 
 
+def submit(browser, form, landing: str) -> None:
+    """Submit ``form`` and wait for the page it leads to (its URL contains ``landing``):
+    until then the old page, with its own notices, is still the document."""
+    form.find_element(By.CSS_SELECTOR, "button").click()
+    WebDriverWait(browser, 30).until(expected_conditions.url_contains(landing))
+
+
 def text(browser, css: str) -> str:
     return browser.find_element(By.CSS_SELECTOR, css).text
 
@@ -87,7 +94,7 @@ def test_create_a_topic_produce_and_find_the_message(browser, console):
     form = browser.find_element(By.ID, "create-topic")
     form.find_element(By.NAME, "name").send_keys("browser-topic")
     form.find_element(By.NAME, "partitions").send_keys("2")
-    form.find_element(By.CSS_SELECTOR, "button").click()
+    submit(browser, form, "created=1")
     assert "Topic browser-topic created." in text(browser, "#notice")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 2
     page_done(browser, "topic-created")
@@ -97,7 +104,7 @@ def test_create_a_topic_produce_and_find_the_message(browser, console):
     form.find_element(By.NAME, "key").send_keys("order-7")
     form.find_element(By.NAME, "value").send_keys('{"item": "lamp", "count": 2}')
     form.find_element(By.NAME, "headers").send_keys("source=browser")
-    form.find_element(By.CSS_SELECTOR, "button").click()
+    submit(browser, form, "produced=1")
     assert "partition 1 at offset 0" in text(browser, "#notice")
     page_done(browser, "message-produced")
 
@@ -106,8 +113,7 @@ def test_create_a_topic_produce_and_find_the_message(browser, console):
     seek = browser.find_element(By.ID, "seek")
     seek.find_element(By.NAME, "partition").send_keys("1")
     seek.find_element(By.NAME, "offset").send_keys("0")
-    seek.find_element(By.CSS_SELECTOR, "button").click()
-    WebDriverWait(browser, 10).until(expected_conditions.url_contains("offset=0"))
+    submit(browser, seek, "offset=0")
     rows = browser.find_elements(By.CSS_SELECTOR, "#messages tbody tr")
     assert len(rows) == 1
     cells = rows[0].find_elements(By.TAG_NAME, "td")
@@ -149,6 +155,7 @@ def test_delete_a_topic_after_confirming(browser, console):
     browser.find_element(By.CSS_SELECTOR, "#delete-topic button").click()
     WebDriverWait(browser, 10).until(expected_conditions.alert_is_present())
     browser.switch_to.alert.accept()
+    WebDriverWait(browser, 30).until(expected_conditions.url_contains("deleted="))
     assert "Topic browser-topic deleted." in text(browser, "#notice")
     names = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#topics tbody a")]
     assert "browser-topic" not in names

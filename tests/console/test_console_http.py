@@ -298,6 +298,20 @@ def test_group_page_shows_lag_per_partition_and_in_total(console, admin, produce
     assert '<td id="total-lag" class="num">5</td>' in page.body
 
 
+def test_a_form_posted_from_another_site_is_refused(console, admin):
+    create(admin, "guarded", partitions=1)
+    page = fetch(
+        console.url + "/topics/guarded/delete", {}, headers={"Origin": "http://evil.example"}
+    )
+    assert page.status == 403
+    assert error_of(page.body) == "a form posted from http://evil.example is refused"
+    assert "guarded" in admin.list_topics(timeout=30).topics
+    # The console's own pages post with its own origin.
+    own = fetch(console.url + "/topics/guarded/delete", {}, headers={"Origin": console.url})
+    assert own.status == 200
+    assert "guarded" not in admin.list_topics(timeout=30).topics
+
+
 def test_a_broker_that_is_down_is_a_502_page():
     process = ConsoleProcess(f"127.0.0.1:{free_port()}", "--timeout-ms", "1500")
     try:

@@ -9,8 +9,8 @@ JavaScript file only asks before a delete and refreshes a group's lag.
 Every client call blocks (librdkafka waits for the broker), so each one runs in a thread
 (``asyncio.to_thread``) and the loop keeps serving other pages. A failure is a page with
 one sentence and an HTTP status: ``ConsoleError`` from the client calls, a form value that
-is not a number, an unknown path; an unexpected exception is logged and shown as a 500
-page, never as a traceback.
+is not a number, an unknown path, a form posted from another site; an unexpected exception
+is logged and shown as a 500 page, never as a traceback.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
 from aiohttp import web
@@ -283,8 +283,23 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
         )
 
 
+@web.middleware
+async def same_origin_forms(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse a form posted from another site's page (cross-site request forgery).
+
+    The console has no login: any page a user's browser opens could otherwise post a form
+    to it, and delete a topic. Browsers name the posting page's origin in ``Origin`` on
+    every cross-origin POST; a form of the console's own pages names the console itself.
+    """
+    if request.method == "POST":
+        origin = request.headers.get("Origin")
+        if origin is not None and urlsplit(origin).netloc != request.host:
+            raise ConsoleError(f"a form posted from {origin} is refused", 403)
+    return await handler(request)
+
+
 def make_app(cluster: Cluster) -> web.Application:
-    app = web.Application(middlewares=[error_pages])
+    app = web.Application(middlewares=[error_pages, same_origin_forms])
     app[CLUSTER] = cluster
     app[TEMPLATES] = _environment()
     app.add_routes(

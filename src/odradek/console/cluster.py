@@ -583,7 +583,9 @@ class Cluster:
         except (KafkaException, BufferError) as exc:
             raise ConsoleError(f"producing to {topic}: {exc}", 400) from None
         deadline = time.monotonic() + self.timeout_s
-        while not outcome.done() and time.monotonic() < deadline:
+        while not outcome.done():
+            if time.monotonic() >= deadline:
+                raise self._unreachable(f"producing to {topic}")
             producer.poll(0.05)
         return self._result(outcome, f"producing to {topic}")
 
