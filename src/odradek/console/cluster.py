@@ -54,6 +54,9 @@ MAX_MESSAGES = 500
 #: beyond it a partition must be chosen (10,000 partitions would be 10,000 fetches).
 MAX_BROWSED_PARTITIONS = 100
 
+#: How much longer than its request timeout a call is awaited.
+_GRACE_S = 1.0
+
 _NOT_FOUND = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.GROUP_ID_NOT_FOUND, KafkaError._UNKNOWN_TOPIC}
 )
@@ -217,7 +220,9 @@ class Cluster:
 
     def _result(self, future: Future, what: str) -> Any:
         try:
-            return future.result(timeout=self.timeout_s)
+            # A moment longer than the request timeout every call passes: the client's own
+            # answer (which broker, what error) comes first when it has one.
+            return future.result(timeout=self.timeout_s + _GRACE_S)
         except FutureTimeout:
             raise self._unreachable(what) from None
         except KafkaException as exc:
@@ -488,6 +493,15 @@ class Cluster:
         result = self._result(
             self._admin.list_consumer_groups(request_timeout=self.timeout_s), "listing groups"
         )
+        # A broker that did not answer is an error of the result, not of the call: the list
+        # would be incomplete, or empty when none answered, so it is not shown.
+        # (confluent-kafka documents KafkaExceptions there and gives KafkaErrors.)
+        errors = [e.args[0] if isinstance(e, KafkaException) else e for e in result.errors]
+        if errors:
+            if any(e.code() in _UNREACHABLE for e in errors):
+                raise self._unreachable("listing groups")
+            reasons = "; ".join(f"{e.name()}: {e.str()}" for e in errors)
+            raise ConsoleError(f"listing groups: {reasons}", 502)
         return sorted(
             (
                 GroupSummary(g.group_id, g.type.name.lower(), state_name(g.state))
