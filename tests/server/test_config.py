@@ -154,7 +154,38 @@ def test_several_listeners_matched_by_name() -> None:
                 "listeners": "PLAINTEXT://:9092,X://:9093",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,X:SASL_PLAINTEXT",
             },
-            "X uses security protocol SASL_PLAINTEXT: SASL is not supported yet",
+            "listener X: sasl.enabled.mechanisms GSSAPI cannot be served",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,SASL_SSL://:9093",
+                "sasl.enabled.mechanisms": "PLAIN",
+            },
+            "enables SASL mechanism PLAIN but listener.name.sasl_ssl.plain.sasl.jaas.config is "
+            "not set",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093",
+                "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256,PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    'user_alice="unterminated;'
+                ),
+            },
+            "Invalid value for configuration listener.name.sasl_plaintext.plain.sasl.jaas.config: "
+            "unterminated quoted value",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093",
+                "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                ),
+            },
+            "login module org.apache.kafka.common.security.scram.ScramLoginModule is not "
+            "org.apache.kafka.common.security.plain.PlainLoginModule",
         ),
         (
             {"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "SSL"},

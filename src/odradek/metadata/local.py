@@ -44,6 +44,8 @@ class LocalMetadataStore(MetadataStore):
         self._broker = broker
         #: BROKER config resource name ("" cluster default, or a node id) -> its dynamic configs.
         self._broker_configs: dict[str, dict[str, str]] = {}
+        #: User -> SCRAM mechanism -> credential text, as Kafka's /config/users/<user> holds them.
+        self._scram_credentials: dict[str, dict[str, str]] = {}
         self._pending: set[str] = set()
         if self._path.exists():
             self._load()
@@ -147,6 +149,16 @@ class LocalMetadataStore(MetadataStore):
             self._broker_configs.pop(resource, None)
         self._save()
 
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        return {user: dict(creds) for user, creds in self._scram_credentials.items()}
+
+    def set_scram_credentials(self, user: str, credentials: Mapping[str, str]) -> None:
+        if credentials:
+            self._scram_credentials[user] = dict(credentials)
+        else:
+            self._scram_credentials.pop(user, None)
+        self._save()
+
     def elect_leaders(
         self, election_type: ElectionType, partitions: Iterable[TopicPartitionKey] | None
     ) -> dict[TopicPartitionKey, KafkaError | None]:
@@ -236,6 +248,7 @@ class LocalMetadataStore(MetadataStore):
         if state.get("broker_configs"):
             self._broker_configs[""] = state["broker_configs"]
         self._broker_configs.update(state.get("per_broker_configs", {}))
+        self._scram_credentials = state.get("scram_credentials", {})
         for t in state.get("topics", []):
             topic = self._topics[t["name"]] = TopicImage(
                 name=t["name"],
@@ -259,6 +272,7 @@ class LocalMetadataStore(MetadataStore):
         state = {
             "broker_configs": self._broker_configs.get("", {}),
             "per_broker_configs": {name: c for name, c in self._broker_configs.items() if name},
+            "scram_credentials": self._scram_credentials,
             "topics": [
                 {
                     "name": t.name,

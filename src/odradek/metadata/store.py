@@ -229,6 +229,19 @@ class MetadataStore(ABC):
     def set_broker_configs(self, configs: Mapping[str, str], resource: str = "") -> None:
         """Replace the dynamic broker configs of ``resource`` ("" or a node id)."""
 
+    @abstractmethod
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        """User name -> SCRAM mechanism name -> its credential in Kafka's text form
+        (``salt=...,stored_key=...,server_key=...,iterations=...``); never a password."""
+
+    @abstractmethod
+    def set_scram_credentials(self, user: str, credentials: Mapping[str, str]) -> None:
+        """Replace the SCRAM credentials of ``user`` (mechanism -> text); empty removes them."""
+
+    def user_scram_credentials(self, user: str) -> dict[str, str]:
+        """One user's SCRAM credentials, mechanism -> text (empty when none)."""
+        return dict(self.scram_credentials().get(user, {}))
+
     # -- controller operations: leader elections and partition reassignments -----------------
     # Kafka runs these on the controller; a cluster backend makes the same decisions against
     # its own image (and its fencing), so the admin handlers stay unchanged.

@@ -35,6 +35,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 from odradek.metadata.image import BrokerImage
 
@@ -73,6 +74,10 @@ PERSISTENT_PATHS = (
     "/config/ips",
     CONTROLLED_SHUTDOWN,
 )
+#: Where a user's entity configs live (SCRAM credentials, quotas), one znode per user.
+USER_CONFIGS = "/config/users"
+#: The keys of a user's config that are SCRAM credentials (Kafka's mechanism names).
+SCRAM_CONFIG_KEYS = frozenset({"SCRAM-SHA-256", "SCRAM-SHA-512"})
 #: The BROKER config entity that holds cluster-wide defaults.
 DEFAULT_BROKER_ENTITY = "<default>"
 #: ``LeaderAndIsr.NoLeader``.
@@ -291,6 +296,15 @@ def decode_config(data: bytes | None) -> dict[str, str]:
     if not data:
         return {}
     return {k: str(v) for k, v in (json.loads(data).get("config") or {}).items()}
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user name as a znode name (URL-encoded, ``*`` and space too)."""
+    return quote(name, safe="._-").replace("~", "%7E")
+
+
+def desanitize(entity: str) -> str:
+    return unquote(entity)
 
 
 def encode_config_change(entity_type: str, entity_name: str) -> bytes:

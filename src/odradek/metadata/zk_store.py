@@ -152,6 +152,8 @@ class ZkMetadataStore(MetadataStore):
         self._states: dict[tuple[str, int], tuple[PartitionState, int, int, int]] = {}
         self._topic_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._broker_configs: dict[str, tuple[dict[str, str], int]] = {}
+        #: User -> (its /config/users/<user> configs, version): SCRAM credentials among them.
+        self._user_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._deleting: set[str] = set()
         self._shutting_down: set[int] = set()
         self._pending: set[str] = set()
@@ -218,6 +220,7 @@ class ZkMetadataStore(MetadataStore):
         ChildrenWatch(self.client, layout.CONTROLLED_SHUTDOWN, self._watch_shutting_down)
         ChildrenWatch(self.client, f"{layout.CONFIG}/brokers", self._watch_broker_config_names)
         ChildrenWatch(self.client, layout.TOPICS, self._watch_topic_names)
+        ChildrenWatch(self.client, layout.USER_CONFIGS, self._watch_user_names)
         # Every value read while the watches were set is queued on the loop before this.
         barrier = self._loop.create_future()
         self._loop.call_soon_threadsafe(barrier.set_result, None)
@@ -329,6 +332,13 @@ class ZkMetadataStore(MetadataStore):
                 resource = "" if name == layout.DEFAULT_BROKER_ENTITY else name
                 DataWatch(self.client, path, self._config_watcher(self._broker_configs, resource))
 
+    def _watch_user_names(self, children: list[str]) -> None:
+        for entity in children:
+            path = f"{layout.USER_CONFIGS}/{entity}"
+            if self._watch_once(path):
+                user = layout.desanitize(entity)
+                DataWatch(self.client, path, self._config_watcher(self._user_configs, user))
+
     def _watch_topic_names(self, children: list[str]) -> None:
         self._post(self._apply_topic_names, set(children))
         for topic in children:
@@ -432,7 +442,7 @@ class ZkMetadataStore(MetadataStore):
             target[name] = (configs, stat.mzxid)
         if target is self._topic_configs:
             self._reconcile(name)
-        else:
+        elif target is self._broker_configs:
             self._publish_broker_configs()
         self._notify()
 
@@ -746,6 +756,24 @@ class ZkMetadataStore(MetadataStore):
     def set_broker_configs(self, configs: Mapping[str, str], resource: str = "") -> None:
         entity = resource or layout.DEFAULT_BROKER_ENTITY
         self._write_config(self._broker_configs, "brokers", entity, resource, dict(configs))
+
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        users = {}
+        for user, (configs, _version) in self._user_configs.items():
+            credentials = {k: v for k, v in configs.items() if k in layout.SCRAM_CONFIG_KEYS}
+            if credentials:
+                users[user] = credentials
+        return users
+
+    def set_scram_credentials(self, user: str, credentials: Mapping[str, str]) -> None:
+        """Kafka's ZooKeeper mode: the credentials are keys of the user's entity config, beside
+        any other user configs (quotas), which are kept."""
+        held = self._user_configs.get(user)
+        kept = held[0] if held else {}
+        configs = {k: v for k, v in kept.items() if k not in layout.SCRAM_CONFIG_KEYS}
+        configs.update(credentials)
+        entity = layout.sanitize(user)
+        self._write_config(self._user_configs, "users", entity, user, configs)
 
     def _write_config(
         self, target: dict, entity_type: str, entity: str, key: str, configs: dict[str, str]

@@ -49,6 +49,15 @@ because the TLS transport may keep a reference to data it has not yet
 encrypted; the record bytes are still never decoded, and the plaintext path
 keeps sendfile without a check per response (the region sender is chosen
 once per connection).
+
+A SASL listener (SASL_PLAINTEXT, or SASL_SSL after the TLS handshake) has a
+``SaslChannel``: each connection's frames go to its own sans-I/O
+``SaslServerAuthenticator`` until the exchange is complete (ApiVersions is handed to
+the broker as usual), and only then to the broker's dispatcher, with the
+authenticated ``User:<name>`` on the ConnectionInfo. A failed authentication is
+logged with the client's address, as Kafka logs it, and the connection closes once
+its answer is sent. After that the request loop has nothing more to check per
+request.
 """
 
 from __future__ import annotations
@@ -69,6 +78,7 @@ from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.framing import FrameReader
 from odradek.network.memory_pool import MemoryPool
 from odradek.network.principal import ANONYMOUS, KafkaPrincipal
+from odradek.network.sasl_channel import SaslChannel
 from odradek.network.ssl_channel import SslChannel
 from odradek.protocol.frames import SIZE_PREFIX_LEN, InvalidFrame, size_prefix
 from odradek.protocol.response import EncodedResponse, Region
@@ -98,7 +108,7 @@ class ConnectionInfo:
     peer_host: str
     peer_port: int
     listener_name: str
-    #: PLAINTEXT or SSL (the listener's protocol in listener.security.protocol.map).
+    #: The listener's protocol in listener.security.protocol.map (PLAINTEXT, SSL, SASL_*).
     security_protocol: str = "PLAINTEXT"
     #: Who the peer is, for authorization and quotas: User:ANONYMOUS until authenticated.
     principal: KafkaPrincipal = ANONYMOUS
@@ -129,12 +139,21 @@ class Listener:
         quotas: ConnectionQuotas | None = None,
         memory_pool: MemoryPool | None = None,
         ssl_channel: SslChannel | None = None,
+        sasl_channel: SaslChannel | None = None,
     ) -> None:
-        if (ssl_channel is None) != (config.security_protocol == "PLAINTEXT"):
+        protocol = config.security_protocol
+        if (ssl_channel is None) == (protocol in ("SSL", "SASL_SSL")):
             raise ValueError(
-                f"listener {config.listener_name} ({config.security_protocol}): "
-                "an SslChannel is needed for SSL and only for SSL"
+                f"listener {config.listener_name} ({protocol}): "
+                "an SslChannel is needed for SSL and SASL_SSL and only for them"
             )
+        if (sasl_channel is None) == protocol.startswith("SASL_"):
+            raise ValueError(
+                f"listener {config.listener_name} ({protocol}): "
+                "a SaslChannel is needed for SASL_PLAINTEXT and SASL_SSL and only for them"
+            )
+        #: The mechanisms and user stores of a SASL listener.
+        self.sasl_channel = sasl_channel
         self.config = config
         #: The TLS context and principal mapping of an SSL listener; replaced by ``update_ssl``.
         self.ssl_channel = ssl_channel
@@ -347,6 +366,10 @@ class _Connection(asyncio.BufferedProtocol):
         self._send_region = self._sendfile
         self._last_active = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
+        #: The SASL exchange, on a SASL listener until it is complete.
+        self._sasl = (
+            listener.sasl_channel.authenticator() if listener.sasl_channel is not None else None
+        )
 
     # -- protocol callbacks --------------------------------------------------------------
 
@@ -359,8 +382,8 @@ class _Connection(asyncio.BufferedProtocol):
         if ssl_object is not None:
             self._tls = True
             self._send_region = self._send_region_through_tls
-            if not self._authenticate(ssl_object):
-                return
+            if self._sasl is None and not self._authenticate(ssl_object):
+                return  # on SASL_SSL the principal comes from SASL, as in Kafka
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -557,8 +580,13 @@ class _Connection(asyncio.BufferedProtocol):
                 burst += 1
                 self._busy = True
                 frame = reader.take()
+                close = False
                 try:
-                    response = await self._dispatch_eagerly(dispatch(info, frame))
+                    if self._sasl is None:
+                        response = await self._dispatch_eagerly(dispatch(info, frame))
+                    else:
+                        response, close = await self._authenticate_frame(frame)
+                        info = self.info
                 finally:
                     self._busy = False
                     handled = SIZE_PREFIX_LEN + len(frame)
@@ -568,7 +596,7 @@ class _Connection(asyncio.BufferedProtocol):
                     del frame
                 if response is not None and not self._closed:
                     await self._queue(response)
-                if listener._stopping:
+                if listener._stopping or close:
                     break
             self._flush()
         except CloseConnection as e:
@@ -581,6 +609,35 @@ class _Connection(asyncio.BufferedProtocol):
         finally:
             self._closed = True
             self._transport.close()
+
+    async def _authenticate_frame(self, frame: memoryview) -> tuple[EncodedResponse | None, bool]:
+        """A frame received before authentication is complete: (the answer, close after it)."""
+        sasl = self._sasl
+        assert sasl is not None
+        step = sasl.receive(frame)
+        if step.dispatch:
+            return await self._dispatch_eagerly(self._listener._dispatch(self.info, frame)), False
+        if step.close:
+            log.info(
+                "Failed authentication with %s (channelId=%s) (%s)",
+                self.info.peer_host,
+                self.info.connection_id,
+                step.reason,
+            )
+        elif sasl.principal is not None:
+            self.info = dataclasses.replace(self.info, principal=sasl.principal)
+            self._sasl = None
+            log.debug(
+                "connection %s on listener %s authenticated as %s",
+                self.info.connection_id,
+                self.info.listener_name,
+                sasl.principal,
+            )
+        response = None
+        if step.response is not None:
+            response = EncodedResponse()
+            response.add(step.response)
+        return response, step.close
 
     async def _dispatch_eagerly(
         self, coro: Coroutine[Any, Any, EncodedResponse | None]

@@ -91,6 +91,20 @@ API_SPECS: list[ApiSpec] = [
     ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, _H + "group:handle_delete_groups"),
     ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, _H + "group:handle_consumer_group_heartbeat"),
     ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, _H + "group:handle_consumer_group_describe"),
+    ApiSpec(ApiKey.SASL_HANDSHAKE, 0, 1, _H + "sasl:handle_sasl_handshake"),
+    ApiSpec(ApiKey.SASL_AUTHENTICATE, 0, 2, _H + "sasl:handle_sasl_authenticate"),
+    ApiSpec(
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        0,
+        0,
+        _H + "scram_credentials:handle_describe_user_scram_credentials",
+    ),
+    ApiSpec(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        0,
+        _H + "scram_credentials:handle_alter_user_scram_credentials",
+    ),
     ApiSpec(
         ApiKey.LIST_CONFIG_RESOURCES, 0, 1, _H + "config_resources:handle_list_config_resources"
     ),

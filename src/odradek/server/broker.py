@@ -30,6 +30,8 @@ from odradek.metrics.stats import BrokerTopicStats, RequestMetrics
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.network.memory_pool import MemoryPool
+from odradek.network.sasl_channel import SaslChannel
+from odradek.network.scram import InvalidCredential, ScramCredential
 from odradek.network.ssl_channel import SslChannel
 from odradek.network.ssl_engine_factory import SslConfigError
 from odradek.replication.fetcher import FetcherSettings, ReplicaFetcherManager
@@ -51,12 +53,14 @@ log = logging.getLogger(__name__)
 
 def _ssl_channel(config: BrokerConfig, endpoint: Endpoint) -> SslChannel | None:
     """An SSL listener's TLS context and principal mapping; a bad ssl.* config stops start-up."""
-    if endpoint.security_protocol != "SSL":
+    if endpoint.security_protocol not in ("SSL", "SASL_SSL"):
         return None
     try:
         return SslChannel.from_config(config.ssl_config(endpoint.listener_name))
     except SslConfigError as e:
-        raise ConfigError(f"listener {endpoint.listener_name} (SSL): {e}") from None
+        raise ConfigError(
+            f"listener {endpoint.listener_name} ({endpoint.security_protocol}): {e}"
+        ) from None
 
 
 class Broker:
@@ -86,6 +90,7 @@ class Broker:
                 self.connection_quotas,
                 self.memory_pool,
                 _ssl_channel(config, endpoint),
+                self._sasl_channel(endpoint),
             )
             for endpoint in config.listeners()
         ]
@@ -114,6 +119,25 @@ class Broker:
         self._logs_started = False
         #: Set once every listener accepts: only a broker that served asks for controlled shutdown.
         self._serving = False
+
+    def _sasl_channel(self, endpoint: Endpoint) -> SaslChannel | None:
+        """A SASL listener's mechanisms and users (the configs were checked by BrokerConfig)."""
+        if not endpoint.security_protocol.startswith("SASL_"):
+            return None
+        mechanisms = self.config.sasl_mechanisms(endpoint.listener_name)
+        users = self.config.plain_users(endpoint.listener_name) if "PLAIN" in mechanisms else {}
+        return SaslChannel(mechanisms, users, self._scram_credential)
+
+    def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """A user's stored SCRAM credential, read from the metadata at each login."""
+        text = self.metadata.user_scram_credentials(user).get(mechanism)
+        if text is None:
+            return None
+        try:
+            return ScramCredential.from_text(text)
+        except InvalidCredential as e:
+            log.warning("the stored %s credential of user %s is unusable: %s", mechanism, user, e)
+            return None
 
     async def _dispatch(self, connection, frame):
         return await self._request_channel.dispatch(connection, frame)

@@ -11,9 +11,11 @@ Listeners are validated as Kafka's KafkaConfig validates them: every name in
 ``listener.security.protocol.map``; the inter-broker listener is named by
 ``inter.broker.listener.name`` or, when that is unset, is the listener named
 after ``security.inter.broker.protocol`` (PLAINTEXT by default), never both, and
-it must be advertised. PLAINTEXT and SSL listeners are served; a SASL_PLAINTEXT
-or SASL_SSL listener stops start-up with a message rather than serving
-unauthenticated clients. A listener's own settings are Kafka's
+it must be advertised. Every one of Kafka's four protocols is served; a SASL listener
+needs ``sasl.enabled.mechanisms`` (Kafka's default, GSSAPI, is not implemented, so it
+must be set) among PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and PLAIN needs the
+listener's ``listener.name.<l>.plain.sasl.jaas.config`` with its users, as Kafka's
+broker reads them (``sasl_mechanisms``, ``plain_users``). A listener's own settings are Kafka's
 ``listener.name.<listener name in lower case>.<config>`` keys, which override the
 unprefixed config for that listener (``ssl_config``).
 """
@@ -29,7 +31,10 @@ from typing import Any, Literal
 
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.network.connection_quotas import parse_overrides
+from odradek.network.jaas_config import JaasConfigError, parse_single_module
 from odradek.network.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from odradek.network.sasl_channel import SUPPORTED_MECHANISMS
+from odradek.network.sasl_plain import PLAIN_LOGIN_MODULE, plain_users
 from odradek.network.ssl_engine_factory import SslConfig
 from odradek.storage.config import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES
 
@@ -42,10 +47,12 @@ LONG_MAX = 2**63 - 1
 #: Kafka's per-listener form of max.connections.
 _LISTENER_MAX_CONNECTIONS = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.max\.connections")
 
-#: Kafka's security protocols; odradek serves PLAINTEXT and SSL.
+#: Kafka's security protocols.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Any listener-prefixed config: ``listener.name.<listener>.<config>``.
 _LISTENER_PREFIXED = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?P<config>.+)")
+#: A mechanism's own JAAS entry after the listener prefix: ``plain.sasl.jaas.config``.
+_MECHANISM_JAAS = re.compile(r"[a-z0-9-]+\.sasl\.jaas\.config")
 
 
 #: Kafka's ConfigDef.Importance, as its configuration docs show it.
@@ -245,6 +252,15 @@ _DEFS = [
     *(
         ConfigDef(name, kind, default, doc, importance)
         for name, kind, default, importance, doc in _SSL_DEFS
+    ),
+    ConfigDef(
+        "sasl.enabled.mechanisms",
+        "list",
+        "GSSAPI",
+        "SASL mechanisms a SASL listener offers, read at start-up: PLAIN, SCRAM-SHA-256 and "
+        "SCRAM-SHA-512 are served. GSSAPI (Kafka's default) is not, so a SASL listener must set "
+        "it (or listener.name.<l>.sasl.enabled.mechanisms).",
+        "medium",
     ),
     ConfigDef(
         "log.dirs",
@@ -1103,7 +1119,6 @@ _ACCEPTED_DYNAMIC: list[tuple[str, str, str | None, Importance, str]] = [
         "medium",
         "JAAS login context of SASL connections, in Kafka's JAAS syntax.",
     ),
-    ("sasl.enabled.mechanisms", "list", "GSSAPI", "medium", "SASL mechanisms the broker offers."),
     (
         "sasl.kerberos.service.name",
         "string",
@@ -1321,9 +1336,12 @@ class BrokerConfig:
         self._check_listeners()
         #: The listener followers fetch through (Kafka's interBrokerListenerName).
         self.inter_broker_listener_name = self._inter_broker_listener()
-        for endpoint in self._listeners:  # parse each SSL listener's own ssl.* values now
-            if endpoint.security_protocol == "SSL":
+        for endpoint in self._listeners:  # parse each listener's own ssl.* and sasl values now
+            if endpoint.security_protocol in ("SSL", "SASL_SSL"):
                 self.ssl_config(endpoint.listener_name)
+            sasl = endpoint.security_protocol.startswith("SASL_")
+            if sasl and "PLAIN" in self.sasl_mechanisms(endpoint.listener_name):
+                self.plain_users(endpoint.listener_name)
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
             raise ConfigError(
                 "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
@@ -1333,7 +1351,13 @@ class BrokerConfig:
         self._listener_max_connections = self._per_listener_max_connections()
         for name in props:
             prefixed = _LISTENER_PREFIXED.fullmatch(name)
-            if name not in CONFIG_DEFS and not (prefixed and prefixed["config"] in CONFIG_DEFS):
+            if name not in CONFIG_DEFS and not (
+                prefixed
+                and (
+                    prefixed["config"] in CONFIG_DEFS
+                    or _MECHANISM_JAAS.fullmatch(prefixed["config"]) is not None
+                )
+            ):
                 log.info(
                     "config %s=%s is not a known broker config; kept as given", name, props[name]
                 )
@@ -1417,12 +1441,6 @@ class BrokerConfig:
             raise ConfigError(
                 "Invalid value '' for configuration listeners: at least one listener is needed"
             )
-        for endpoint in self._listeners:
-            if endpoint.security_protocol.startswith("SASL_"):
-                raise ConfigError(
-                    f"listener {endpoint.listener_name} uses security protocol {endpoint.security_protocol}: "
-                    "SASL is not supported yet; odradek serves PLAINTEXT and SSL listeners"
-                )
         names = {e.listener_name for e in self._listeners}
         extra = [e.listener_name for e in self._advertised if e.listener_name not in names]
         if extra:
@@ -1482,6 +1500,44 @@ class BrokerConfig:
         return SslConfig.from_configs(
             {name: self.listener_config(listener_name, name) for name in _SSL_CONFIGS}
         )
+
+    def sasl_mechanisms(self, listener_name: str) -> tuple[str, ...]:
+        """A SASL listener's ``sasl.enabled.mechanisms``: ones this broker implements, at least one."""
+        mechanisms = tuple(self.listener_config(listener_name, "sasl.enabled.mechanisms"))
+        unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
+        if unsupported or not mechanisms:
+            raise ConfigError(
+                f"listener {listener_name}: sasl.enabled.mechanisms "
+                f"{','.join(mechanisms) or '(empty)'} cannot be served "
+                f"({', '.join(unsupported) or 'none given'}): set "
+                f"listener.name.{listener_name.lower()}.sasl.enabled.mechanisms to some of "
+                + ", ".join(SUPPORTED_MECHANISMS)
+            )
+        return mechanisms
+
+    def plain_users(self, listener_name: str) -> dict[str, str]:
+        """PLAIN's users on a listener: the ``user_<name>`` options of its PlainLoginModule entry.
+
+        As Kafka's broker, the entry is ``listener.name.<l>.plain.sasl.jaas.config``
+        (the mechanism in lower case after the listener name).
+        """
+        key = f"listener.name.{listener_name.lower()}.plain.sasl.jaas.config"
+        text = self.originals.get(key)
+        if text is None:
+            raise ConfigError(
+                f"listener {listener_name} enables SASL mechanism PLAIN but {key} is not set: "
+                f'give it "{PLAIN_LOGIN_MODULE} required user_<name>="<password>";"'
+            )
+        try:
+            entry = parse_single_module(text, key)
+        except JaasConfigError as e:
+            raise ConfigError(str(e)) from None
+        if entry.login_module != PLAIN_LOGIN_MODULE:
+            raise ConfigError(
+                f"Invalid value for configuration {key}: login module {entry.login_module} "
+                f"is not {PLAIN_LOGIN_MODULE}"
+            )
+        return plain_users(entry)
 
     def _check_queued_max_request_bytes(self) -> None:
         """As Kafka: the request memory pool must hold the largest request the broker accepts."""

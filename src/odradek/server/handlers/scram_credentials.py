@@ -1,0 +1,159 @@
+"""DescribeUserScramCredentials (API 50) and AlterUserScramCredentials (API 51).
+
+As Kafka 4 serves them (ScramImage.describe, ScramControlManager.alterCredentials):
+credentials are stored per user and mechanism in the cluster metadata as salt,
+StoredKey, ServerKey and iterations; the client sends a salted password, from which
+the broker derives the two keys, so no password ever reaches the broker or its store.
+
+Describe lists every user with a credential when no users are named; a named user
+without one gets RESOURCE_NOT_FOUND, one named twice DUPLICATE_RESOURCE. Alter takes
+each user at most once per request, over deletions and upsertions together (a second
+mention is DUPLICATE_RESOURCE for that user); an empty name is UNACCEPTABLE_CREDENTIAL,
+an unknown mechanism UNSUPPORTED_SASL_MECHANISM, iterations outside 4096..16384
+UNACCEPTABLE_CREDENTIAL, deleting a credential that is not there RESOURCE_NOT_FOUND.
+Each user's change is written as one update of that user's credentials.
+
+There is no authorizer yet; when there is, both need the CLUSTER resource (DESCRIBE,
+ALTER) as in Kafka.
+"""
+
+from __future__ import annotations
+
+from odradek.network.scram import SCRAM_BY_TYPE, InvalidCredential, ScramCredential
+from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext
+
+_DUPLICATE = "A user credential cannot be altered twice in the same request"
+
+
+async def handle_describe_user_scram_credentials(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.api_version)
+    stored = ctx.broker.metadata.scram_credentials()
+    if request.users:
+        named = [u.name for u in request.users]
+        users = list(dict.fromkeys(named))
+        duplicates = {u for u in users if named.count(u) > 1}
+    else:
+        users, duplicates = sorted(stored), set()
+    results = []
+    for user in users:
+        error, message, infos = ErrorCode.none, None, []
+        if user in duplicates:
+            error = ErrorCode.duplicate_resource
+            message = f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
+        elif not stored.get(user):
+            error = ErrorCode.resource_not_found
+            message = f"Attempt to describe a user credential that does not exist: {user}"
+        else:
+            for mechanism in SCRAM_BY_TYPE.values():
+                text = stored[user].get(mechanism.name)
+                if text is None:
+                    continue
+                try:
+                    iterations = ScramCredential.from_text(text).iterations
+                except InvalidCredential as e:
+                    error, message, infos = ErrorCode.unknown_server_error, str(e), []
+                    break
+                infos.append(
+                    schemas.build(
+                        module.CredentialInfo, mechanism=mechanism.type, iterations=iterations
+                    )
+                )
+        results.append(
+            schemas.build(
+                module.DescribeUserScramCredentialsResult,
+                user=user,
+                error_code=error,
+                error_message=message,
+                credential_infos=tuple(infos),
+            )
+        )
+    return schemas.build(
+        module.DescribeUserScramCredentialsResponse,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        results=tuple(results),
+    )
+
+
+def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[ErrorCode, str] | None:
+    if not name:
+        return ErrorCode.unacceptable_credential, "Username must not be empty"
+    if mechanism not in SCRAM_BY_TYPE:
+        return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
+    return None
+
+
+async def handle_alter_user_scram_credentials(ctx: RequestContext, request) -> object:
+    module = schemas.response_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version)
+    metadata = ctx.broker.metadata
+    stored = metadata.scram_credentials()
+    errors: dict[str, tuple[ErrorCode, str]] = {}
+    #: User -> (mechanism name, new credential text or None to delete).
+    changes: dict[str, tuple[str, str | None]] = {}
+    for deletion in request.deletions:
+        name = deletion.name
+        if name in errors:
+            continue
+        if changes.pop(name, None) is not None:
+            errors[name] = (ErrorCode.duplicate_resource, _DUPLICATE)
+            continue
+        problem = _check_name_and_mechanism(name, deletion.mechanism)
+        if problem is None:
+            mechanism = SCRAM_BY_TYPE[deletion.mechanism]
+            if mechanism.name not in stored.get(name, {}):
+                problem = (
+                    ErrorCode.resource_not_found,
+                    "Attempt to delete a user credential that does not exist",
+                )
+            else:
+                changes[name] = (mechanism.name, None)
+        if problem is not None:
+            errors[name] = problem
+    for upsertion in request.upsertions:
+        name = upsertion.name
+        if name in errors:
+            continue
+        if changes.pop(name, None) is not None:
+            errors[name] = (ErrorCode.duplicate_resource, _DUPLICATE)
+            continue
+        problem = _check_name_and_mechanism(name, upsertion.mechanism)
+        if problem is None:
+            mechanism = SCRAM_BY_TYPE[upsertion.mechanism]
+            if upsertion.iterations < mechanism.min_iterations:
+                problem = (ErrorCode.unacceptable_credential, "Too few iterations")
+            elif upsertion.iterations > mechanism.max_iterations:
+                problem = (ErrorCode.unacceptable_credential, "Too many iterations")
+            else:
+                credential = mechanism.credential(
+                    bytes(upsertion.salted_password), bytes(upsertion.salt), upsertion.iterations
+                )
+                changes[name] = (mechanism.name, credential.to_text())
+        if problem is not None:
+            errors[name] = problem
+    results = []
+    for name, (mechanism_name, text) in changes.items():
+        credentials = dict(stored.get(name, {}))
+        if text is None:
+            credentials.pop(mechanism_name, None)
+        else:
+            credentials[mechanism_name] = text
+        metadata.set_scram_credentials(name, credentials)
+        results.append((name, ErrorCode.none, None))
+    results.extend((name, code, message) for name, (code, message) in errors.items())
+    return schemas.build(
+        module.AlterUserScramCredentialsResponse,
+        throttle_time=0,
+        results=tuple(
+            schemas.build(
+                module.AlterUserScramCredentialsResult,
+                user=name,
+                error_code=code,
+                error_message=message,
+            )
+            for name, code, message in results
+        ),
+    )
