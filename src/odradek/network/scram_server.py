@@ -51,12 +51,24 @@ def _username(saslname: str) -> str:
     return saslname.replace("=2C", ",").replace("=3D", "=")
 
 
+def _server_nonce() -> str:
+    """Printable, without ``,``: 32 random URL-safe characters (192 bits)."""
+    return secrets.token_urlsafe(24)
+
+
 class ScramSaslServer:
     """One SCRAM exchange on one connection (states: client-first, client-final, complete)."""
 
-    def __init__(self, mechanism: ScramMechanism, credentials: CredentialLookup) -> None:
+    def __init__(
+        self,
+        mechanism: ScramMechanism,
+        credentials: CredentialLookup,
+        server_nonce: Callable[[], str] = _server_nonce,
+    ) -> None:
         self._scram = mechanism
         self._credentials = credentials
+        #: Makes the server's part of the nonce (fixed in tests of RFC examples).
+        self._server_nonce = server_nonce
         self._state = "client-first"
         self._username = ""
         self._credential: ScramCredential | None = None
@@ -120,7 +132,7 @@ class ScramSaslServer:
         self._credential = credential
         self._gs2_header = match["gs2"]
         self._client_first_bare = message[len(self._gs2_header) :]
-        self._nonce = match["nonce"] + secrets.token_urlsafe(24)
+        self._nonce = match["nonce"] + self._server_nonce()
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
         self._state = "client-final"
