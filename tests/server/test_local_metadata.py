@@ -125,3 +125,18 @@ def test_lookup_by_id_follows_every_change(tmp_path: Path) -> None:
     second = store.create_topic("t", 1, 1)
     assert store.topic_by_id(first.topic_id) is None
     assert store.topic_by_id(second.topic_id) == second
+
+
+def test_scram_credentials_persist_across_reopen_and_removal(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    text = "salt=AA==,stored_key=AQ==,server_key=Ag==,iterations=4096"
+    store.set_scram_credentials("alice", {"SCRAM-SHA-256": text})
+    store.set_scram_credentials("bob", {"SCRAM-SHA-512": text})
+    reopened = open_store(tmp_path)
+    assert reopened.scram_credentials() == {
+        "alice": {"SCRAM-SHA-256": text},
+        "bob": {"SCRAM-SHA-512": text},
+    }
+    assert reopened.user_scram_credentials("alice") == {"SCRAM-SHA-256": text}
+    reopened.set_scram_credentials("alice", {})
+    assert open_store(tmp_path).user_scram_credentials("alice") == {}
