@@ -11,7 +11,6 @@ written straight into ZooKeeper, as Kafka's own tools of that era wrote it, work
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, Producer
@@ -32,15 +31,6 @@ def odradek_cluster_config() -> dict[str, str]:
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "zookeeper.session.timeout.ms": "6000",
     }
-
-
-@pytest.fixture(scope="module")
-def zk(odradek_cluster: EmbeddedCluster) -> Iterator[KazooClient]:
-    client = KazooClient(odradek_cluster.zookeeper)
-    client.start()
-    yield client
-    client.stop()
-    client.close()
 
 
 def logs_in(address: str, mechanism: str, user: str, password: str) -> bool:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -27,8 +26,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.admin import ScramMechanism as ConfluentScramMechanism
 from integration.wire_client import WireClient
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaPythonTopicPartition
+from kafka import KafkaAdminClient
 from kafka.admin import ScramMechanism as KafkaPythonScramMechanism
 from kafka.admin import UserScramCredentialDeletion
 from kafka.admin import UserScramCredentialUpsertion as KpUpsertion
@@ -41,7 +39,13 @@ from kio.schema.sasl_handshake.v1 import request as handshake_v1
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
 from odradek.testing.certificates import Certificates
-from security.test_ssl_listeners import logged
+from security.clients import (
+    aiokafka_round_trip,
+    confluent_round_trip,
+    kafka_python_round_trip,
+    logged,
+    new_topic,
+)
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -85,10 +89,6 @@ def broker(certificates: Certificates) -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def new_topic(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
 def authenticated_as(broker: EmbeddedBroker, principal: str) -> bool:
     return logged(broker, f"authenticated as {principal}")
 
@@ -103,24 +103,6 @@ def confluent_config(
         "sasl.username": user,
         "sasl.password": password,
     }
-
-
-def confluent_round_trip(config: dict, topic: str, values: list[bytes]) -> list[bytes]:
-    producer = Producer(config)
-    for value in values:
-        producer.produce(topic, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "enable.auto.commit": False})
-    received: list[bytes] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        while len(received) < len(values):
-            message = consumer.poll(30)
-            assert message is not None and message.error() is None
-            received.append(message.value())
-    finally:
-        consumer.close()
-    return received
 
 
 @pytest.mark.parametrize(("mechanism", "user", "password"), LOGINS, ids=LOGIN_IDS)
@@ -142,7 +124,6 @@ def test_confluent_kafka_over_sasl_ssl(broker: EmbeddedBroker, certificates: Cer
 
 @pytest.mark.parametrize(("mechanism", "user", "password"), LOGINS, ids=LOGIN_IDS)
 def test_kafka_python(broker: EmbeddedBroker, mechanism: str, user: str, password: str) -> None:
-    topic = new_topic("kafka-python")
     options = {
         "bootstrap_servers": broker.listeners["SASL_PLAINTEXT"],
         "security_protocol": "SASL_PLAINTEXT",
@@ -150,19 +131,8 @@ def test_kafka_python(broker: EmbeddedBroker, mechanism: str, user: str, passwor
         "sasl_plain_username": user,
         "sasl_plain_password": password,
     }
-    producer = KafkaProducer(**options)
-    for i in range(20):
-        producer.send(topic, f"kp {i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(**options, consumer_timeout_ms=30000)
-    try:
-        consumer.assign([KafkaPythonTopicPartition(topic, 0)])
-        consumer.seek(KafkaPythonTopicPartition(topic, 0), 0)
-        received = [next(consumer).value for _ in range(20)]
-    finally:
-        consumer.close()
-    assert received == [f"kp {i}".encode() for i in range(20)]
+    values = [f"kp {i}".encode() for i in range(20)]
+    assert kafka_python_round_trip(options, new_topic("kafka-python"), values) == values
 
 
 def aiokafka_options(broker: EmbeddedBroker, mechanism: str, user: str, password: str) -> dict:
@@ -177,26 +147,9 @@ def aiokafka_options(broker: EmbeddedBroker, mechanism: str, user: str, password
 
 @pytest.mark.parametrize(("mechanism", "user", "password"), LOGINS, ids=LOGIN_IDS)
 def test_aiokafka(broker: EmbeddedBroker, mechanism: str, user: str, password: str) -> None:
-    topic = new_topic("aiokafka")
     options = aiokafka_options(broker, mechanism, user, password)
-
-    async def round_trip() -> list[bytes]:
-        producer = AIOKafkaProducer(**options)
-        await producer.start()
-        try:
-            for i in range(20):
-                await producer.send_and_wait(topic, f"aio {i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **options)
-        await consumer.start()
-        try:
-            return [(await consumer.getone()).value for _ in range(20)]
-        finally:
-            await consumer.stop()
-
-    values = asyncio.run(asyncio.wait_for(round_trip(), 60))
-    assert values == [f"aio {i}".encode() for i in range(20)]
+    values = [f"aio {i}".encode() for i in range(20)]
+    assert aiokafka_round_trip(options, new_topic("aiokafka"), values) == values
 
 
 def test_aiokafka_over_sasl_ssl(broker: EmbeddedBroker, certificates: Certificates) -> None:

@@ -9,27 +9,27 @@ rule, and the principal is read from the broker's connection log (DEBUG).
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import ssl
 import struct
 import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, Producer, TopicPartition
 from integration.wire_client import metadata
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from odradek import EmbeddedBroker
 from odradek.testing.certificates import KEY_PASSWORD, Certificates
+from security.clients import (
+    aiokafka_round_trip,
+    confluent_round_trip,
+    kafka_python_round_trip,
+    logged,
+    new_topic,
+)
 
 RULES = "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,DEFAULT"
 
@@ -54,10 +54,6 @@ def broker(certificates: Certificates) -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def new_topic(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
 def client_context(certificates: Certificates, with_cert: bool = True) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=str(certificates.ca))
     if with_cert:
@@ -77,24 +73,6 @@ def principals(broker: EmbeddedBroker, listener: str) -> list[str]:
         for line in list(broker.log_lines)
         if f"on listener {listener}:" in line and "principal" in line
     ]
-
-
-def confluent_round_trip(config: dict[str, str], topic: str, values: list[bytes]) -> list[bytes]:
-    producer = Producer(config)
-    for value in values:
-        producer.produce(topic, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "enable.auto.commit": False})
-    received: list[bytes] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        while len(received) < len(values):
-            message = consumer.poll(30)
-            assert message is not None and message.error() is None
-            received.append(message.value())
-    finally:
-        consumer.close()
-    return received
 
 
 def confluent_ssl(address: str, certificates: Certificates, with_cert: bool) -> dict[str, str]:
@@ -159,7 +137,6 @@ def test_kafka_python_over_ssl(
     with_cert: bool,
     principal: str,
 ) -> None:
-    topic = new_topic("kafka-python")
     options = {
         "bootstrap_servers": broker.listeners[listener],
         "security_protocol": "SSL",
@@ -168,19 +145,8 @@ def test_kafka_python_over_ssl(
     if with_cert:
         options["ssl_certfile"] = str(certificates.client_cert)
         options["ssl_keyfile"] = str(certificates.client_key)
-    producer = KafkaProducer(**options)
-    for i in range(20):
-        producer.send(topic, f"kp {i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(**options, consumer_timeout_ms=30000)
-    try:
-        consumer.assign([KafkaPythonTopicPartition(topic, 0)])
-        consumer.seek(KafkaPythonTopicPartition(topic, 0), 0)
-        received = [next(consumer).value for _ in range(20)]
-    finally:
-        consumer.close()
-    assert received == [f"kp {i}".encode() for i in range(20)]
+    values = [f"kp {i}".encode() for i in range(20)]
+    assert kafka_python_round_trip(options, new_topic("kafka-python"), values) == values
     assert principal in principals(broker, listener)
 
 
@@ -192,36 +158,18 @@ def test_aiokafka_over_ssl(
     with_cert: bool,
     principal: str,
 ) -> None:
-    topic = new_topic("aiokafka")
-
-    async def round_trip() -> list[bytes]:
-        client_files = (
-            {"certfile": str(certificates.client_cert), "keyfile": str(certificates.client_key)}
-            if with_cert
-            else {}
-        )
-        context = create_ssl_context(cafile=str(certificates.ca), **client_files)
-        options = {
-            "bootstrap_servers": broker.listeners[listener],
-            "security_protocol": "SSL",
-            "ssl_context": context,
-        }
-        producer = AIOKafkaProducer(**options)
-        await producer.start()
-        try:
-            for i in range(20):
-                await producer.send_and_wait(topic, f"aio {i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **options)
-        await consumer.start()
-        try:
-            return [(await consumer.getone()).value for _ in range(20)]
-        finally:
-            await consumer.stop()
-
-    values = asyncio.run(asyncio.wait_for(round_trip(), 60))
-    assert values == [f"aio {i}".encode() for i in range(20)]
+    client_files = (
+        {"certfile": str(certificates.client_cert), "keyfile": str(certificates.client_key)}
+        if with_cert
+        else {}
+    )
+    options = {
+        "bootstrap_servers": broker.listeners[listener],
+        "security_protocol": "SSL",
+        "ssl_context": create_ssl_context(cafile=str(certificates.ca), **client_files),
+    }
+    values = [f"aio {i}".encode() for i in range(20)]
+    assert aiokafka_round_trip(options, new_topic("aiokafka"), values) == values
     assert principal in principals(broker, listener)
 
 
@@ -239,16 +187,6 @@ def refused(sock: socket.socket) -> bool:
         return True
     finally:
         sock.close()
-
-
-def logged(broker: EmbeddedBroker, text: str) -> bool:
-    """Whether the broker's log has (or within 30 s gets) a line containing ``text``."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if any(text in line for line in list(broker.log_lines)):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def handshake_refused(address: str, context: ssl.SSLContext) -> bool:

@@ -141,6 +141,17 @@ class SaslServerAuthenticator:
         module = schemas.response_module(api_key, api_version)
         server = self._server
         assert server is not None
+
+        def answer(error: ErrorCode, message: str | None, token: bytes) -> bytes:
+            response = schemas.build(
+                module.SaslAuthenticateResponse,
+                error_code=error,
+                error_message=message,
+                auth_bytes=token,
+                session_lifetime=0,
+            )
+            return _encode(api_key, api_version, correlation_id, response)
+
         try:
             token = server.evaluate(bytes(request.auth_bytes))
         except (SaslAuthenticationError, InvalidCredentials) as e:
@@ -150,33 +161,9 @@ class SaslServerAuthenticator:
                 else "Authentication failed during authentication due to invalid credentials "
                 f"with SASL mechanism {server.mechanism}"
             )
-            answer = _encode(
-                api_key,
-                api_version,
-                correlation_id,
-                schemas.build(
-                    module.SaslAuthenticateResponse,
-                    error_code=ErrorCode.sasl_authentication_failed,
-                    error_message=message,
-                    auth_bytes=b"",
-                    session_lifetime=0,
-                ),
-            )
-            return self._fail(str(e), answer)
-        answer = _encode(
-            api_key,
-            api_version,
-            correlation_id,
-            schemas.build(
-                module.SaslAuthenticateResponse,
-                error_code=ErrorCode.none,
-                error_message=None,
-                auth_bytes=token,
-                session_lifetime=0,
-            ),
-        )
+            return self._fail(str(e), answer(ErrorCode.sasl_authentication_failed, message, b""))
         self._maybe_complete(server)
-        return SaslStep(answer)
+        return SaslStep(answer(ErrorCode.none, None, token))
 
     def _raw_token(self, token: bytes) -> SaslStep:
         server = self._server

@@ -19,7 +19,12 @@ ALTER) as in Kafka.
 
 from __future__ import annotations
 
-from odradek.network.scram import SCRAM_BY_TYPE, InvalidCredential, ScramCredential
+from odradek.network.scram import (
+    SCRAM_BY_TYPE,
+    InvalidCredential,
+    ScramCredential,
+    ScramMechanism,
+)
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -87,53 +92,52 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[ErrorCode, str
     return None
 
 
+def _alterations(request, stored: dict[str, dict[str, str]]):
+    """(user -> (mechanism name, new credential text, or None to delete), user -> error):
+    Kafka's ScramControlManager checks, each user at most once per request."""
+    errors: dict[str, tuple[ErrorCode, str]] = {}
+    changes: dict[str, tuple[str, str | None]] = {}
+    items = [(d, False) for d in request.deletions] + [(u, True) for u in request.upsertions]
+    for item, upsert in items:
+        name = item.name
+        if name in errors:
+            continue
+        if changes.pop(name, None) is not None:
+            errors[name] = (ErrorCode.duplicate_resource, _DUPLICATE)
+            continue
+        problem = _check_name_and_mechanism(name, item.mechanism)
+        if problem is None:
+            mechanism = SCRAM_BY_TYPE[item.mechanism]
+            problem, change = _alteration(item, upsert, mechanism, stored.get(name, {}))
+            if change is not None:
+                changes[name] = change
+        if problem is not None:
+            errors[name] = problem
+    return changes, errors
+
+
+def _alteration(item, upsert: bool, mechanism: ScramMechanism, held: dict[str, str]):
+    """(an error, None) or (None, the change) for one deletion or upsertion."""
+    if not upsert:
+        if mechanism.name not in held:
+            problem = "Attempt to delete a user credential that does not exist"
+            return (ErrorCode.resource_not_found, problem), None
+        return None, (mechanism.name, None)
+    if item.iterations < mechanism.min_iterations:
+        return (ErrorCode.unacceptable_credential, "Too few iterations"), None
+    if item.iterations > mechanism.max_iterations:
+        return (ErrorCode.unacceptable_credential, "Too many iterations"), None
+    credential = mechanism.credential(
+        bytes(item.salted_password), bytes(item.salt), item.iterations
+    )
+    return None, (mechanism.name, credential.to_text())
+
+
 async def handle_alter_user_scram_credentials(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version)
     metadata = ctx.broker.metadata
     stored = metadata.scram_credentials()
-    errors: dict[str, tuple[ErrorCode, str]] = {}
-    #: User -> (mechanism name, new credential text or None to delete).
-    changes: dict[str, tuple[str, str | None]] = {}
-    for deletion in request.deletions:
-        name = deletion.name
-        if name in errors:
-            continue
-        if changes.pop(name, None) is not None:
-            errors[name] = (ErrorCode.duplicate_resource, _DUPLICATE)
-            continue
-        problem = _check_name_and_mechanism(name, deletion.mechanism)
-        if problem is None:
-            mechanism = SCRAM_BY_TYPE[deletion.mechanism]
-            if mechanism.name not in stored.get(name, {}):
-                problem = (
-                    ErrorCode.resource_not_found,
-                    "Attempt to delete a user credential that does not exist",
-                )
-            else:
-                changes[name] = (mechanism.name, None)
-        if problem is not None:
-            errors[name] = problem
-    for upsertion in request.upsertions:
-        name = upsertion.name
-        if name in errors:
-            continue
-        if changes.pop(name, None) is not None:
-            errors[name] = (ErrorCode.duplicate_resource, _DUPLICATE)
-            continue
-        problem = _check_name_and_mechanism(name, upsertion.mechanism)
-        if problem is None:
-            mechanism = SCRAM_BY_TYPE[upsertion.mechanism]
-            if upsertion.iterations < mechanism.min_iterations:
-                problem = (ErrorCode.unacceptable_credential, "Too few iterations")
-            elif upsertion.iterations > mechanism.max_iterations:
-                problem = (ErrorCode.unacceptable_credential, "Too many iterations")
-            else:
-                credential = mechanism.credential(
-                    bytes(upsertion.salted_password), bytes(upsertion.salt), upsertion.iterations
-                )
-                changes[name] = (mechanism.name, credential.to_text())
-        if problem is not None:
-            errors[name] = problem
+    changes, errors = _alterations(request, stored)
     results = []
     for name, (mechanism_name, text) in changes.items():
         credentials = dict(stored.get(name, {}))

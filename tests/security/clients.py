@@ -1,0 +1,87 @@
+"""Round trips through the three client libraries, shared by the TLS and SASL listener tests.
+
+Each takes the library's own connection options (security settings included), writes
+records to partition 0 of a new topic and reads them back from the beginning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaPythonTopicPartition
+
+from odradek import EmbeddedBroker
+
+
+def new_topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def logged(broker: EmbeddedBroker, text: str) -> bool:
+    """Whether the broker's log has (or within 30 s gets) a line containing ``text``."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(text in line for line in list(broker.log_lines)):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def confluent_round_trip(config: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
+    producer = Producer(config)
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    received: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while len(received) < len(values):
+            message = consumer.poll(30)
+            assert message is not None and message.error() is None
+            received.append(message.value())
+    finally:
+        consumer.close()
+    return received
+
+
+def kafka_python_round_trip(
+    options: dict[str, Any], topic: str, values: list[bytes]
+) -> list[bytes]:
+    producer = KafkaProducer(**options)
+    for value in values:
+        producer.send(topic, value)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(**options, consumer_timeout_ms=30000)
+    try:
+        consumer.assign([KafkaPythonTopicPartition(topic, 0)])
+        consumer.seek(KafkaPythonTopicPartition(topic, 0), 0)
+        return [next(consumer).value for _ in values]
+    finally:
+        consumer.close()
+
+
+def aiokafka_round_trip(options: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
+    async def round_trip() -> list[bytes]:
+        producer = AIOKafkaProducer(**options)
+        await producer.start()
+        try:
+            for value in values:
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **options)
+        await consumer.start()
+        try:
+            return [(await consumer.getone()).value for _ in values]
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(asyncio.wait_for(round_trip(), 60))
