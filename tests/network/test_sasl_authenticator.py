@@ -162,3 +162,56 @@ def test_garbage_closes() -> None:
 def test_unsupported_mechanisms_cannot_make_a_channel() -> None:
     with pytest.raises(ValueError, match="GSSAPI"):
         SaslChannel(("GSSAPI",))
+
+
+def reauthenticating(mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256")):
+    channel = SaslChannel(mechanisms, {**USERS, "bob": "bob-secret"}, max_reauth_ms={"PLAIN": 1000})
+    sasl = channel.authenticator()
+    sasl.receive(frame(HANDSHAKE_PLAIN))
+    request = authenticate(b"\0alice\0alice-secret")
+    assert (
+        answer(request, sasl.receive(frame(request)).response).session_lifetime.total_seconds() == 1
+    )
+    return sasl
+
+
+def test_a_session_lifetime_is_told_and_renewed_with_the_same_mechanism_and_principal() -> None:
+    renewal = reauthenticating().for_reauthentication()
+    assert renewal.renewing
+    assert answer(HANDSHAKE_PLAIN, renewal.receive(frame(HANDSHAKE_PLAIN)).response).error_code == 0
+    request = authenticate(b"\0alice\0alice-secret")
+    step = renewal.receive(frame(request))
+    assert answer(request, step.response).error_code == ErrorCode.none and not step.close
+    assert renewal.principal == KafkaPrincipal("User", "alice")
+    assert renewal.session_lifetime_ms == 1000
+
+
+def test_reauthentication_cannot_change_the_principal() -> None:
+    renewal = reauthenticating().for_reauthentication()
+    renewal.receive(frame(HANDSHAKE_PLAIN))
+    request = authenticate(b"\0bob\0bob-secret")
+    step = renewal.receive(frame(request))
+    response = answer(request, step.response)
+    assert response.error_code == ErrorCode.sasl_authentication_failed
+    assert response.error_message == (
+        "Cannot change principals during re-authentication from User:alice: User:bob"
+    )
+    assert step.close
+
+
+def test_reauthentication_cannot_change_the_mechanism() -> None:
+    renewal = reauthenticating().for_reauthentication()
+    scram = handshake_v1.SaslHandshakeRequest(mechanism="SCRAM-SHA-256")
+    assert answer(scram, renewal.receive(frame(scram)).response).error_code == ErrorCode.none
+    request = authenticate(b"n,,n=alice,r=abc")
+    step = renewal.receive(frame(request))
+    assert answer(request, step.response).error_message == (
+        "SASL mechanism 'SCRAM-SHA-256' requested by client is not supported for "
+        "re-authentication of mechanism 'PLAIN'"
+    )
+    assert step.close
+
+
+def test_reauthentication_starts_with_the_handshake() -> None:
+    step = reauthenticating().for_reauthentication().receive(frame(API_VERSIONS))
+    assert step.close and step.response is None

@@ -23,14 +23,15 @@ def new_topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def logged(broker: EmbeddedBroker, text: str) -> bool:
-    """Whether the broker's log has (or within 30 s gets) a line containing ``text``."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+def logged(broker: EmbeddedBroker, text: str, timeout: float = 30) -> bool:
+    """Whether the broker's log has (or within ``timeout`` s gets) a line containing ``text``."""
+    deadline = time.monotonic() + timeout
+    while True:
         if any(text in line for line in list(broker.log_lines)):
             return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
-    return False
 
 
 def confluent_round_trip(config: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:

@@ -1,8 +1,9 @@
 """SASL listeners served to real clients: PLAIN and SCRAM-SHA-256/512, SASL_PLAINTEXT and SASL_SSL.
 
-One broker for the module with three listeners: PLAINTEXT (for the admin calls that create
+One broker for the module with four listeners: PLAINTEXT (for the admin calls that create
 SCRAM users, as an operator's tools would), SASL_PLAINTEXT with PLAIN (alice, from the JAAS
-config) and both SCRAM mechanisms, and SASL_SSL with SCRAM-SHA-512 only. The SCRAM users are
+config) and both SCRAM mechanisms, SASL_SSL with SCRAM-SHA-512 only, and REAUTH, a
+SASL_PLAINTEXT listener whose PLAIN sessions last a second (KIP-368 re-authentication). The SCRAM users are
 created through AlterUserScramCredentials by confluent-kafka's admin client; the principal
 each client gets is read from the broker's DEBUG log.
 """
@@ -12,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
+import time
 from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -58,12 +60,24 @@ LOGINS = [
     ("SCRAM-SHA-512", "carol", "carol-secret"),
 ]
 LOGIN_IDS = [mechanism for mechanism, _, _ in LOGINS]
+REAUTH_MS = 1000
 
 
 @pytest.fixture(scope="module")
 def broker(certificates: Certificates) -> Iterator[EmbeddedBroker]:
     config = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "listeners": (
+            "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,"
+            "REAUTH://127.0.0.1:0"
+        ),
+        "listener.security.protocol.map": (
+            "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
+            "REAUTH:SASL_PLAINTEXT"
+        ),
+        # KIP-368: sessions of a second on REAUTH, for PLAIN (the mechanism-prefixed form).
+        "listener.name.reauth.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.reauth.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.reauth.plain.connections.max.reauth.ms": str(REAUTH_MS),
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
@@ -390,3 +404,60 @@ def test_a_bare_api_versions_frame_is_answered_before_the_handshake(broker: Embe
         assert struct.unpack(">ih", data[:6]) == (1, 0)  # correlation id 1, no error
     finally:
         client.close()
+
+
+def plain_login(client: WireClient, user: str = "alice", password: str = "alice-secret"):
+    assert client.call(handshake_v1.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+    token = f"\0{user}\0{password}".encode()
+    return client.call(authenticate_v2.SaslAuthenticateRequest(auth_bytes=token))
+
+
+def test_librdkafka_reauthenticates_on_its_connection(broker: EmbeddedBroker) -> None:
+    """Producing across several session lifetimes: the connection is renewed, never refused,
+    and every record arrives."""
+    config = confluent_config(broker.listeners["REAUTH"], "PLAIN", "alice", "alice-secret")
+    producer = Producer(config)
+    topic = new_topic("reauth")
+    values: list[bytes] = []
+    while not logged(broker, "on listener REAUTH re-authenticated as User:alice", timeout=0):
+        values.append(f"r {len(values)}".encode())
+        producer.produce(topic, values[-1])
+        assert producer.flush(30) == 0
+        time.sleep(0.05)  # a few records per session, not thousands
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        received = []
+        while len(received) < len(values):
+            message = consumer.poll(30)
+            assert message is not None and message.error() is None
+            received.append(message.value())
+    finally:
+        consumer.close()
+    assert received == values
+
+
+def test_a_session_that_expires_without_reauthentication_is_closed(
+    broker: EmbeddedBroker,
+) -> None:
+    client = WireClient(broker.listeners["REAUTH"])
+    response = plain_login(client)
+    assert response.error_code == ErrorCode.none
+    assert response.session_lifetime.total_seconds() * 1000 == REAUTH_MS
+    time.sleep(REAUTH_MS / 1000 + 0.2)  # past the session's end (a state, not a timing check)
+    client.send(
+        metadata_v12.MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+    )
+    assert closed(client)
+    assert logged(broker, "expired without re-authentication")
+
+
+def test_reauthentication_keeps_the_principal(broker: EmbeddedBroker) -> None:
+    client = WireClient(broker.listeners["REAUTH"])
+    assert plain_login(client).error_code == ErrorCode.none
+    renewed = plain_login(client, "admin", 'admin "quoted" secret')
+    assert renewed.error_code == ErrorCode.sasl_authentication_failed
+    assert "Cannot change principals during re-authentication" in renewed.error_message
+    assert closed(client)

@@ -347,3 +347,22 @@ def test_listener_prefixed_ssl_configs_override_the_broker_wide_ones() -> None:
     assert (mtls.client_auth, mtls.enabled_protocols) == ("required", ("TLSv1.3",))
     assert ssl.keystore_location == mtls.keystore_location == "/etc/broker.pem"
     assert mtls.keystore_type == "PEM"
+
+
+def test_connections_max_reauth_ms_most_specific_form_wins() -> None:
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093,OTHER://:9094",
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,OTHER:SASL_PLAINTEXT"
+            ),
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "connections.max.reauth.ms": "60000",
+            "listener.name.sasl_plaintext.connections.max.reauth.ms": "30000",
+            "listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms": "10000",
+        }
+    )
+    assert config.max_reauth_ms("SASL_PLAINTEXT", "SCRAM-SHA-512") == 10000
+    assert config.max_reauth_ms("SASL_PLAINTEXT", "SCRAM-SHA-256") == 30000
+    assert config.max_reauth_ms("OTHER", "SCRAM-SHA-512") == 60000
+    assert BrokerConfig({}).max_reauth_ms("PLAINTEXT", "PLAIN") == 0

@@ -57,7 +57,10 @@ the broker as usual), and only then to the broker's dispatcher, with the
 authenticated ``User:<name>`` on the ConnectionInfo. A failed authentication is
 logged with the client's address, as Kafka logs it, and the connection closes once
 its answer is sent. After that the request loop has nothing more to check per
-request.
+request, unless ``connections.max.reauth.ms`` gives the session a lifetime (KIP-368):
+then each request is checked against the session's expiry (a closed connection once
+it has passed) and a SaslHandshake starts a re-authentication, as Kafka's SocketServer
+does.
 """
 
 from __future__ import annotations
@@ -78,9 +81,12 @@ from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.framing import FrameReader
 from odradek.network.memory_pool import MemoryPool
 from odradek.network.principal import ANONYMOUS, KafkaPrincipal
+from odradek.network.sasl_authenticator import SaslServerAuthenticator
 from odradek.network.sasl_channel import SaslChannel
 from odradek.network.ssl_channel import SslChannel
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.frames import SIZE_PREFIX_LEN, InvalidFrame, size_prefix
+from odradek.protocol.header import peek_api
 from odradek.protocol.response import EncodedResponse, Region
 
 log = logging.getLogger(__name__)
@@ -370,6 +376,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._sasl = (
             listener.sasl_channel.authenticator() if listener.sasl_channel is not None else None
         )
+        #: An authenticated session that expires (KIP-368), and when (loop time).
+        self._session: SaslServerAuthenticator | None = None
+        self._session_expires = 0.0
 
     # -- protocol callbacks --------------------------------------------------------------
 
@@ -582,7 +591,7 @@ class _Connection(asyncio.BufferedProtocol):
                 frame = reader.take()
                 close = False
                 try:
-                    if self._sasl is None:
+                    if self._sasl is None and self._session is None:
                         response = await self._dispatch_eagerly(dispatch(info, frame))
                     else:
                         response, close = await self._authenticate_frame(frame)
@@ -611,9 +620,24 @@ class _Connection(asyncio.BufferedProtocol):
             self._transport.close()
 
     async def _authenticate_frame(self, frame: memoryview) -> tuple[EncodedResponse | None, bool]:
-        """A frame received before authentication is complete: (the answer, close after it)."""
+        """A frame received before authentication is complete, or on a session that expires:
+        (the answer, close after it)."""
+        if self._sasl is None:
+            assert self._session is not None
+            if peek_api(frame)[0] == ApiKey.SASL_HANDSHAKE:
+                self._sasl = self._session.for_reauthentication()
+            elif self._loop.time() >= self._session_expires:
+                log.info(
+                    "closing connection %s: its SASL session (%s) expired without "
+                    "re-authentication",
+                    self.info.connection_id,
+                    self.info.principal,
+                )
+                return None, True
+            else:
+                response = await self._dispatch_eagerly(self._listener._dispatch(self.info, frame))
+                return response, False
         sasl = self._sasl
-        assert sasl is not None
         step = sasl.receive(frame)
         if step.dispatch:
             return await self._dispatch_eagerly(self._listener._dispatch(self.info, frame)), False
@@ -627,10 +651,13 @@ class _Connection(asyncio.BufferedProtocol):
         elif sasl.principal is not None:
             self.info = dataclasses.replace(self.info, principal=sasl.principal)
             self._sasl = None
+            self._session = sasl if sasl.session_lifetime_ms > 0 else None
+            self._session_expires = self._loop.time() + sasl.session_lifetime_ms / 1000
             log.debug(
-                "connection %s on listener %s authenticated as %s",
+                "connection %s on listener %s %s as %s",
                 self.info.connection_id,
                 self.info.listener_name,
+                "re-authenticated" if sasl.renewing else "authenticated",
                 sasl.principal,
             )
         response = None

@@ -22,9 +22,15 @@ requests, whose responses can carry an error message. v0, deprecated in Kafka 4 
 still served, is followed by bare size-prefixed tokens: each frame is a token, each
 answer is the server's token, and a failure simply closes the connection.
 
-``session_lifetime_ms`` is 0: re-authentication (KIP-368,
-``connections.max.reauth.ms``) is not offered, so a session lasts as long as its
-connection, as with Kafka's default.
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` above 0 for the
+mechanism, a successful SaslAuthenticate tells the client its ``session_lifetime_ms``,
+and the connection (the listener) closes a session that has expired when its next
+request comes. Before then the client re-authenticates on the same connection: the
+listener gives a SaslHandshake that arrives on an authenticated connection to a new
+authenticator made ``for_reauthentication``, which requires the same mechanism (another
+one fails at its SaslAuthenticate, as Kafka's REAUTH_BAD_MECHANISM) and the same
+principal, and starts a new session. A client whose SaslAuthenticate is v0 cannot
+re-authenticate; its connection is closed when its session expires, as Kafka does.
 """
 
 from __future__ import annotations
@@ -66,14 +72,39 @@ class SaslServerAuthenticator:
     """One connection's authentication; ``principal`` is set once it is complete."""
 
     def __init__(
-        self, enabled_mechanisms: tuple[str, ...], new_server: Callable[[str], SaslServer]
+        self,
+        enabled_mechanisms: tuple[str, ...],
+        new_server: Callable[[str], SaslServer],
+        max_reauth_ms: Callable[[str], int] = lambda mechanism: 0,
     ) -> None:
         self._enabled = enabled_mechanisms
         self._new_server = new_server
+        self._max_reauth_ms = max_reauth_ms
         self._server: SaslServer | None = None
         self._raw_tokens = False  # SaslHandshake v0: tokens without Kafka headers
         self.state = "handshake-or-versions"
         self.principal: KafkaPrincipal | None = None
+        #: The mechanism chosen by the handshake.
+        self.mechanism = ""
+        #: Set when complete: how long the session lasts (0: as long as the connection).
+        self.session_lifetime_ms = 0
+        #: Re-authentication: the session being renewed (its mechanism and principal).
+        self._renewing: tuple[str, KafkaPrincipal] | None = None
+
+    @property
+    def renewing(self) -> bool:
+        """Whether this exchange re-authenticates an authenticated connection."""
+        return self._renewing is not None
+
+    def for_reauthentication(self) -> SaslServerAuthenticator:
+        """A new exchange on this authenticated connection, which must keep its mechanism
+        and principal (the handshake is its first request; no ApiVersions before it)."""
+        if self.principal is None:
+            raise RuntimeError("only an authenticated connection re-authenticates")
+        renewal = SaslServerAuthenticator(self._enabled, self._new_server, self._max_reauth_ms)
+        renewal._renewing = (self.mechanism, self.principal)
+        renewal.state = "handshake"
+        return renewal
 
     @property
     def complete(self) -> bool:
@@ -88,7 +119,7 @@ class SaslServerAuthenticator:
             api_key, api_version, correlation_id = peek_api(frame)
         except ValueError:
             return self._fail("a request shorter than a Kafka request header")
-        if self.state == "authenticate":
+        if self.state in ("authenticate", "reauth-bad-mechanism"):
             return self._authenticate(frame, api_key, api_version, correlation_id)
         if api_key == ApiKey.API_VERSIONS and self.state == "handshake-or-versions":
             self.state = "handshake"
@@ -121,8 +152,11 @@ class SaslServerAuthenticator:
         if not enabled:
             return self._fail(f"Unsupported SASL mechanism {mechanism}", answer)
         self._server = self._new_server(mechanism)
+        self.mechanism = mechanism
         self._raw_tokens = api_version == 0
         self.state = "authenticate"
+        if self._renewing is not None and mechanism != self._renewing[0]:
+            self.state = "reauth-bad-mechanism"  # refused at the SaslAuthenticate, as Kafka
         return SaslStep(answer)
 
     # -- SaslAuthenticate ------------------------------------------------------------------
@@ -148,12 +182,18 @@ class SaslServerAuthenticator:
                 error_code=error,
                 error_message=message,
                 auth_bytes=token,
-                session_lifetime=0,
+                session_lifetime=self.session_lifetime_ms,
             )
             return _encode(api_key, api_version, correlation_id, response)
 
         try:
+            if self.state == "reauth-bad-mechanism":
+                raise SaslAuthenticationError(
+                    f"SASL mechanism '{self.mechanism}' requested by client is not supported "
+                    f"for re-authentication of mechanism '{self._renewing and self._renewing[0]}'"
+                )
             token = server.evaluate(bytes(request.auth_bytes))
+            self._maybe_complete(server)
         except (SaslAuthenticationError, InvalidCredentials) as e:
             message = (
                 str(e)
@@ -162,7 +202,6 @@ class SaslServerAuthenticator:
                 f"with SASL mechanism {server.mechanism}"
             )
             return self._fail(str(e), answer(ErrorCode.sasl_authentication_failed, message, b""))
-        self._maybe_complete(server)
         return SaslStep(answer(ErrorCode.none, None, token))
 
     def _raw_token(self, token: bytes) -> SaslStep:
@@ -170,15 +209,24 @@ class SaslServerAuthenticator:
         assert server is not None
         try:
             answer = server.evaluate(token)
+            self._maybe_complete(server)
         except (SaslAuthenticationError, InvalidCredentials) as e:
             return self._fail(str(e))
-        self._maybe_complete(server)
         return SaslStep(answer)
 
     def _maybe_complete(self, server: SaslServer) -> None:
-        if server.complete:
-            self.principal = KafkaPrincipal(USER_TYPE, server.authorization_id)
-            self.state = "complete"
+        """On success: the principal (the same one when renewing) and the session's lifetime."""
+        if not server.complete:
+            return
+        principal = KafkaPrincipal(USER_TYPE, server.authorization_id)
+        if self._renewing is not None and principal != self._renewing[1]:
+            raise SaslAuthenticationError(
+                f"Cannot change principals during re-authentication from {self._renewing[1]}: "
+                f"{principal}"
+            )
+        self.principal = principal
+        self.session_lifetime_ms = max(0, self._max_reauth_ms(server.mechanism))
+        self.state = "complete"
 
     def _fail(self, reason: str, answer: bytes | None = None) -> SaslStep:
         self.state = "failed"

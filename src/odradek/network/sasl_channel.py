@@ -1,7 +1,8 @@
 """What a SASL listener gives each connection: its mechanisms and where users are found.
 
 Kafka's SaslChannelBuilder in small, built once per listener from its configs:
-``sasl.enabled.mechanisms`` (Kafka's listener-prefixed form overrides it), the PLAIN
+``sasl.enabled.mechanisms`` (Kafka's listener-prefixed form overrides it),
+``connections.max.reauth.ms`` per mechanism, the PLAIN
 users of the listener's PlainLoginModule JAAS entry, and the lookup of stored SCRAM
 credentials (the broker's metadata store, read on every login so an altered
 credential applies to the next connection).
@@ -33,6 +34,8 @@ class SaslChannel:
     #: PLAIN's users: name -> password (from the JAAS config; empty without PLAIN).
     plain_users: Mapping[str, str] = field(default_factory=dict)
     scram_credentials: CredentialLookup = _no_credentials
+    #: connections.max.reauth.ms per mechanism (KIP-368); 0 or absent: sessions do not expire.
+    max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.enabled_mechanisms if m not in SUPPORTED_MECHANISMS]
@@ -43,7 +46,9 @@ class SaslChannel:
             )
 
     def authenticator(self) -> SaslServerAuthenticator:
-        return SaslServerAuthenticator(self.enabled_mechanisms, self._server)
+        return SaslServerAuthenticator(
+            self.enabled_mechanisms, self._server, lambda m: self.max_reauth_ms.get(m, 0)
+        )
 
     def _server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:

@@ -126,7 +126,8 @@ class Broker:
             return None
         mechanisms = self.config.sasl_mechanisms(endpoint.listener_name)
         users = self.config.plain_users(endpoint.listener_name) if "PLAIN" in mechanisms else {}
-        return SaslChannel(mechanisms, users, self._scram_credential)
+        reauth = {m: self.config.max_reauth_ms(endpoint.listener_name, m) for m in mechanisms}
+        return SaslChannel(mechanisms, users, self._scram_credential, reauth)
 
     def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """A user's stored SCRAM credential, read from the metadata at each login."""

@@ -51,8 +51,8 @@ _LISTENER_MAX_CONNECTIONS = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.ma
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Any listener-prefixed config: ``listener.name.<listener>.<config>``.
 _LISTENER_PREFIXED = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?P<config>.+)")
-#: A mechanism's own JAAS entry after the listener prefix: ``plain.sasl.jaas.config``.
-_MECHANISM_JAAS = re.compile(r"[a-z0-9-]+\.sasl\.jaas\.config")
+#: A mechanism's own settings after the listener prefix: ``plain.sasl.jaas.config``.
+_MECHANISM_PREFIXED = re.compile(r"[a-z0-9-]+\.(sasl\.jaas\.config|connections\.max\.reauth\.ms)")
 
 
 #: Kafka's ConfigDef.Importance, as its configuration docs show it.
@@ -488,6 +488,16 @@ _DEFS = [
         "600000",
         "A connection with no request for this long is closed.",
         at_least=1,
+        importance="medium",
+    ),
+    ConfigDef(
+        "connections.max.reauth.ms",
+        "long",
+        "0",
+        "Lifetime of an authenticated SASL session (KIP-368): a client re-authenticates on its "
+        "connection before it ends, else the connection is closed at its next request; 0 (or "
+        "less) for sessions as long as their connections. Listener- and mechanism-prefixed "
+        "forms (listener.name.<l>.<mechanism>.connections.max.reauth.ms) override it.",
         importance="medium",
     ),
     ConfigDef(
@@ -1339,9 +1349,12 @@ class BrokerConfig:
         for endpoint in self._listeners:  # parse each listener's own ssl.* and sasl values now
             if endpoint.security_protocol in ("SSL", "SASL_SSL"):
                 self.ssl_config(endpoint.listener_name)
-            sasl = endpoint.security_protocol.startswith("SASL_")
-            if sasl and "PLAIN" in self.sasl_mechanisms(endpoint.listener_name):
-                self.plain_users(endpoint.listener_name)
+            if endpoint.security_protocol.startswith("SASL_"):
+                mechanisms = self.sasl_mechanisms(endpoint.listener_name)
+                if "PLAIN" in mechanisms:
+                    self.plain_users(endpoint.listener_name)
+                for mechanism in mechanisms:
+                    self.max_reauth_ms(endpoint.listener_name, mechanism)
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
             raise ConfigError(
                 "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
@@ -1355,7 +1368,7 @@ class BrokerConfig:
                 prefixed
                 and (
                     prefixed["config"] in CONFIG_DEFS
-                    or _MECHANISM_JAAS.fullmatch(prefixed["config"]) is not None
+                    or _MECHANISM_PREFIXED.fullmatch(prefixed["config"]) is not None
                 )
             ):
                 log.info(
@@ -1514,6 +1527,15 @@ class BrokerConfig:
                 + ", ".join(SUPPORTED_MECHANISMS)
             )
         return mechanisms
+
+    def max_reauth_ms(self, listener_name: str, mechanism: str) -> int:
+        """``connections.max.reauth.ms`` for one mechanism on one listener, Kafka's most specific
+        form first: ``listener.name.<l>.<mechanism>.``, ``listener.name.<l>.``, the broker's."""
+        key = f"listener.name.{listener_name.lower()}.{mechanism.lower()}.connections.max.reauth.ms"
+        if key in self.originals:
+            definition = replace(CONFIG_DEFS["connections.max.reauth.ms"], name=key)
+            return int(self._parse(definition, self.originals[key]))
+        return int(self.listener_config(listener_name, "connections.max.reauth.ms"))
 
     def plain_users(self, listener_name: str) -> dict[str, str]:
         """PLAIN's users on a listener: the ``user_<name>`` options of its PlainLoginModule entry.

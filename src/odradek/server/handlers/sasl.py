@@ -1,10 +1,10 @@
 """SaslHandshake and SaslAuthenticate once a connection needs no authentication.
 
 On SASL listeners the network layer's authenticator answers these requests until the
-connection is authenticated; what reaches the broker's handlers is a repeat after
-authentication, or one sent on a PLAINTEXT or SSL listener. Kafka's KafkaApis answers
-both with ILLEGAL_SASL_STATE (re-authentication, KIP-368, is not offered), and so do
-these. The rows in the API table also make ApiVersions advertise the versions the
+connection is authenticated, and again when a session with a lifetime is renewed
+(KIP-368, ``connections.max.reauth.ms``). What reaches the broker's handlers is a repeat
+on a connection whose session does not expire, or one sent on a PLAINTEXT or SSL
+listener; Kafka's KafkaApis answers both with ILLEGAL_SASL_STATE, and so do these. The rows in the API table also make ApiVersions advertise the versions the
 authenticator serves, as Kafka's does on every listener.
 """
 
