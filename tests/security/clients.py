@@ -39,11 +39,16 @@ def confluent_round_trip(config: dict[str, Any], topic: str, values: list[bytes]
     for value in values:
         producer.produce(topic, value)
     assert producer.flush(30) == 0
+    return confluent_consume(config, topic, len(values))
+
+
+def confluent_consume(config: dict[str, Any], topic: str, count: int) -> list[bytes]:
+    """The first ``count`` records of partition 0, read from its beginning."""
     consumer = Consumer({**config, "group.id": f"g-{topic}", "enable.auto.commit": False})
     received: list[bytes] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        while len(received) < len(values):
+        while len(received) < count:
             message = consumer.poll(30)
             assert message is not None and message.error() is None
             received.append(message.value())

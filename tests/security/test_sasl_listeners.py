@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -43,6 +43,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.testing.certificates import Certificates
 from security.clients import (
     aiokafka_round_trip,
+    confluent_consume,
     confluent_round_trip,
     kafka_python_round_trip,
     logged,
@@ -424,17 +425,7 @@ def test_librdkafka_reauthenticates_on_its_connection(broker: EmbeddedBroker) ->
         producer.produce(topic, values[-1])
         assert producer.flush(30) == 0
         time.sleep(0.05)  # a few records per session, not thousands
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        received = []
-        while len(received) < len(values):
-            message = consumer.poll(30)
-            assert message is not None and message.error() is None
-            received.append(message.value())
-    finally:
-        consumer.close()
-    assert received == values
+    assert confluent_consume(config, topic, len(values)) == values
 
 
 def test_a_session_that_expires_without_reauthentication_is_closed(
