@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from odradek.network.principal import USER_TYPE, KafkaPrincipal
 from odradek.network.sasl_mechanism import InvalidCredentials, SaslAuthenticationError, SaslServer
@@ -240,7 +241,7 @@ def _name(api_key: int) -> str:
         return str(api_key)
 
 
-def _decode(frame: memoryview, api_key: int, api_version: int, versions: tuple[int, int]):
+def _decode(frame: memoryview, api_key: int, api_version: int, versions: tuple[int, int]) -> Any:
     """The kio request, or None when it is of a version not served or does not decode."""
     if not versions[0] <= api_version <= versions[1]:
         return None

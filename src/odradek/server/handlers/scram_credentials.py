@@ -19,6 +19,8 @@ ALTER) as in Kafka.
 
 from __future__ import annotations
 
+from typing import Any
+
 from odradek.network.scram import (
     SCRAM_BY_TYPE,
     InvalidCredential,
@@ -44,7 +46,8 @@ async def handle_describe_user_scram_credentials(ctx: RequestContext, request) -
         users, duplicates = sorted(stored), set()
     results = []
     for user in users:
-        error, message, infos = ErrorCode.none, None, []
+        error, message = ErrorCode.none, None
+        infos: list[Any] = []
         if user in duplicates:
             error = ErrorCode.duplicate_resource
             message = f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
