@@ -11,6 +11,15 @@ cores, so replication's extra work (followers' appends, their fetches) competes 
 producer as it would not on three machines. The rounds alternate which topic goes first and
 the median of each side is printed.
 
+What bounds the RF=3 row: librdkafka's idempotent producer keeps one ProduceRequest in
+flight per partition whatever max.in.flight says (confluentinc/librdkafka#4989; traced
+on the leader, each request arrives only after the previous one was answered). So the
+row is one batch (at most message.max.bytes, ~1 MB here) per replication round trip:
+the leader's append, both followers' fetches of it, their next fetches that move the
+high watermark, the answer. The acks=1 side has five requests in flight and no round
+trip. On a loaded two-core machine that round trip is tens of milliseconds of waiting
+for a core, not of work: py-spy finds every broker's event loop mostly idle.
+
 Usage: python bench/cluster_bench.py [--records 200000] [--rounds 3]
 """
 
