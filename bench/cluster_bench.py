@@ -11,16 +11,15 @@ cores, so replication's extra work (followers' appends, their fetches) competes 
 producer as it would not on three machines. The rounds alternate which topic goes first and
 the median of each side is printed.
 
-What bounds the RF=3 row: librdkafka's idempotent producer keeps one ProduceRequest in
-flight per partition whatever max.in.flight says (confluentinc/librdkafka#4989; traced
-on the leader, each request arrives only after the previous one was answered). So the
-row is one batch (at most message.max.bytes, ~1 MB here) per replication round trip:
-the leader's append, both followers' fetches of it, their next fetches that move the
-high watermark, the answer. The acks=1 side has five requests in flight and no round
-trip. On a loaded two-core machine that round trip is tens of milliseconds of waiting
-for a core, not of work: py-spy finds every broker's event loop mostly idle.
+Both rows use the same producer settings, without idempotence: librdkafka's idempotent
+producer was seen (on the leader) to send a partition's next ProduceRequest only after the
+previous one was answered, which makes an acks=all row one batch per replication round
+trip. With five requests in flight the 1 KB row is bound by work per byte: the leader and
+both followers each write every byte (and the followers decode it from a fetch response)
+on the same two cores, where RF=1 writes it once; py-spy finds no broker's loop saturated,
+the rest is waiting for a core.
 
-Usage: python bench/cluster_bench.py [--records 200000] [--rounds 3]
+Usage: python bench/cluster_bench.py [--records 200000] [--rounds 3] [-o broker.config=value ...]
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ def produce(bootstrap: str, topic: str, records: int, size: int, acks: str) -> f
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 1_000_000,
-            "enable.idempotence": acks == "all",
         }
     )
     value = b"x" * size
@@ -69,8 +67,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per size")
+    parser.add_argument("-o", dest="config", action="append", default=[], help="broker config k=v")
     args = parser.parse_args()
-    with EmbeddedCluster(brokers=3) as cluster:
+    with EmbeddedCluster(brokers=3, config=dict(c.split("=", 1) for c in args.config)) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         topics = [
             NewTopic("rf1", 1, 1),
