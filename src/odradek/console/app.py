@@ -164,18 +164,17 @@ async def create_topic(request: web.Request) -> web.Response:
 async def topic(request: web.Request) -> web.Response:
     cluster = request.app[CLUSTER]
     name = request.match_info["name"]
-    partitions = await call(request, cluster.partitions, name)
-    page = paginate(partitions, page_number(request.query.get("page")), PARTITIONS_PER_PAGE)
-    shown, configs = await asyncio.gather(
-        call(request, cluster.with_offsets, name, page.items),
-        call(request, cluster.topic_configs, name),
-    )
+    # The partitions first: an unknown topic is then always described as the topic, not as
+    # its configs (and the configs take a millisecond, so nothing is gained in parallel).
+    number = page_number(request.query.get("page"))
+    page = await call(request, cluster.partition_page, name, number, PARTITIONS_PER_PAGE)
+    configs = await call(request, cluster.topic_configs, name)
     return render(
         request,
         "topic.html",
         name=name,
         page=page,
-        partitions=shown,
+        partitions=page.items,
         configs=configs,
         created=request.query.get("created") == "1",
     )

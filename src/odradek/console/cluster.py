@@ -46,6 +46,7 @@ from confluent_kafka.admin import (
 
 from odradek.cli.broker_calls import error_text
 from odradek.cli.groups import state_name
+from odradek.console.paging import Page, paginate
 from odradek.console.payload import Shown, show
 
 #: Most records the message browser reads for one page.
@@ -312,35 +313,30 @@ class Cluster:
             )
         return sorted(out, key=lambda t: t.name)
 
-    def partitions(self, topic: str) -> list[PartitionInfo]:
-        """Every partition of ``topic`` (no offsets: one request)."""
-        description = self._describe_topic(topic)
-        return [
+    def partition_page(self, topic: str, number: int, size: int) -> Page[PartitionInfo]:
+        """Page ``number`` of ``topic``'s partitions, with log start and end offsets.
+
+        One describe names every partition (the page needs their count), but only the shown
+        ones become ``PartitionInfo`` and cost an offsets request: with 10,000 partitions,
+        building all of them took longer than the request itself.
+        """
+        described = sorted(self._describe_topic(topic).partitions, key=lambda p: p.id)
+        page = paginate(described, number, size)
+        keys = [(topic, p.id) for p in page.items]
+        starts = self._offsets(keys, OffsetSpec.earliest())
+        ends = self._offsets(keys, OffsetSpec.latest())
+        shown = [
             PartitionInfo(
                 p.id,
                 p.leader.id if p.leader is not None else -1,
                 [n.id for n in p.replicas],
                 [n.id for n in p.isr],
+                starts[(topic, p.id)],
+                ends[(topic, p.id)],
             )
-            for p in sorted(description.partitions, key=lambda p: p.id)
+            for p in page.items
         ]
-
-    def with_offsets(self, topic: str, partitions: Sequence[PartitionInfo]) -> list[PartitionInfo]:
-        """``partitions`` with their log start and end offsets (for one page of them)."""
-        keys = [(topic, p.partition) for p in partitions]
-        starts = self._offsets(keys, OffsetSpec.earliest())
-        ends = self._offsets(keys, OffsetSpec.latest())
-        return [
-            PartitionInfo(
-                p.partition,
-                p.leader,
-                p.replicas,
-                p.isr,
-                starts[(topic, p.partition)],
-                ends[(topic, p.partition)],
-            )
-            for p in partitions
-        ]
+        return Page(shown, page.number, page.count, page.total)
 
     def topic_configs(self, topic: str) -> list[ConfigEntryInfo]:
         resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -396,7 +392,7 @@ class Cluster:
         in timestamp order across partitions.
         """
         limit = min(max(limit, 1), MAX_MESSAGES)
-        known = [p.partition for p in self.partitions(topic)]
+        known = sorted(p.id for p in self._describe_topic(topic).partitions)
         if partition is not None:
             if partition not in known:
                 raise ConsoleError(
