@@ -4,9 +4,9 @@ The CoordinatorRuntime (runtime.py) around the sans-I/O GroupCoordinator, on the
 broker's __consumer_offsets topic: created on first start (compacted, as Kafka
 sets it), the partitions led here loaded as this broker becomes their leader and
 unloaded as it stops (the ReplicaManager tells it; see runtime.py), and a timer that expires
-sessions, ends join phases and applies offset retention. Transaction markers for its
-partitions are written here (``complete_transaction``), so that the marker and the
-transaction's offsets change together. Handlers reach it as
+sessions, ends join phases and applies offset retention. A transaction marker
+replicated in one of its partitions applies or drops that transaction's offsets
+(``on_txn_marker``, a ReplicaManager listener), whoever wrote it. Handlers reach it as
 ``broker.components["group_coordinator"]`` and go through ``call`` and ``wait``.
 """
 
@@ -20,8 +20,6 @@ from odradek.coordinator.config import GroupCoordinatorConfig
 from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorRuntime, ensure_internal_topic, now_ms
-from odradek.protocol.records import control_batch
-from odradek.replication.replica_manager import NotLeaderOrFollower, ReplicatedAppend
 from odradek.storage import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -66,6 +64,7 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
     async def start(self) -> None:
         self.ensure_offsets_topic()
         self.broker.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self)
+        self.broker.replica_manager.txn_marker_listeners.append(self.on_txn_marker)
         log.info(
             "group coordinator leads %d partitions of %s",
             len(self.loaded_partitions),
@@ -84,26 +83,13 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
             lambda _replication: dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": segment_bytes}),
         )
 
-    def complete_transaction(
-        self,
-        partition: int,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-    ) -> ReplicatedAppend:
-        """Write a transaction's marker to __consumer_offsets ``partition`` and apply or drop the
-        offsets its producer committed there (Kafka's GroupCoordinator.completeTransaction,
-        which the WriteTxnMarkers path calls for this topic's partitions). The append is
-        returned for the caller to await its replication; KafkaError when it fails."""
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        if partition not in self.loaded_partitions:
-            raise NotLeaderOrFollower(f"{tp} is not coordinated here")
-        stamp = now_ms()
-        batch = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, stamp)
-        info = self.broker.replica_manager.append_records(tp, batch, -1, stamp, from_client=False)
-        self.core.replay_end_transaction(partition, producer_id, commit, stamp)
-        return tp, info.last_offset + 1, self.broker.replica_manager.partition(tp).leader_epoch
+    def on_txn_marker(self, tp: TopicPartition, producer_id: int, commit: bool) -> None:
+        """A transaction marker replicated in ``tp`` (ReplicaManager.txn_marker_listeners): in
+        a __consumer_offsets partition coordinated here, the producer's pending offsets are
+        applied or dropped, as Kafka's GroupCoordinator.onTransactionCompleted. A partition
+        not loaded here replays the marker from its log when it is loaded."""
+        if tp.topic == OFFSETS_TOPIC and tp.partition in self.loaded_partitions:
+            self.core.replay_end_transaction(tp.partition, producer_id, commit, now_ms())
 
     def due_work(self, now_ms: int) -> list[tuple[Callable[..., object], str]]:
         """Each due group's deadlines, and once per retention interval every group's offsets."""

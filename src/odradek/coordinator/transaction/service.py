@@ -10,16 +10,17 @@ it as ``broker.components["transaction_coordinator"]``.
 
 Markers. Once a PrepareCommit/PrepareAbort record is written (and replicated),
 the markers are written by a task of this shell, one per prepared transaction:
-a control batch to every partition of the transaction, to a partition led here
-through ``ReplicaManager.append_records(from_client=False)`` and to one led
-elsewhere with WriteTxnMarkers over an inter-broker connection; then the
+a control batch to every partition of the transaction, to partitions led here
+through ``ReplicaManager.write_txn_markers`` (the path a WriteTxnMarkers request
+takes too) and to those led elsewhere with WriteTxnMarkers over an inter-broker
+connection; then the
 transaction is completed. A marker that cannot be written yet (no leader, the
 leader down, a replication timeout) is retried after a back-off, as Kafka's
 TransactionMarkerChannelManager retries; a partition deleted meanwhile is
-skipped, as Kafka drops markers for unknown partitions. A marker for a
-``__consumer_offsets`` partition is written by the group coordinator
-(``GroupCoordinatorService.complete_transaction``), which applies or drops the
-transaction's pending offsets with it.
+skipped, as Kafka drops markers for unknown partitions. Once a marker in a
+``__consumer_offsets`` partition is replicated, the group coordinator (one of the
+ReplicaManager's ``txn_marker_listeners``) applies or drops the transaction's pending
+offsets.
 
 ``transaction.state.log.min.isr`` is capped at the topic's replication factor,
 so that a single node (replication factor 1) can run transactions without
@@ -35,12 +36,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import (
     CoordinatorRuntime,
     CoordinatorWriteError,
     ensure_internal_topic,
-    now_ms,
 )
 from odradek.coordinator.transaction.config import TransactionConfig
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnMarkers
@@ -48,8 +47,7 @@ from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.network.client import AsyncBrokerConnection, BrokerConnectionError
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import control_batch
+from odradek.protocol.errors import ErrorCode
 from odradek.storage import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -220,37 +218,17 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
     ) -> set[TopicPartition]:
         if not partitions:
             return set()
-        stamp = now_ms()
-        batch = control_batch(
-            entry.producer_id, entry.producer_epoch, entry.commit, coordinator_epoch, stamp
+        errors = await self._replica_manager.write_txn_markers(
+            partitions,
+            entry.producer_id,
+            entry.producer_epoch,
+            entry.commit,
+            coordinator_epoch,
+            MARKER_TIMEOUT_MS,
         )
-        groups = self.broker.components["group_coordinator"]
-        appends, failed = [], set()
-        for tp in partitions:
-            try:
-                if tp.topic == OFFSETS_TOPIC:
-                    # The group coordinator writes it, applying the transaction's offsets.
-                    appends.append(
-                        groups.complete_transaction(
-                            tp.partition,
-                            entry.producer_id,
-                            entry.producer_epoch,
-                            coordinator_epoch,
-                            entry.commit,
-                        )
-                    )
-                    continue
-                info = self._replica_manager.append_records(tp, batch, -1, stamp, from_client=False)
-            except KafkaError as exc:
-                log.info("marker for %s of %s not written: %s", tp, entry.transactional_id, exc)
-                failed.add(tp)
-                continue
-            leader_epoch = self._replica_manager.partition(tp).leader_epoch
-            appends.append((tp, info.last_offset + 1, leader_epoch))
-        errors = await self._replica_manager.await_replication(appends, MARKER_TIMEOUT_MS)
-        for (tp, _, _), error in zip(appends, errors, strict=True):
-            if error != ErrorCode.none:
-                failed.add(tp)  # the marker is rewritten; a second one is harmless
+        failed = {tp for tp, error in errors.items() if error != ErrorCode.none}
+        for tp in sorted(failed):
+            log.info("marker for %s of %s not written: %s", tp, entry.transactional_id, errors[tp])
         return failed
 
     async def _write_remote(

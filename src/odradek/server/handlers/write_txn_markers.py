@@ -23,10 +23,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 
@@ -65,43 +64,19 @@ async def handle(ctx: RequestContext, request) -> object:
 
 
 async def _write(ctx: RequestContext, marker) -> dict[TopicPartition, ErrorCode]:
-    """One transaction's markers: the error of each of its partitions.
-
-    A ``__consumer_offsets`` partition's marker is the group coordinator's to write (it
-    applies or drops the transaction's offsets with it), as Kafka's handler hands those
-    partitions to GroupCoordinator.completeTransaction; the others go to the log."""
+    """One transaction's markers: the error of each of its partitions (a
+    ``__consumer_offsets`` partition's offsets follow through the group coordinator's
+    marker listener)."""
     partitions: Sequence[TopicPartition] = [
         TopicPartition(topic.name, index)
         for topic in marker.topics
         for index in topic.partition_indexes
     ]
-    replicas = ctx.broker.replica_manager
-    offsets = [tp for tp in partitions if tp.topic == OFFSETS_TOPIC]
-    errors = await replicas.write_txn_markers(
-        [tp for tp in partitions if tp.topic != OFFSETS_TOPIC],
+    return await ctx.broker.replica_manager.write_txn_markers(
+        partitions,
         marker.producer_id,
         marker.producer_epoch,
         marker.transaction_result,
         marker.coordinator_epoch,
         MARKER_REPLICATION_TIMEOUT_MS,
     )
-    if offsets:
-        groups = ctx.broker.components["group_coordinator"]
-        appends = []
-        for tp in offsets:
-            try:
-                appends.append(
-                    groups.complete_transaction(
-                        tp.partition,
-                        marker.producer_id,
-                        marker.producer_epoch,
-                        marker.coordinator_epoch,
-                        marker.transaction_result,
-                    )
-                )
-            except KafkaError as exc:
-                errors[tp] = exc.error_code
-        replicated = await replicas.await_replication(appends, MARKER_REPLICATION_TIMEOUT_MS)
-        for (tp, _, _), error in zip(appends, replicated, strict=True):
-            errors[tp] = error
-    return errors
