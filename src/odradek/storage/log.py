@@ -1032,18 +1032,28 @@ class Log:
     # -- truncation and log start ----------------------------------------------------
     @_storage_io
     def truncate_to(self, offset: int) -> None:
-        """Drop everything at or after ``offset`` (a follower diverging from its leader)."""
+        """Drop everything at or after ``offset`` (a follower diverging from its leader).
+
+        As Kafka's UnifiedLog.truncateTo, the log end offset becomes ``offset`` itself, not
+        the end of the last batch kept: a leader's epoch boundary can fall in a gap that
+        compaction left (or inside a batch the cut removes whole), and the follower's next
+        fetch must ask from the offset the leader named. Segments whose base lies above
+        ``offset`` go; one starting at it stays, emptied. The epoch cache is cut back to the
+        log end offset even when nothing is dropped (an epoch entry this broker wrote as a
+        leader before it appended anything).
+        """
         if offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return
-        if offset < self.log_start_offset:
+        if self.segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset)
             return
-        while len(self.segments) > 1 and self.active.base_offset >= offset:
+        while len(self.segments) > 1 and self.active.base_offset > offset:
             self._delete_segment_now(self.segments.pop())
             self._bases.pop()
         self.active.truncate_to(offset)
         self.active.on_become_active()
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, offset)
         self._truncated(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()

@@ -562,9 +562,11 @@ class LogSegment:
 
     # -- truncation, flush, lifecycle ----------------------------------------
     def truncate_to(self, offset: int) -> int:
-        """Drop batches at or after ``offset`` (cut at the start of the batch holding it). Returns bytes cut."""
+        """Drop batches at or after ``offset`` (cut at the start of the batch holding it) and
+        end the segment at ``offset`` (Log.truncate_to says why). Returns bytes cut."""
         b = self.find_batch(offset)
         if b is None:
+            self.next_offset = min(self.next_offset, max(offset, self.base_offset))
             return 0
         cut = self.size - b.position
         os.ftruncate(self.fd, b.position)
@@ -585,6 +587,7 @@ class LogSegment:
             if m.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = m.max_timestamp, m.last_offset
             self.next_offset = m.last_offset + 1
+        self.next_offset = max(self.next_offset, offset)
         self._bytes_since_index = _NEVER  # index the next batch
         return cut
 
