@@ -15,6 +15,7 @@ import errno
 import signal
 import sys
 
+from odradek.server.allocator import tune_allocator
 from odradek.server.config import BrokerConfig, ConfigError, read_properties
 from odradek.server.ready import ready_line
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"odradek: invalid configuration: {e}", file=sys.stderr)
         return 2
+    tune_allocator()  # a broker process reuses its large buffers (allocator.py says why)
     try:
         return asyncio.run(_serve(config))
     except KeyboardInterrupt:
