@@ -282,8 +282,13 @@ class CoordinatorRuntime(ABC, Generic[C]):
         an acknowledged commit survives the coordinator's failover. Called right after
         ``call``, before any other call can run. The error, when replication did not
         complete, is what Kafka's coordinator answers for a failed write
-        (COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR once leadership moved); the state
-        in memory keeps the write, which the new leader's log may not have.
+        (COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR once leadership moved). The state
+        in memory keeps the write, as Kafka's CoordinatorRuntime does when a write's
+        replication times out (it reverts only writes that failed to append): the records
+        are in this leader's log and become durable once the followers fetch them, and if
+        leadership moves first the partition is unloaded here and the new leader replays its
+        own log. Unlike Kafka, which reads coordinator state at the last replicated offset,
+        a read meanwhile (OffsetFetch) already sees the write.
         """
         appends, self._last_appends = self._last_appends, []
         if not appends:
