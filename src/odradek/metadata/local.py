@@ -27,6 +27,16 @@ from odradek.metadata.store import (
     UnknownTopic,
 )
 from odradek.protocol.errors import KafkaError
+from odradek.security.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    entries_from_json,
+    entries_to_json,
+    name_of,
+    parse_name,
+)
 
 FILE_NAME = "__cluster_metadata.json"
 
@@ -159,6 +169,22 @@ class LocalMetadataStore(MetadataStore):
             self._scram_credentials.pop(user, None)
         self._save()
 
+    def update_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry] = (),
+        remove: Iterable[AccessControlEntry] = (),
+    ) -> frozenset[AccessControlEntry]:
+        before = self._acls.get(pattern, frozenset())
+        after = (before | frozenset(add)) - frozenset(remove)
+        if after != before:
+            acls = {p: e for p, e in self._acls.items() if p != pattern}
+            if after:
+                acls[pattern] = after
+            self._save(acls)  # durable before anyone is told, as every change here
+            self._apply_acls(pattern, after)
+        return after
+
     def elect_leaders(
         self, election_type: ElectionType, partitions: Iterable[TopicPartitionKey] | None
     ) -> dict[TopicPartitionKey, KafkaError | None]:
@@ -249,6 +275,14 @@ class LocalMetadataStore(MetadataStore):
             self._broker_configs[""] = state["broker_configs"]
         self._broker_configs.update(state.get("per_broker_configs", {}))
         self._scram_credentials = state.get("scram_credentials", {})
+        # Each pattern as Kafka names it in ZooKeeper, with its /kafka-acl znode's JSON.
+        for resource in state.get("acls", []):
+            pattern = ResourcePattern(
+                parse_name(ResourceType, resource["resourceType"]),
+                resource["name"],
+                parse_name(PatternType, resource["patternType"]),
+            )
+            self._acls[pattern] = entries_from_json(resource)
         for t in state.get("topics", []):
             topic = self._topics[t["name"]] = TopicImage(
                 name=t["name"],
@@ -268,11 +302,23 @@ class LocalMetadataStore(MetadataStore):
             )
             self._topic_ids[topic.topic_id] = topic
 
-    def _save(self) -> None:
+    def _save(
+        self, acls: Mapping[ResourcePattern, frozenset[AccessControlEntry]] | None = None
+    ) -> None:
+        """Write the whole state; ``acls`` replaces the held ACLs in what is written."""
         state = {
             "broker_configs": self._broker_configs.get("", {}),
             "per_broker_configs": {name: c for name, c in self._broker_configs.items() if name},
             "scram_credentials": self._scram_credentials,
+            "acls": [
+                {
+                    "resourceType": name_of(pattern.resource_type),
+                    "name": pattern.name,
+                    "patternType": pattern.pattern_type.name,
+                    **entries_to_json(entries),
+                }
+                for pattern, entries in (self._acls if acls is None else acls).items()
+            ],
             "topics": [
                 {
                     "name": t.name,

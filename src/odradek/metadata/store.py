@@ -23,6 +23,7 @@ from odradek.metadata.image import (
     TopicImage,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.acl import AccessControlEntry, ResourcePattern
 
 
 class TopicExists(KafkaError):
@@ -72,6 +73,10 @@ class ElectionType(IntEnum):
 TopicPartitionKey = tuple[str, int]
 
 
+#: Told a resource pattern's ACL entries after they changed, through any broker (empty: none left).
+AclListener = Callable[[ResourcePattern, frozenset[AccessControlEntry]], None]
+
+
 class MetadataListener(Protocol):
     def on_topic_changed(self, before: TopicImage | None, after: TopicImage | None) -> None:
         """Called after a topic is created (before None), changed, or deleted (after None)."""
@@ -88,6 +93,9 @@ class MetadataStore(ABC):
         #: Called after dynamic broker configs changed elsewhere (another broker of a
         #: cluster); a broker's own AlterConfigs applies its change itself.
         self.broker_config_listeners: list[Callable[[], None]] = []
+        #: The ACLs by resource pattern; each store keeps it current and tells ``acl_listeners``.
+        self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self.acl_listeners: list[AclListener] = []
 
     def subscribe(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
@@ -241,6 +249,35 @@ class MetadataStore(ABC):
     def user_scram_credentials(self, user: str) -> dict[str, str]:
         """One user's SCRAM credentials, mechanism -> text (empty when none)."""
         return dict(self.scram_credentials().get(user, {}))
+
+    def acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every stored ACL, by resource pattern (a snapshot)."""
+        return dict(self._acls)
+
+    @abstractmethod
+    def update_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry] = (),
+        remove: Iterable[AccessControlEntry] = (),
+    ) -> frozenset[AccessControlEntry]:
+        """Add and remove entries of one resource pattern, durably; return its entries after.
+
+        The change is applied against the stored entries at the time of writing (another
+        broker's concurrent change to the same pattern is kept, as Kafka's conditional
+        ZooKeeper updates keep it), then ``acl_listeners`` hear of it.
+        """
+
+    def _apply_acls(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        """Take a pattern's entries as stored and tell the listeners, if they changed."""
+        if self._acls.get(pattern, frozenset()) == entries:
+            return
+        if entries:
+            self._acls[pattern] = entries
+        else:
+            self._acls.pop(pattern, None)
+        for listener in self.acl_listeners:
+            listener(pattern, entries)
 
     # -- controller operations: leader elections and partition reassignments -----------------
     # Kafka runs these on the controller; a cluster backend makes the same decisions against

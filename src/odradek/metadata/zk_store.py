@@ -82,9 +82,11 @@ from odradek.metadata.store import (
     UnknownTopic,
 )
 from odradek.metadata.topic_names import INTERNAL_TOPICS
+from odradek.metadata.zk_acls import ZkAcls
 from odradek.metadata.zk_fence import ControllerFence, ControllerMoved, check_fence, fenced
 from odradek.metadata.zk_layout import PartitionState, TopicAssignment
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.acl import AccessControlEntry, ResourcePattern
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +166,8 @@ class ZkMetadataStore(MetadataStore):
         self._closed = False
         #: The fence of this broker's controller while it is the active one (set by it).
         self.controller_fence: ControllerFence | None = None
+        #: /kafka-acl and its change notifications (zk_acls).
+        self._zk_acls = ZkAcls(self.client, self._post, self._apply_acls)
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -186,6 +190,7 @@ class ZkMetadataStore(MetadataStore):
         self._start_session(self.client)
         for path in layout.PERSISTENT_PATHS:
             self.client.ensure_path(path)
+        self._zk_acls.ensure_paths()
         try:
             self.client.create(
                 layout.CLUSTER_ID,
@@ -221,6 +226,7 @@ class ZkMetadataStore(MetadataStore):
         ChildrenWatch(self.client, f"{layout.CONFIG}/brokers", self._watch_broker_config_names)
         ChildrenWatch(self.client, layout.TOPICS, self._watch_topic_names)
         ChildrenWatch(self.client, layout.USER_CONFIGS, self._watch_user_names)
+        await asyncio.to_thread(self._zk_acls.load_and_follow)
         # Every value read while the watches were set is queued on the loop before this.
         barrier = self._loop.create_future()
         self._loop.call_soon_threadsafe(barrier.set_result, None)
@@ -774,6 +780,18 @@ class ZkMetadataStore(MetadataStore):
         configs.update(credentials)
         entity = layout.sanitize(user)
         self._write_config(self._user_configs, "users", entity, user, configs)
+
+    def update_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry] = (),
+        remove: Iterable[AccessControlEntry] = (),
+    ) -> frozenset[AccessControlEntry]:
+        """AclAuthorizer's conditional write of ``/kafka-acl``; applied here at once (the
+        change notification then brings every broker, this one too, the same entries)."""
+        after = self._zk_acls.update(pattern, add, remove)
+        self._apply_acls(pattern, after)
+        return after
 
     def _write_config(
         self, target: dict, entity_type: str, entity: str, key: str, configs: dict[str, str]

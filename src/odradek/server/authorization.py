@@ -1,106 +1,86 @@
-"""Authorized operations: the bit sets Kafka reports to clients that ask for them.
+"""What handlers ask about authorization: Kafka's AuthHelper, over ``Broker.authorizer``.
 
-Metadata, DescribeCluster, DescribeGroups, ConsumerGroupDescribe and
-DescribeTopicPartitions can ask which operations the caller may perform on a
-resource. Kafka answers with a 32-bit field, bit n set for the AclOperation of
-code n, over the operations that apply to the resource type (its
-AclEntry.supportedOperations); an authorizer filters that set, and with no
-authorizer configured every applicable operation is reported. Not asking is
-answered with Int32.MIN_VALUE.
+Without ``authorizer.class.name`` the broker has no authorizer and every question is
+answered yes, as Kafka's ``authorizer.forall``. With one, each question names the caller's
+principal and address (``ctx.connection``) and a literal resource; the decision is the
+authorizer's (``security.authorizer``, StandardAuthorizer's rules).
 
-This module is the one place that decision is made: handlers call
-``authorized_operations`` and a future authorizer (``authorizer.class.name``)
-plugs in as ``Broker.authorizer`` without touching them.
+Authorized operations: Metadata, DescribeCluster, DescribeGroups, ConsumerGroupDescribe
+and DescribeTopicPartitions can ask which operations the caller may perform on a
+resource. Kafka answers with a 32-bit field, bit n set for the AclOperation of code n,
+over the operations that apply to the resource type (AclEntry.supportedOperations)
+the authorizer allows; not asking is answered with Int32.MIN_VALUE.
+
+A request refused as a whole (a CLUSTER operation, a group, a transactional id) gets the
+response Kafka's getErrorResponse builds, with the error in every error field
+(``denied``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from enum import IntEnum
-from typing import Protocol
+from collections.abc import Collection, Iterable
+from typing import Any, Protocol
 
 from odradek.network.listener import ConnectionInfo
+from odradek.protocol import schemas
+from odradek.protocol.error_response import error_response
+from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    ResourceType,
+)
+
+__all__ = [
+    "AUTHORIZED_OPERATIONS_OMITTED",
+    "CLUSTER_NAME",
+    "AclOperation",
+    "Authorizer",
+    "ResourceType",
+    "authorize",
+    "authorize_by_resource_type",
+    "authorized_operations",
+    "denied",
+    "filter_authorized",
+]
 
 #: What Kafka answers when the client did not ask for authorized operations.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-class AclOperation(IntEnum):
-    """Kafka's AclOperation codes (the bit positions of the authorized-operations field)."""
-
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class ResourceType(IntEnum):
-    """Kafka's ResourceType codes for the resources whose operations clients ask about."""
-
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-
-
-#: The name Kafka gives the single CLUSTER resource.
-CLUSTER_NAME = "kafka-cluster"
-
-_Op = AclOperation
-
-#: Kafka's AclEntry.supportedOperations per resource type.
-SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
-    ResourceType.TOPIC: frozenset(
-        {
-            _Op.READ,
-            _Op.WRITE,
-            _Op.CREATE,
-            _Op.DESCRIBE,
-            _Op.DELETE,
-            _Op.ALTER,
-            _Op.DESCRIBE_CONFIGS,
-            _Op.ALTER_CONFIGS,
-        }
-    ),
-    ResourceType.GROUP: frozenset(
-        {_Op.READ, _Op.DESCRIBE, _Op.DELETE, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS}
-    ),
-    ResourceType.CLUSTER: frozenset(
-        {
-            _Op.CREATE,
-            _Op.CLUSTER_ACTION,
-            _Op.DESCRIBE_CONFIGS,
-            _Op.ALTER_CONFIGS,
-            _Op.IDEMPOTENT_WRITE,
-            _Op.ALTER,
-            _Op.DESCRIBE,
-        }
-    ),
-}
-
-
 class Authorizer(Protocol):
-    """What the broker asks an authorizer (Kafka's Authorizer.authorize, one resource at a time)."""
+    """What the broker asks an authorizer (Kafka's Authorizer, one literal resource at a time)."""
 
-    def authorized(
+    def authorize(
         self,
         connection: ConnectionInfo,
+        operation: AclOperation,
         resource_type: ResourceType,
         name: str,
-        operations: Collection[AclOperation],
-    ) -> Collection[AclOperation]:
-        """The subset of ``operations`` the connection's principal may perform on the resource
-        (the connection carries what Kafka's AuthorizableRequestContext does: listener, address)."""
+        log_denied: bool = True,
+    ) -> bool:
+        """Whether the connection's principal, from its address, may perform the operation
+        (a denial is audit-logged unless ``log_denied`` is false)."""
+
+    def authorize_by_resource_type(
+        self, connection: ConnectionInfo, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether some resource of the type may allow the operation (authorizeByResourceType)."""
+
+    def acls(self, selection: AclBindingFilter) -> list[AclBinding]:
+        """The stored bindings ``selection`` matches (DescribeAcls)."""
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Store valid bindings durably (CreateAcls)."""
+
+    def delete_acls(self, selection: AclBindingFilter) -> list[AclBinding]:
+        """Remove the bindings ``selection`` matches and return them (DeleteAcls)."""
 
 
-def to_bit_field(operations: Collection[AclOperation]) -> int:
+def to_bit_field(operations: Iterable[AclOperation]) -> int:
     """Kafka's Utils.to32BitField: bit ``code`` set for each operation."""
     field = 0
     for op in operations:
@@ -123,6 +103,58 @@ class _Request(Protocol):
     @property
     def connection(self) -> ConnectionInfo: ...
 
+    @property
+    def api_version(self) -> int: ...
+
+    @property
+    def header(self) -> Any: ...
+
+
+def authorize(
+    ctx: _Request,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    name: str,
+    log_denied: bool = True,
+) -> bool:
+    """AuthHelper.authorize: one operation on one literal resource."""
+    authorizer = ctx.broker.authorizer
+    return authorizer is None or authorizer.authorize(
+        ctx.connection, operation, resource_type, name, log_denied
+    )
+
+
+def authorize_cluster(ctx: _Request, operation: AclOperation) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def filter_authorized(
+    ctx: _Request,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    names: Iterable[str],
+    log_denied: bool = True,
+) -> set[str]:
+    """AuthHelper.filterByAuthorized: the names the operation is allowed on (each asked once)."""
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return set(names)
+    connection = ctx.connection
+    return {
+        name
+        for name in set(names)
+        if authorizer.authorize(connection, operation, resource_type, name, log_denied)
+    }
+
+
+def authorize_by_resource_type(
+    ctx: _Request, operation: AclOperation, resource_type: ResourceType
+) -> bool:
+    authorizer = ctx.broker.authorizer
+    return authorizer is None or authorizer.authorize_by_resource_type(
+        ctx.connection, operation, resource_type
+    )
+
 
 def authorized_operations(
     ctx: _Request, resource_type: ResourceType, name: str, requested: bool = True
@@ -130,8 +162,13 @@ def authorized_operations(
     """The authorized-operations field for one resource, or the "not requested" marker."""
     if not requested:
         return AUTHORIZED_OPERATIONS_OMITTED
-    supported = SUPPORTED_OPERATIONS[resource_type]
-    authorizer: Authorizer | None = ctx.broker.authorizer
-    if authorizer is None:
-        return to_bit_field(supported)
-    return to_bit_field(authorizer.authorized(ctx.connection, resource_type, name, supported))
+    supported: Collection[AclOperation] = SUPPORTED_OPERATIONS[resource_type]
+    return to_bit_field(
+        op for op in supported if authorize(ctx, op, resource_type, name, log_denied=False)
+    )
+
+
+def denied(ctx: _Request, request: Any, error_code: ErrorCode) -> Any:
+    """The whole request refused with ``error_code``, as Kafka's getErrorResponse answers."""
+    response_schema = schemas.response_schema(ctx.header.api_key, ctx.api_version)
+    return error_response(response_schema, request, error_code)

@@ -37,6 +37,7 @@ from odradek.network.ssl_engine_factory import SslConfigError
 from odradek.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.replication.purgatory import Purgatory
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.server.acl_authorizer import AclAuthorizer
 from odradek.server.authorization import Authorizer
 from odradek.server.components import COMPONENTS
 from odradek.server.config import BrokerConfig, ConfigError, Endpoint
@@ -104,7 +105,8 @@ class Broker:
         #: RequestMetrics, kept only when metrics are served (metrics.http.listener).
         self.request_metrics = RequestMetrics() if config["metrics.http.listener"] else None
         self.components: dict[str, Any] = {}
-        #: None, as Kafka without ``authorizer.class.name``: every operation is allowed.
+        #: None, as Kafka without ``authorizer.class.name``: every operation is allowed; else
+        #: the AclAuthorizer, made once the metadata (which holds the ACLs) is loaded.
         self.authorizer: Authorizer | None = None
         self.node_id: int = -1
         self.cluster_id: str = ""
@@ -213,6 +215,8 @@ class Broker:
                 self.metadata = LocalMetadataStore(
                     self.config.log_dirs[0], self.node_id, self.cluster_id, broker_image
                 )
+            # Before any listener serves: every request is decided from the first one.
+            self.authorizer = AclAuthorizer.from_config(self.config, self.metadata)
             self.replica_manager = ReplicaManager(
                 self.log_manager,
                 self.metadata,

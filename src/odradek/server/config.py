@@ -48,6 +48,11 @@ LONG_MAX = 2**63 - 1
 _LISTENER_MAX_CONNECTIONS = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.max\.connections")
 
 #: Kafka's security protocols.
+#: The authorizer.class.name values served; both mean StandardAuthorizer's rules (acl_authorizer).
+AUTHORIZER_CLASS_NAMES = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Any listener-prefixed config: ``listener.name.<listener>.<config>``.
 _LISTENER_PREFIXED = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?P<config>.+)")
@@ -499,6 +504,32 @@ _DEFS = [
         "less) for sessions as long as their connections. Listener- and mechanism-prefixed "
         "forms (listener.name.<l>.<mechanism>.connections.max.reauth.ms) override it.",
         importance="medium",
+    ),
+    ConfigDef(
+        "authorizer.class.name",
+        "string",
+        "",
+        "The authorizer deciding every request by ACLs: "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or Kafka's ZooKeeper-mode "
+        "name kafka.security.authorizer.AclAuthorizer, the same rules). Empty: no authorization, "
+        "every request allowed.",
+        importance="low",
+    ),
+    ConfigDef(
+        "super.users",
+        "string",
+        "",
+        "Principals the authorizer allows everything, whatever the ACLs, separated by "
+        "semicolons (User:admin;User:broker). Brokers' own principal belongs here when they "
+        "replicate over an authenticated listener.",
+        importance="low",
+    ),
+    ConfigDef(
+        "allow.everyone.if.no.acl.found",
+        "boolean",
+        "false",
+        "Whether the authorizer allows an action on a resource that has no ACL at all.",
+        importance="low",
     ),
     ConfigDef(
         "max.connections.per.ip",
@@ -1361,6 +1392,7 @@ class BrokerConfig:
                 "property is set."
             )
         self._check_queued_max_request_bytes()
+        self._check_authorizer()
         self._listener_max_connections = self._per_listener_max_connections()
         for name in props:
             prefixed = _LISTENER_PREFIXED.fullmatch(name)
@@ -1448,6 +1480,15 @@ class BrokerConfig:
                 f"Each listener must have a different port, {key}: {','.join(self._values[key])}"
             )
         return endpoints
+
+    def _check_authorizer(self) -> None:
+        """A clear start-up error for an authorizer this broker does not have."""
+        name = self["authorizer.class.name"]
+        if name and name not in AUTHORIZER_CLASS_NAMES:
+            raise ConfigError(
+                f"Invalid value {name} for configuration authorizer.class.name: the authorizers "
+                f"served are {' and '.join(AUTHORIZER_CLASS_NAMES)}"
+            )
 
     def _check_listeners(self) -> None:
         if not self._listeners:
