@@ -560,3 +560,11 @@ def record_timestamps(batch: RecordBatch) -> Iterator[tuple[int, int]]:
         offset_delta, position = read_varint(payload, position)
         yield base_offset + offset_delta, base_ts + ts_delta
         position = end
+
+
+def first_batch_is_transactional(records: memoryview | bytes | None) -> bool:
+    """Whether the first batch of a partition's records is transactional (Kafka's
+    RequestUtils.hasTransactionalRecords looks at the first batch only): two header bytes."""
+    if records is None or len(records) < ATTRIBUTES + 2 or records[MAGIC] != 2:
+        return False
+    return bool(_I16.unpack_from(records, ATTRIBUTES)[0] & TRANSACTIONAL_MASK)

@@ -45,6 +45,7 @@ __all__ = [
     "authorized_operations",
     "denied",
     "filter_authorized",
+    "refusal",
 ]
 
 #: What Kafka answers when the client did not ask for authorized operations.
@@ -124,8 +125,8 @@ def authorize(
     )
 
 
-def authorize_cluster(ctx: _Request, operation: AclOperation) -> bool:
-    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+def authorize_cluster(ctx: _Request, operation: AclOperation, log_denied: bool = True) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied)
 
 
 def filter_authorized(
@@ -166,6 +167,29 @@ def authorized_operations(
     return to_bit_field(
         op for op in supported if authorize(ctx, op, resource_type, name, log_denied=False)
     )
+
+
+def cluster_authorized_operations(ctx: _Request, requested: bool) -> int:
+    """The cluster's authorized operations (Metadata, DescribeCluster): 0 without DESCRIBE on
+    it, as AuthHelper.computeDescribeClusterResponse answers."""
+    if requested and not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, requested)
+
+
+def refusal(
+    ctx: _Request,
+    request: Any,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    name: str,
+    error_code: ErrorCode,
+) -> Any | None:
+    """None if the operation is allowed, else the request's error response with ``error_code``
+    (a handler returns it at once: the request is refused as a whole)."""
+    if authorize(ctx, operation, resource_type, name):
+        return None
+    return denied(ctx, request, error_code)
 
 
 def denied(ctx: _Request, request: Any, error_code: ErrorCode) -> Any:

@@ -7,6 +7,11 @@ the ReplicaManager, subscribed to it, creates or deletes the logs. Creation
 awaits the ReplicaManager, which makes the logs a chunk at a time so that a
 topic of thousands of partitions does not stall other clients; the name is
 reserved from validation on, so a concurrent request for it sees it taken.
+
+Authorization, as KafkaApis (TOPIC_AUTHORIZATION_FAILED, checked after duplicates and
+before existence): creating needs CREATE on the cluster or on the topic, and a created
+topic's configs are returned only with DESCRIBE_CONFIGS on it; deleting needs DELETE on the
+topic (and DESCRIBE when it is named by id); adding partitions needs ALTER on the topic.
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ from odradek.metadata.topic_names import INTERNAL_TOPICS, colliding_topic, valid
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorization import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    authorize,
+    filter_authorized,
+)
 from odradek.server.context import RequestContext
 from odradek.server.handlers.configs import describe_topic, validated_topic_config
 
@@ -40,6 +52,10 @@ class InvalidTopic(KafkaError):
 
 class InvalidReplicaAssignment(KafkaError):
     error_code = ErrorCode.invalid_replica_assignment
+
+
+class TopicAuthorizationFailed(KafkaError):
+    error_code = ErrorCode.topic_authorization_failed
 
 
 class TopicDeletionDisabled(KafkaError):
@@ -134,6 +150,12 @@ def _plan_topic(ctx: RequestContext, topic) -> tuple[int, int, dict[str, str]]:
 async def handle_create_topics(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.CREATE_TOPICS, ctx.api_version)
     duplicates = _duplicates([t.name for t in request.topics])
+    names = [t.name for t in request.topics]
+    creatable = (
+        set(names)
+        if authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
+        else filter_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+    )
     results = []
     for topic in request.topics:
         fields: dict = {
@@ -147,6 +169,8 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
                 raise InvalidRequest(
                     f"Create topics request from client contains multiple entries for topic {topic.name}"
                 )
+            if topic.name not in creatable:
+                raise TopicAuthorizationFailed("Authorization failed.")
             partitions, replication, configs = _plan_topic(ctx, topic)
             if request.validate_only:
                 image = None
@@ -158,9 +182,12 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
             fields.update(
                 error_code=ErrorCode.none, num_partitions=partitions, replication_factor=replication
             )
-            fields["configs"] = _created_configs(
-                ctx, module, image or _draft_image(topic.name, configs)
-            )
+            if authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name):
+                fields["configs"] = _created_configs(
+                    ctx, module, image or _draft_image(topic.name, configs)
+                )
+            else:  # created, but its configs are not the caller's to see
+                fields["topic_config_error_code"] = ErrorCode.topic_authorization_failed
         except KafkaError as exc:
             fields.update(error_code=exc.error_code, error_message=str(exc))
         results.append(schemas.build(module.CreatableTopicResult, **fields))
@@ -218,7 +245,16 @@ async def handle_delete_topics(ctx: RequestContext, request) -> object:
         try:
             if not ctx.broker.config["delete.topic.enable"]:
                 raise TopicDeletionDisabled("Topic deletion is disabled.")
+            if name is not None and not authorize(
+                ctx, AclOperation.DELETE, ResourceType.TOPIC, name
+            ):
+                raise TopicAuthorizationFailed("Authorization failed.")
             topic = _resolve_delete(ctx, name, topic_id)
+            if name is None and not (
+                authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
+                and authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
+            ):  # named by id: the name is not disclosed to whoever may not describe it
+                raise TopicAuthorizationFailed("Authorization failed.")
             fields.update(name=topic.name, topic_id=topic.topic_id)
             ctx.broker.metadata.delete_topic(topic.name)
             fields["error_code"] = ErrorCode.none
@@ -240,6 +276,8 @@ async def handle_create_partitions(ctx: RequestContext, request) -> object:
         try:
             if topic.name in duplicates:
                 raise InvalidRequest("Duplicate topic in request.")
+            if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                raise TopicAuthorizationFailed("The topic authorization is failed.")
             current = ctx.broker.metadata.topic(topic.name)
             if current is None:
                 raise UnknownTopic(f"The topic '{topic.name}' does not exist.")

@@ -1,7 +1,8 @@
 """DescribeCluster: the cluster id, the controller and the live brokers (KIP-700).
 
 Brokers are given by their endpoint on the listener the request came in on;
-a broker not advertised on it is left out, as in Kafka.
+a broker not advertised on it is left out, as in Kafka. DescribeCluster needs no ACL (as
+in Kafka); its cluster authorized operations are 0 without DESCRIBE on the cluster.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorization import (
     AUTHORIZED_OPERATIONS_OMITTED,
-    CLUSTER_NAME,
-    ResourceType,
-    authorized_operations,
+    cluster_authorized_operations,
 )
 from odradek.server.context import RequestContext
 
@@ -58,10 +57,7 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> object:
         cluster_id=metadata.cluster_id,
         controller_id=metadata.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=authorized_operations(
-            ctx,
-            ResourceType.CLUSTER,
-            CLUSTER_NAME,
-            request.include_cluster_authorized_operations,
+        cluster_authorized_operations=cluster_authorized_operations(
+            ctx, request.include_cluster_authorized_operations
         ),
     )

@@ -10,7 +10,8 @@ Kafka: every topic (TOPIC, 2), every broker by node id (BROKER, 4), every
 group (GROUP, 32) and the client-metrics subscriptions (CLIENT_METRICS, 16,
 none here). A type the broker does not list answers UNSUPPORTED_VERSION for
 the whole request, as Kafka does; BROKER_LOGGER (8) is one of them here,
-because DescribeConfigs does not serve broker loggers.
+because DescribeConfigs does not serve broker loggers. Either version needs DESCRIBE_CONFIGS
+on the cluster, else CLUSTER_AUTHORIZATION_FAILED, as Kafka's handler checks.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from enum import IntEnum
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorization import AclOperation, authorize_cluster
 from odradek.server.context import RequestContext
 
 
@@ -55,6 +57,13 @@ def _names(ctx: RequestContext, resource_type: ConfigResourceType) -> list[str]:
 async def handle_list_config_resources(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.LIST_CONFIG_RESOURCES, ctx.api_version)
     cls = schemas.response_schema(ApiKey.LIST_CONFIG_RESOURCES, ctx.api_version)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        return schemas.build(
+            cls,
+            throttle_time=0,
+            error_code=ErrorCode.cluster_authorization_failed,
+            config_resources=(),
+        )
     if ctx.api_version == 0:
         return schemas.build(cls, throttle_time=0, error_code=ErrorCode.none, config_resources=())
     requested = set(request.resource_types) or set(LISTED_TYPES)

@@ -8,6 +8,11 @@ dynamic configs are those Kafka lets an operator change at run time
 them apply to live logs at once. As in Kafka they are kept per
 BROKER resource: "" is the cluster-wide default, a node id is that broker
 alone and wins over the default; both persist in the MetadataStore.
+
+Authorization, as Kafka's ConfigHelper and KafkaApis: describing needs DESCRIBE_CONFIGS,
+altering ALTER_CONFIGS, on the topic for a TOPIC resource (else TOPIC_AUTHORIZATION_FAILED)
+and on the cluster for a BROKER or BROKER_LOGGER one (else CLUSTER_AUTHORIZATION_FAILED),
+each resource on its own.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorization import CLUSTER_NAME, AclOperation, ResourceType, authorize
 from odradek.server.config import CONFIG_DEFS, BrokerConfig, ConfigError, parse_config_value
 from odradek.server.context import RequestContext
 from odradek.server.dynamic_broker_config import (
@@ -43,6 +49,7 @@ from odradek.storage.errors import InvalidConfig
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +196,19 @@ def _with_listener_overrides(layers: BrokerConfigLayers) -> dict[str, BrokerConf
     return definitions
 
 
+def _check_authorized(
+    ctx: RequestContext, resource_type: int, name: str, operation: AclOperation
+) -> None:
+    """Raise the resource's authorization error unless ``operation`` is allowed on it."""
+    if resource_type == TOPIC:
+        if not authorize(ctx, operation, ResourceType.TOPIC, name):
+            raise KafkaError("Topic authorization failed.", ErrorCode.topic_authorization_failed)
+    elif resource_type in (BROKER, BROKER_LOGGER) and not authorize(
+        ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
+        raise KafkaError("Cluster authorization failed.", ErrorCode.cluster_authorization_failed)
+
+
 # -- DescribeConfigs -----------------------------------------------------------------------
 
 
@@ -208,6 +228,9 @@ async def handle_describe_configs(ctx: RequestContext, request) -> object:
         configs: tuple = ()
         error, message = ErrorCode.none, None
         try:
+            _check_authorized(
+                ctx, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS
+            )
             described = _describe_resource(ctx, resource.resource_type, resource.resource_name)
             keys = resource.configuration_keys
             if keys is not None:
@@ -276,6 +299,9 @@ def _alter_results(ctx: RequestContext, api_key: ApiKey, request, compute) -> ob
             if key in seen:
                 raise InvalidRequest(f"Duplicate resource {resource.resource_name} in request")
             seen.add(key)
+            _check_authorized(
+                ctx, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS
+            )
             _alter_one(ctx, resource, compute, request.validate_only)
         except KafkaError as exc:
             error, message = exc.error_code, str(exc)

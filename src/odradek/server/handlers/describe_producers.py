@@ -5,7 +5,8 @@ host is UNKNOWN_TOPIC_OR_PARTITION, one it does not lead NOT_LEADER_OR_FOLLOWER
 (both without a message), otherwise every producer the log's producer state
 keeps, with its epoch, last sequence, last timestamp, the coordinator epoch of its
 last transaction marker and the first offset of its open transaction (-1 for none,
-which is what Kafka reports for an idempotent producer).
+which is what Kafka reports for an idempotent producer). Each topic needs READ, else its
+partitions get TOPIC_AUTHORIZATION_FAILED (KafkaApis.handleDescribeProducersRequest).
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ from __future__ import annotations
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorization import AclOperation, ResourceType, filter_authorized
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 
 
 async def handle_describe_producers(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.DESCRIBE_PRODUCERS, ctx.api_version)
+    readable = filter_authorized(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
 
     def partition(topic: str, index: int) -> object:
+        if topic not in readable:
+            return _error(module, index, ErrorCode.topic_authorization_failed)
         try:
             p = ctx.broker.replica_manager.partition(TopicPartition(topic, index))
         except KafkaError as e:

@@ -14,7 +14,9 @@ As Kafka's DescribeTopicPartitionsRequestHandler and metadata cache:
   name INVALID_TOPIC_EXCEPTION); with every topic asked for, none are errors;
 - a cursor naming a topic outside the requested list, or a negative partition,
   is INVALID_REQUEST for every requested topic;
-- every described topic carries its authorized operations.
+- every described topic carries its authorized operations;
+- a topic the caller may not DESCRIBE is left out of every-topic pages and answered
+  TOPIC_AUTHORIZATION_FAILED (no id, no partitions) when named.
 
 ``paginate`` is the sans-I/O page cut, so its rules are tested without a broker.
 """
@@ -31,7 +33,13 @@ from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.error_response import error_response
 from odradek.protocol.errors import ErrorCode
-from odradek.server.authorization import ResourceType, authorized_operations
+from odradek.server.authorization import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+)
 from odradek.server.context import RequestContext
 
 NO_LEADER = -1
@@ -116,10 +124,21 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> obje
         ),
         1,
     )
+    described = {
+        name
+        for name in names
+        if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_denied=not fetch_all)
+    }
+    if fetch_all:
+        names = [name for name in names if name in described]
+
+    def lookup(name: str) -> TopicImage | None:
+        return ctx.broker.metadata.topic(name) if name in described else None
+
     cursor = request.cursor
     page = paginate(
         names,
-        ctx.broker.metadata.topic,
+        lookup,
         (cursor.topic_name, cursor.partition_index) if cursor is not None else None,
         limit,
         include_unknown=not fetch_all,
@@ -144,6 +163,16 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> obje
         )
 
     def topic(entry: PageEntry) -> object:
+        if entry.name not in described:
+            return schemas.build(
+                module.DescribeTopicPartitionsResponseTopic,
+                error_code=ErrorCode.topic_authorization_failed,
+                name=entry.name,
+                topic_id=ZERO_UUID,
+                is_internal=False,
+                partitions=(),
+                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
         ops = authorized_operations(ctx, ResourceType.TOPIC, entry.name)
         if entry.topic is None:
             return schemas.build(

@@ -14,6 +14,12 @@ follower's: each partition goes through ``ReplicaManager.fetch_for_follower``, w
 records the follower's progress (high watermark, ISR) and reads up to the log end
 offset rather than the high watermark. The high watermark answered is the one after
 that progress, so a follower learns of a commit on the fetch that made it.
+
+Authorization, as KafkaApis.handleFetchRequest: a follower's fetch needs CLUSTER_ACTION on
+the cluster (the brokers' principal is a super user, or has that ACL), else every partition
+gets TOPIC_AUTHORIZATION_FAILED; a consumer's needs READ on each topic, else that topic's
+partitions get TOPIC_AUTHORIZATION_FAILED and are not read. They stay in the fetch session,
+as in Kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ from collections import OrderedDict
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.fetch import FetchPartitionResponse, FetchTopicResponse, encode_fetch_response
 from odradek.replication.partition import READ_COMMITTED
+from odradek.server.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    filter_authorized,
+)
 from odradek.server.context import RequestContext
 from odradek.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession
 from odradek.storage import TopicPartition
@@ -69,10 +81,17 @@ async def handle(ctx: RequestContext, request):
     incremental = session is not None and session_epoch > 0
 
     replica_id, replica_epoch = _replica(request)
+    denied = _unauthorized_topics(ctx, wanted, replica_id)
     deadline = time.monotonic() + request.max_wait.total_seconds()
     while True:
         results = _read(
-            broker, wanted, request.max_bytes, request.isolation_level, replica_id, replica_epoch
+            broker,
+            wanted,
+            request.max_bytes,
+            request.isolation_level,
+            replica_id,
+            replica_epoch,
+            denied,
         )
         size = sum(r.records_size for r in results.values())
         errors = unknown_ids or any(r.error_code for r in results.values())
@@ -152,6 +171,18 @@ def _replica(request) -> tuple[int, int]:
     return getattr(request, "replica_id", -1), -1
 
 
+def _unauthorized_topics(ctx: RequestContext, wanted, replica_id: int) -> frozenset[str]:
+    """The topics of ``wanted`` this fetch may not read (none without an authorizer)."""
+    if ctx.broker.authorizer is None:
+        return frozenset()
+    names = {tp.topic for tp in wanted}
+    if replica_id >= 0:
+        return (
+            frozenset() if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else frozenset(names)
+        )
+    return frozenset(names - filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, names))
+
+
 def _has_news(cached: CachedPartition, result: FetchPartitionResponse) -> bool:
     return bool(
         result.records
@@ -168,6 +199,7 @@ def _read(
     isolation_level: int,
     replica_id: int = -1,
     replica_epoch: int = -1,
+    denied: frozenset[str] = frozenset(),
 ) -> dict[TopicPartition, FetchPartitionResponse]:
     """One pass over the partitions within the response's and each partition's byte limits.
 
@@ -179,6 +211,9 @@ def _read(
     for tp, cached in wanted.items():
         result = FetchPartitionResponse(tp.partition)
         results[tp] = result
+        if tp.topic in denied:
+            result.error_code = ErrorCode.topic_authorization_failed
+            continue
         try:
             if replica_id >= 0:
                 data = broker.replica_manager.fetch_for_follower(

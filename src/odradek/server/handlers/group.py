@@ -7,6 +7,14 @@ its __consumer_offsets partition: FindCoordinator names that broker, and every
 other group API answers NOT_COORDINATOR for a group whose partition is not loaded
 here (calls through the service check it; the handlers that only read the core
 check ``coordinates`` themselves, per group where Kafka answers per group).
+
+Authorization, as KafkaApis: joining, syncing, heartbeats, leaving and committing need
+READ on the group, fetching offsets and describing need DESCRIBE, deleting groups and
+offsets DELETE (GROUP_AUTHORIZATION_FAILED); committed and deleted offsets need READ on
+their topics, fetched ones DESCRIBE (TOPIC_AUTHORIZATION_FAILED; offsets of topics the
+caller may not describe are left out of an all-topics fetch). ListGroups lists every group
+to those who may DESCRIBE the cluster, else the groups they may describe. FindCoordinator
+needs DESCRIBE on the group or transactional id it names.
 """
 
 from __future__ import annotations
@@ -29,8 +37,13 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorization import (
     AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_NAME,
+    AclOperation,
     ResourceType,
+    authorize,
     authorized_operations,
+    filter_authorized,
+    refusal,
 )
 from odradek.server.context import RequestContext
 
@@ -58,6 +71,18 @@ def _module(ctx: RequestContext, api_key: int):
 
 def _cls(ctx: RequestContext, api_key: int):
     return schemas.response_schema(api_key, ctx.api_version)
+
+
+def _group_refusal(ctx: RequestContext, request, operation: AclOperation):
+    """The request's error response if ``operation`` on its group is not allowed, else None."""
+    return refusal(
+        ctx,
+        request,
+        operation,
+        ResourceType.GROUP,
+        request.group_id,
+        ErrorCode.group_authorization_failed,
+    )
 
 
 # -- FindCoordinator --------------------------------------------------------------------
@@ -91,6 +116,17 @@ async def handle_find_coordinator(ctx: RequestContext, request):
         """(error, message), (node id, host, port) of the leader of ``key``'s partition."""
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             return (ErrorCode.invalid_request, f"Unknown coordinator type {key_type}"), nobody
+        if key_type == KEY_TYPE_GROUP and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
+        ):
+            return (ErrorCode.group_authorization_failed, "Not authorized to access group."), nobody
+        if key_type == KEY_TYPE_TRANSACTION and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            return (
+                ErrorCode.transactional_id_authorization_failed,
+                "Transactional Id authorization failed.",
+            ), nobody
         if topic is None:
             return not_available, nobody
         leader = topic.partitions[core.partition_for(key)].leader
@@ -134,6 +170,8 @@ async def handle_find_coordinator(ctx: RequestContext, request):
 
 
 async def handle_join_group(ctx: RequestContext, request):
+    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+        return refused
     svc = _service(ctx)
     session_timeout = int(request.session_timeout.total_seconds() * 1000)
     rebalance = getattr(request, "rebalance_timeout", None)
@@ -189,6 +227,8 @@ async def handle_join_group(ctx: RequestContext, request):
 
 
 async def handle_sync_group(ctx: RequestContext, request):
+    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+        return refused
     svc = _service(ctx)
     assignments = {a.member_id: a.assignment for a in request.assignments}
     topics = _topic_metadata(ctx)
@@ -222,6 +262,8 @@ async def handle_sync_group(ctx: RequestContext, request):
 
 
 async def handle_heartbeat(ctx: RequestContext, request):
+    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+        return refused
     svc = _service(ctx)
     try:
         error = svc.call(
@@ -238,6 +280,8 @@ async def handle_heartbeat(ctx: RequestContext, request):
 
 
 async def handle_leave_group(ctx: RequestContext, request):
+    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+        return refused
     svc = _service(ctx)
     cls = _cls(ctx, ApiKey.LEAVE_GROUP)
     if ctx.api_version >= 3:
@@ -277,12 +321,17 @@ async def handle_offset_commit(ctx: RequestContext, request):
     not called at all when none is left), so a commit to a topic that does not
     exist fails instead of storing offsets nobody can consume.
     """
+    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+        return refused
     svc = _service(ctx)
     metadata = ctx.broker.metadata
     # v10 names topics by id only; ids we do not know get UNKNOWN_TOPIC_ID.
     by_id = ctx.api_version >= TOPIC_IDS_SINCE
     names = {topic_id: name for name, topic_id in _topic_ids(ctx).items()} if by_id else {}
     resolved = [names.get(t.topic_id) if by_id else t.name for t in request.topics]
+    readable = filter_authorized(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (n for n in resolved if n is not None)
+    )
 
     def exists(name: str, partition: int) -> bool:
         topic = metadata.topic(name)
@@ -297,7 +346,7 @@ async def handle_offset_commit(ctx: RequestContext, request):
             p.committed_metadata,
         )
         for t, name in zip(request.topics, resolved)
-        if name is not None
+        if name is not None and name in readable
         for p in t.partitions
         if exists(name, p.partition_index)
     ]
@@ -327,6 +376,8 @@ async def handle_offset_commit(ctx: RequestContext, request):
     def error_of(name: str | None, partition: int) -> int:
         if name is None:
             return ErrorCode.unknown_topic_id
+        if name not in readable:
+            return ErrorCode.topic_authorization_failed
         return next(it) if exists(name, partition) else ErrorCode.unknown_topic_or_partition
 
     topics = tuple(
@@ -387,9 +438,20 @@ def _fetched_topics(
     core = _service(ctx).core
     fetched = core.fetch_offsets(group_id, wanted)
     unstable = core.pending_transactional_offsets(group_id) if require_stable else set()
+    describable = filter_authorized(
+        ctx,
+        AclOperation.DESCRIBE,
+        ResourceType.TOPIC,
+        {topic for topic, _ in fetched},
+        log_denied=wanted is not None,
+    )
     by_topic: dict[str, list] = {}
     for (topic, partition), om in fetched.items():
-        if (topic, partition) in unstable:
+        if topic not in describable:
+            if wanted is None:  # every committed offset asked for: left out, not disclosed
+                continue
+            om, error = None, ErrorCode.topic_authorization_failed
+        elif (topic, partition) in unstable:
             om, error = None, ErrorCode.unstable_offset_commit
         else:
             error = ErrorCode.none
@@ -418,13 +480,14 @@ async def handle_offset_fetch(ctx: RequestContext, request):
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
-            error = (
-                svc.core.check_offset_fetch(
+            if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+                error = ErrorCode.group_authorization_failed
+            elif svc.coordinates(g.group_id):
+                error = svc.core.check_offset_fetch(
                     g.group_id, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
                 )
-                if svc.coordinates(g.group_id)
-                else ErrorCode.not_coordinator
-            )
+            else:
+                error = ErrorCode.not_coordinator
             topics = (
                 ()
                 if error
@@ -446,6 +509,8 @@ async def handle_offset_fetch(ctx: RequestContext, request):
                 )
             )
         return schemas.build(cls, throttle_time=0, groups=tuple(groups))
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+        return _offset_fetch_error(ctx, request, module, ErrorCode.group_authorization_failed)
     if not svc.coordinates(request.group_id):
         return _offset_fetch_error(ctx, request, module, ErrorCode.not_coordinator)
     topics = _fetched_topics(
@@ -488,8 +553,18 @@ def _offset_fetch_error(ctx: RequestContext, request, module, error: ErrorCode):
 
 
 async def handle_offset_delete(ctx: RequestContext, request):
+    if (refused := _group_refusal(ctx, request, AclOperation.DELETE)) is not None:
+        return refused
     svc = _service(ctx)
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    readable = filter_authorized(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
+    wanted = [
+        (t.name, p.partition_index)
+        for t in request.topics
+        if t.name in readable
+        for p in t.partitions
+    ]
     try:
         error, errors = svc.call(
             svc.core.delete_offsets, [request.group_id], request.group_id, wanted
@@ -509,7 +584,9 @@ async def handle_offset_delete(ctx: RequestContext, request):
                     schemas.build(
                         module.OffsetDeleteResponsePartition,
                         partition_index=p.partition_index,
-                        error_code=next(it),
+                        error_code=next(it)
+                        if t.name in readable
+                        else ErrorCode.topic_authorization_failed,
                     )
                     for p in t.partitions
                 ),
@@ -537,11 +614,14 @@ async def handle_describe_groups(ctx: RequestContext, request):
 
     described = []
     for group_id in request.groups:
-        if not svc.coordinates(group_id):
+        refused = not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
+        if refused or not svc.coordinates(group_id):
             described.append(
                 schemas.build(
                     module.DescribedGroup,
-                    error_code=ErrorCode.not_coordinator,
+                    error_code=ErrorCode.group_authorization_failed
+                    if refused
+                    else ErrorCode.not_coordinator,
                     error_message=None,
                     group_id=group_id,
                     group_state="",
@@ -613,6 +693,9 @@ async def handle_describe_groups(ctx: RequestContext, request):
 async def handle_list_groups(ctx: RequestContext, request):
     core = _service(ctx).core
     module = _module(ctx, ApiKey.LIST_GROUPS)
+    every = authorize(
+        ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+    )
     groups = tuple(
         schemas.build(
             module.ListedGroup,
@@ -624,6 +707,7 @@ async def handle_list_groups(ctx: RequestContext, request):
         for gid, ptype, state, gtype in core.list_groups(
             getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
         )
+        if every or authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid, log_denied=False)
     )
     return schemas.build(
         _cls(ctx, ApiKey.LIST_GROUPS), throttle_time=0, error_code=ErrorCode.none, groups=groups
@@ -634,6 +718,9 @@ async def handle_delete_groups(ctx: RequestContext, request):
     svc = _service(ctx)
     results: dict[str, int] = {}
     for group_id in request.groups_names:
+        if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            results[group_id] = ErrorCode.group_authorization_failed
+            continue
         # One call per group: each is written to its own partition and fails or succeeds alone.
         try:
             results.update(svc.call(svc.core.delete_groups, [group_id], [group_id]))
@@ -662,6 +749,8 @@ def _topic_metadata(ctx: RequestContext) -> dict[str, tuple]:
 
 
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request):
+    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+        return refused
     svc = _service(ctx)
     owned = None
     if request.topic_partitions is not None:
@@ -740,6 +829,22 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
 
     described = []
     for group_id in request.group_ids:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(
+                schemas.build(
+                    module.DescribedGroup,
+                    error_code=ErrorCode.group_authorization_failed,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state="",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=(),
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
+            continue
         group = core.groups.get(group_id)
         coordinated = svc.coordinates(group_id)
         if not coordinated or not isinstance(group, ConsumerGroup):

@@ -19,6 +19,7 @@ from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.partition import READ_COMMITTED
+from odradek.server.authorization import AclOperation, ResourceType, filter_authorized
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 
@@ -61,11 +62,16 @@ async def handle(ctx: RequestContext, request):
     cls = schemas.response_schema(ApiKey.LIST_OFFSETS, ctx.api_version)
     isolation = getattr(request, "isolation_level", 0)
     duplicates = duplicate_partitions(request)
+    described = filter_authorized(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            if (topic.name, p.partition_index) in duplicates:
+            if topic.name not in described:
+                code, timestamp, offset, epoch = ErrorCode.topic_authorization_failed, -1, -1, -1
+            elif (topic.name, p.partition_index) in duplicates:
                 code, timestamp, offset, epoch = ErrorCode.invalid_request, -1, -1, -1
             elif timestamp_unsupported(p.timestamp, ctx.api_version):
                 code, timestamp, offset, epoch = ErrorCode.unsupported_version, -1, -1, -1

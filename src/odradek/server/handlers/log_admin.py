@@ -1,4 +1,10 @@
-"""Per-partition log APIs: DeleteRecords, OffsetForLeaderEpoch and DescribeLogDirs."""
+"""Per-partition log APIs: DeleteRecords, OffsetForLeaderEpoch and DescribeLogDirs.
+
+Authorization, as KafkaApis: DeleteRecords needs DELETE on each topic and
+OffsetForLeaderEpoch DESCRIBE (or CLUSTER_ACTION on the cluster, as followers ask it),
+else TOPIC_AUTHORIZATION_FAILED for the topic's partitions; DescribeLogDirs needs DESCRIBE
+on the cluster, else CLUSTER_AUTHORIZATION_FAILED and no directories.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,12 @@ from pathlib import Path
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    filter_authorized,
+)
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 
@@ -39,17 +51,23 @@ def _delete_records(ctx: RequestContext, tp: TopicPartition, offset: int) -> int
 
 async def handle_delete_records(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.DELETE_RECORDS, ctx.api_version)
+    deletable = filter_authorized(
+        ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     topics = []
     for topic in request.topics:
         results = []
         for p in topic.partitions:
             low_watermark, error = -1, ErrorCode.none
-            try:
-                low_watermark = _delete_records(
-                    ctx, TopicPartition(topic.name, p.partition_index), p.offset
-                )
-            except KafkaError as exc:
-                error = exc.error_code
+            if topic.name not in deletable:
+                error = ErrorCode.topic_authorization_failed
+            else:
+                try:
+                    low_watermark = _delete_records(
+                        ctx, TopicPartition(topic.name, p.partition_index), p.offset
+                    )
+                except KafkaError as exc:
+                    error = exc.error_code
             results.append(
                 schemas.build(
                     module.DeleteRecordsPartitionResult,
@@ -72,11 +90,23 @@ async def handle_delete_records(ctx: RequestContext, request) -> object:
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> object:
     """The end offset of the requested leader epoch (KIP-101/KIP-320), for truncation checks."""
     module = schemas.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.api_version)
+    names = [t.topic for t in request.topics]
+    described = (
+        set(names)
+        if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_denied=False)
+        else filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    )
     topics = []
     for topic in request.topics:
         results = []
         for p in topic.partitions:
             fields: dict = {"partition": p.partition, "error_code": ErrorCode.none}
+            if topic.topic not in described:
+                fields.update(
+                    error_code=ErrorCode.topic_authorization_failed, leader_epoch=-1, end_offset=-1
+                )
+                results.append(schemas.build(module.EpochEndOffset, **fields))
+                continue
             try:
                 partition = ctx.broker.replica_manager.partition(
                     TopicPartition(topic.topic, p.partition)
@@ -101,6 +131,13 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> object
 
 async def handle_describe_log_dirs(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.DESCRIBE_LOG_DIRS, ctx.api_version)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return schemas.build(
+            module.DescribeLogDirsResponse,
+            throttle_time=0,
+            error_code=ErrorCode.cluster_authorization_failed,
+            results=(),
+        )
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in request.topics}

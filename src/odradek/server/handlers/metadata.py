@@ -14,6 +14,12 @@ Kafka's metadata cache does. In a cluster, a partition without a live leader
 (leader -1 after its last in-sync replica died) answers LEADER_NOT_AVAILABLE
 with leader -1, and replicas on brokers that are not registered are listed as
 offline_replicas.
+
+Authorization, as KafkaApis.handleTopicMetadataRequest: a topic the caller may not DESCRIBE
+is left out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named
+(by id: without its name), so its existence is not disclosed either way. Auto-creation
+needs CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. The cluster's
+authorized operations need DESCRIBE on the cluster, else they are 0.
 """
 
 from __future__ import annotations
@@ -25,7 +31,15 @@ from odradek.metadata.topic_names import INTERNAL_TOPICS, validate_topic_name
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.server.authorization import CLUSTER_NAME, ResourceType, authorized_operations
+from odradek.server.authorization import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+    cluster_authorized_operations,
+)
 from odradek.server.context import RequestContext
 
 log = logging.getLogger(__name__)
@@ -56,7 +70,11 @@ async def handle(ctx: RequestContext, request):
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     topics = []
     if all_topics:
-        topics = [_topic(t) for t in store.topics().values()]
+        topics = [
+            _topic(t)
+            for t in store.topics().values()
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, log_denied=False)
+        ]
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
         for wanted in request.topics:
@@ -64,6 +82,20 @@ async def handle(ctx: RequestContext, request):
             topic = store.topic(name) if name is not None else None
             if name is None and getattr(wanted, "topic_id", None) is not None:
                 topic = store.topic_by_id(wanted.topic_id)
+            described = name if name is not None else topic.name if topic is not None else None
+            if described is not None and not authorize(
+                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, described
+            ):
+                topics.append(
+                    _error_topic(
+                        module,
+                        name,
+                        wanted,
+                        ErrorCode.topic_authorization_failed,
+                        AUTHORIZED_OPERATIONS_OMITTED,
+                    )
+                )
+                continue
             if topic is None and name is not None and name in store.pending_topics():
                 topics.append(
                     _error_topic(module, name, wanted, ErrorCode.leader_not_available, _ops(name))
@@ -75,6 +107,17 @@ async def handle(ctx: RequestContext, request):
                 and allow_auto
                 and broker.config["auto.create.topics.enable"]
             ):
+                if not _may_create(ctx, name):
+                    topics.append(
+                        _error_topic(
+                            module,
+                            name,
+                            wanted,
+                            ErrorCode.topic_authorization_failed,
+                            AUTHORIZED_OPERATIONS_OMITTED,
+                        )
+                    )
+                    continue
                 topic = await _auto_create(broker, name, topics, module, _ops(name))
                 if topic is None:
                     continue
@@ -105,14 +148,18 @@ async def handle(ctx: RequestContext, request):
         cluster_id=store.cluster_id,
         controller_id=store.controller_id,
         topics=tuple(topics),
-        cluster_authorized_operations=authorized_operations(
-            ctx,
-            ResourceType.CLUSTER,
-            CLUSTER_NAME,
-            getattr(request, "include_cluster_authorized_operations", False),
+        cluster_authorized_operations=cluster_authorized_operations(
+            ctx, getattr(request, "include_cluster_authorized_operations", False)
         ),
         error_code=ErrorCode.none,
     )
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation's check: CREATE on the cluster (not logged when denied), else on the topic."""
+    return authorize(
+        ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+    ) or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
 
 
 async def _auto_create(broker, name: str, topics: list, module, ops: int) -> TopicImage | None:

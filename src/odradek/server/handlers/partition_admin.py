@@ -9,6 +9,10 @@ Kafka's handlers: an election over every partition (null TopicPartitions) does
 not report partitions whose election was not needed; an unknown election type
 is INVALID_REQUEST. The requests' timeouts bound nothing because the store
 answers at once (a single node completes every accepted change immediately).
+
+Authorization, as KafkaApis: electing leaders and altering reassignments need ALTER on the
+cluster, listing reassignments DESCRIBE; refused, the request gets
+CLUSTER_AUTHORIZATION_FAILED as its top-level error.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.error_response import error_response
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorization import AclOperation, authorize_cluster, denied
 from odradek.server.context import RequestContext
 
 
@@ -33,6 +38,8 @@ def _error(result: KafkaError | None) -> tuple[ErrorCode, str | None]:
 
 
 async def handle_elect_leaders(ctx: RequestContext, request) -> object:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return denied(ctx, request, ErrorCode.cluster_authorization_failed)
     cls = schemas.response_schema(ApiKey.ELECT_LEADERS, ctx.api_version)
     module = schemas.response_module(ApiKey.ELECT_LEADERS, ctx.api_version)
     try:
@@ -79,6 +86,8 @@ async def handle_elect_leaders(ctx: RequestContext, request) -> object:
 
 
 async def handle_alter_partition_reassignments(ctx: RequestContext, request) -> object:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return denied(ctx, request, ErrorCode.cluster_authorization_failed)
     module = schemas.response_module(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.api_version)
     allow_rf_change = getattr(request, "allow_replication_factor_change", True)
     targets = {
@@ -116,6 +125,8 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request) -> 
 
 
 async def handle_list_partition_reassignments(ctx: RequestContext, request) -> object:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return denied(ctx, request, ErrorCode.cluster_authorization_failed)
     module = schemas.response_module(ApiKey.LIST_PARTITION_REASSIGNMENTS, ctx.api_version)
     wanted = None
     if request.topics is not None:

@@ -8,6 +8,12 @@ an id the metadata does not know is answered UNKNOWN_TOPIC_ID for each of its
 partitions, as Kafka does. The response is hand-encoded (protocol.produce);
 acks=0 gets no response at all.
 
+Authorization, as KafkaApis.handleProduceRequest: records of a transaction (the first batch
+of a partition says so) need WRITE on the request's transactional id, else every partition
+gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its partitions get
+TOPIC_AUTHORIZATION_FAILED (before the unknown-topic check, so a topic's existence is not
+disclosed). Without an authorizer none of this costs anything.
+
 acks=all is Kafka's DelayedProduce: after the leader's append each partition is
 complete once its high watermark reaches the end of the records
 (``Partition.check_enough_replicas_reach_offset``, which also answers
@@ -32,8 +38,10 @@ from odradek.protocol.produce import (
     ProduceRequest,
     encode_produce_response,
 )
+from odradek.protocol.records import first_batch_is_transactional
 from odradek.protocol.response import EncodedResponse
 from odradek.replication.replica_manager import ReplicatedAppend
+from odradek.server.authorization import AclOperation, ResourceType, authorize
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 from odradek.storage.errors import RecordValidationError
@@ -63,6 +71,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
     #: acks=all partitions not yet replicated, and their results to complete.
     delayed: list[ReplicatedAppend] = []
     delayed_results: list[ProducePartitionResponse] = []
+    denied_all = ctx.broker.authorizer is not None and not _transaction_authorized(ctx, request)
+    #: topic name -> whether WRITE is allowed (asked once per topic, with an authorizer only).
+    writable: dict[str, bool] | None = None if ctx.broker.authorizer is None else {}
     for topic in request.topics:
         out: list[ProducePartitionResponse] = []
         name = topic.name
@@ -79,6 +90,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
             name = image.name
         else:
             results.append((name, out))
+        if denied_all or (writable is not None and not _writable(ctx, writable, name)):
+            error = (
+                ErrorCode.transactional_id_authorization_failed
+                if denied_all
+                else ErrorCode.topic_authorization_failed
+            )
+            out += (ProducePartitionResponse(p.index, error) for p in topic.partitions)
+            continue
         for p in topic.partitions:
             result = ProducePartitionResponse(p.index)
             out.append(result)
@@ -131,3 +150,22 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
         response.error_counts = Counter(p.error_code for _, ps in results for p in ps)
     response.add(encode_produce_response(ctx.api_version, results))
     return response
+
+
+def _transaction_authorized(ctx: RequestContext, request: ProduceRequest) -> bool:
+    """False when the request carries transactional records its transactional id may not write."""
+    if not any(
+        first_batch_is_transactional(p.records) for t in request.topics for p in t.partitions
+    ):
+        return True
+    transactional_id = request.transactional_id
+    return transactional_id is not None and authorize(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    )
+
+
+def _writable(ctx: RequestContext, known: dict[str, bool], topic: str) -> bool:
+    allowed = known.get(topic)
+    if allowed is None:
+        allowed = known[topic] = authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, topic)
+    return allowed

@@ -11,6 +11,12 @@ to KeepPreparedTxn gets UNSUPPORTED_VERSION (Kafka does not implement keeping a
 prepared transaction either), and OngoingTxnProducerId/Epoch are always -1.
 An idempotent producer (no transactional id) is granted an id whatever the flags,
 as Kafka's coordinator grants it before looking at them.
+
+Authorization first, as KafkaApis.handleInitProducerIdRequest: a transactional id needs
+WRITE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679's authorizeByResourceType),
+else CLUSTER_AUTHORIZATION_FAILED. (Kafka 4's Produce no longer checks IDEMPOTENT_WRITE:
+this is where an idempotent producer is admitted.)
 """
 
 from __future__ import annotations
@@ -21,6 +27,13 @@ from odradek.metadata.producer_ids import ProducerIdManager
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+)
 from odradek.server.context import RequestContext
 from odradek.server.handlers.transactions import init_transactional_producer_id
 
@@ -43,6 +56,18 @@ class ProducerIds:
         pass
 
 
+def _authorization_error(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    if transactional_id is not None:
+        if authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if authorize_cluster(
+        ctx, AclOperation.IDEMPOTENT_WRITE, log_denied=False
+    ) or authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
 def _two_phase_commit_error(request) -> ErrorCode | None:
     """The error of a v6 request using KIP-939's flags on a broker without 2PC, checked as Kafka's
     coordinator does after the null and empty transactional id cases."""
@@ -58,6 +83,15 @@ def _two_phase_commit_error(request) -> ErrorCode | None:
 async def handle_init_producer_id(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.INIT_PRODUCER_ID, ctx.api_version)
     manager: ProducerIdManager = ctx.broker.components["producer_ids"].manager
+    unauthorized = _authorization_error(ctx, request.transactional_id)
+    if unauthorized is not None:
+        return schemas.build(
+            module.InitProducerIdResponse,
+            throttle_time=0,
+            error_code=unauthorized,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     if request.transactional_id == "":
         # Kafka's TransactionCoordinator: null means idempotent only; empty is a malformed request
         return schemas.build(

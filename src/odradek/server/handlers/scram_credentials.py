@@ -13,8 +13,8 @@ an unknown mechanism UNSUPPORTED_SASL_MECHANISM, iterations outside 4096..16384
 UNACCEPTABLE_CREDENTIAL, deleting a credential that is not there RESOURCE_NOT_FOUND.
 Each user's change is written as one update of that user's credentials.
 
-There is no authorizer yet; when there is, both need the CLUSTER resource (DESCRIBE,
-ALTER) as in Kafka.
+Describing needs DESCRIBE on the cluster, altering ALTER; refused, the request gets
+CLUSTER_AUTHORIZATION_FAILED (every user's result carries it), as in Kafka.
 """
 
 from __future__ import annotations
@@ -30,12 +30,15 @@ from odradek.network.scram import (
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorization import AclOperation, authorize_cluster, denied
 from odradek.server.context import RequestContext
 
 _DUPLICATE = "A user credential cannot be altered twice in the same request"
 
 
 async def handle_describe_user_scram_credentials(ctx: RequestContext, request) -> object:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return denied(ctx, request, ErrorCode.cluster_authorization_failed)
     module = schemas.response_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.api_version)
     stored = ctx.broker.metadata.scram_credentials()
     if request.users:
@@ -139,9 +142,15 @@ def _alteration(item, upsert: bool, mechanism: ScramMechanism, held: dict[str, s
 async def handle_alter_user_scram_credentials(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version)
     metadata = ctx.broker.metadata
-    stored = metadata.scram_credentials()
-    changes, errors = _alterations(request, stored)
     results = []
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        # Kafka's getErrorResponse: each user named, once, with the error.
+        users = dict.fromkeys(a.name for a in (*request.deletions, *request.upsertions))
+        results = [(name, ErrorCode.cluster_authorization_failed, None) for name in users]
+        changes, errors = {}, {}
+    else:
+        changes, errors = _alterations(request, metadata.scram_credentials())
+    stored = metadata.scram_credentials()
     for name, (mechanism_name, text) in changes.items():
         credentials = dict(stored.get(name, {}))
         if text is None:

@@ -10,6 +10,14 @@ NOT_COORDINATOR (a partition is loaded in one go on the event loop, so
 COORDINATOR_LOAD_IN_PROGRESS never has to be answered). PRODUCER_FENCED is answered as
 INVALID_PRODUCER_EPOCH to versions that predate it (KIP-588), as Kafka's KafkaApis does:
 InitProducerId before v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before v2.
+
+Authorization, as KafkaApis: writing to a transaction (AddPartitionsToTxn before v4,
+AddOffsetsToTxn, EndTxn, TxnOffsetCommit) needs WRITE on its transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; its topics need WRITE (AddPartitionsToTxn; internal
+topics never may) or READ (TxnOffsetCommit), else TOPIC_AUTHORIZATION_FAILED; its group READ,
+else GROUP_AUTHORIZATION_FAILED. AddPartitionsToTxn v4+ is the brokers' own (CLUSTER_ACTION).
+DescribeTransactions needs DESCRIBE on each id and shows only topics the caller may
+describe; ListTransactions lists only the ids the caller may describe.
 """
 
 from __future__ import annotations
@@ -22,9 +30,19 @@ from odradek.coordinator.runtime import CoordinatorWriteError
 from odradek.coordinator.service import GroupCoordinatorService
 from odradek.coordinator.transaction.coordinator import InitProducerIdResult
 from odradek.coordinator.transaction.service import TransactionCoordinatorService
+from odradek.metadata.topic_names import INTERNAL_TOPICS
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorization import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+    denied,
+    filter_authorized,
+    refusal,
+)
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 
@@ -88,10 +106,17 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
     svc = service(ctx)
     module = schemas.response_module(ApiKey.ADD_PARTITIONS_TO_TXN, ctx.api_version)
 
+    if ctx.api_version >= BATCHED_SINCE and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return denied(ctx, request, ErrorCode.cluster_authorization_failed)
+
     async def one(tid: str, pid: int, epoch: int, verify_only: bool, topics: Any) -> Any:
         tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
         errors: dict[TopicPartition, int] | None
-        if verify_only:
+        if ctx.api_version < BATCHED_SINCE and not authorize(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
+        ):
+            errors = dict.fromkeys(tps, ErrorCode.transactional_id_authorization_failed)
+        elif verify_only:
             if not svc.coordinates(tid):
                 errors = dict.fromkeys(tps, ErrorCode.not_coordinator)
             else:
@@ -154,23 +179,45 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
 
 
 def _add_errors(ctx: RequestContext, tps: list[TopicPartition]) -> dict[TopicPartition, int] | None:
-    """Kafka's checks before a client's partitions reach the coordinator: an unknown partition
-    gets UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED; None if all exist."""
+    """Kafka's checks before a client's partitions reach the coordinator: a topic the caller
+    may not WRITE gets TOPIC_AUTHORIZATION_FAILED, an unknown partition
+    UNKNOWN_TOPIC_OR_PARTITION, and the others OPERATION_NOT_ATTEMPTED; None if all pass."""
     metadata = ctx.broker.metadata
+    writable = filter_authorized(
+        ctx,
+        AclOperation.WRITE,
+        ResourceType.TOPIC,
+        {tp.topic for tp in tps if tp.topic not in INTERNAL_TOPICS},
+    )
 
-    def known(tp: TopicPartition) -> bool:
+    def error(tp: TopicPartition) -> int | None:
+        if tp.topic not in writable:
+            return ErrorCode.topic_authorization_failed
         topic = metadata.topic(tp.topic)
-        return topic is not None and 0 <= tp.partition < len(topic.partitions)
-
-    if all(known(tp) for tp in tps):
+        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+            return ErrorCode.unknown_topic_or_partition
         return None
-    return {
-        tp: ErrorCode.operation_not_attempted if known(tp) else ErrorCode.unknown_topic_or_partition
-        for tp in tps
-    }
+
+    errors = {tp: error(tp) for tp in tps}
+    if all(e is None for e in errors.values()):
+        return None
+    return {tp: ErrorCode.operation_not_attempted if e is None else e for tp, e in errors.items()}
 
 
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    if (refused := _transaction_refusal(ctx, request)) is not None:
+        return refused
+    if (
+        refused := refusal(
+            ctx,
+            request,
+            AclOperation.READ,
+            ResourceType.GROUP,
+            request.group_id,
+            ErrorCode.group_authorization_failed,
+        )
+    ) is not None:
+        return refused
     svc = service(ctx)
     code = await _write(
         svc,
@@ -187,7 +234,22 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     )
 
 
+def _transaction_refusal(ctx: RequestContext, request: Any) -> Any | None:
+    """The request's TRANSACTIONAL_ID_AUTHORIZATION_FAILED response unless its transactional
+    id may be written, else None."""
+    return refusal(
+        ctx,
+        request,
+        AclOperation.WRITE,
+        ResourceType.TRANSACTIONAL_ID,
+        request.transactional_id,
+        ErrorCode.transactional_id_authorization_failed,
+    )
+
+
 async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    if (refused := _transaction_refusal(ctx, request)) is not None:
+        return refused
     svc = service(ctx)
     code = await _write(
         svc,
@@ -213,18 +275,24 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
     module = schemas.response_module(ApiKey.DESCRIBE_TRANSACTIONS, ctx.api_version)
     states = []
     for tid in request.transactional_ids:
-        meta = svc.core.transactions.get(tid) if svc.coordinates(tid) else None
-        if not svc.coordinates(tid):
+        refused = not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
+        meta = svc.core.transactions.get(tid) if svc.coordinates(tid) and not refused else None
+        if refused:
+            error = ErrorCode.transactional_id_authorization_failed
+        elif not svc.coordinates(tid):
             error = ErrorCode.not_coordinator
         elif meta is None:
             error = ErrorCode.transactional_id_not_found
         else:
             error = ErrorCode.none
         topics: dict[str, list[int]] = {}
-        for tp in sorted(
-            meta.topic_partitions if meta else (), key=lambda t: (t.topic, t.partition)
-        ):
-            topics.setdefault(tp.topic, []).append(tp.partition)
+        partitions = meta.topic_partitions if meta else ()
+        described = filter_authorized(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {tp.topic for tp in partitions}
+        )
+        for tp in sorted(partitions, key=lambda t: (t.topic, t.partition)):
+            if tp.topic in described:  # the others are left out, as Kafka leaves them
+                topics.setdefault(tp.topic, []).append(tp.partition)
         states.append(
             schemas.build(
                 module.TransactionState,
@@ -272,14 +340,33 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
                 transaction_state=m.state.state_name,
             )
             for m in found
+            if authorize(
+                ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id
+            )
         ),
     )
 
 
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    if (refused := _transaction_refusal(ctx, request)) is not None:
+        return refused
+    if (
+        refused := refusal(
+            ctx,
+            request,
+            AclOperation.READ,
+            ResourceType.GROUP,
+            request.group_id,
+            ErrorCode.group_authorization_failed,
+        )
+    ) is not None:
+        return refused
     groups: GroupCoordinatorService = ctx.broker.components["group_coordinator"]
     module = schemas.response_module(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version)
     metadata = ctx.broker.metadata
+    readable = filter_authorized(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
 
     def exists(name: str, partition: int) -> bool:
         topic = metadata.topic(name)
@@ -294,6 +381,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
             p.committed_metadata,
         )
         for t in request.topics
+        if t.name in readable
         for p in t.partitions
         if exists(t.name, p.partition_index)
     ]
@@ -333,7 +421,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
                     schemas.build(
                         module.TxnOffsetCommitResponsePartition,
                         partition_index=p.partition_index,
-                        error_code=next(it)
+                        error_code=ErrorCode.topic_authorization_failed
+                        if t.name not in readable
+                        else next(it)
                         if exists(t.name, p.partition_index)
                         else ErrorCode.unknown_topic_or_partition,
                     )

@@ -14,8 +14,9 @@ Versions 1 and 2 are served (Kafka 4 removed v0, KIP-896). v2's TransactionVersi
 says whether the coordinator uses transactions version 2; the partition's checks are the
 same for both here (an epoch at or above the producer's is accepted, which covers the
 per-transaction epoch bump of version 2), so it is read and not otherwise used.
-WriteTxnMarkers is an inter-broker API: there is no authorizer yet, so CLUSTER_ACTION
-is not checked.
+WriteTxnMarkers is an inter-broker API: it needs ALTER or CLUSTER_ACTION on the cluster
+(the brokers' principal is a super user), else every partition gets
+CLUSTER_AUTHORIZATION_FAILED, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorization import AclOperation, authorize_cluster
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 
@@ -35,7 +37,19 @@ MARKER_REPLICATION_TIMEOUT_MS = 30_000
 
 async def handle(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.WRITE_TXN_MARKERS, ctx.api_version)
-    results = await asyncio.gather(*(_write(ctx, marker) for marker in request.markers))
+    if authorize_cluster(ctx, AclOperation.ALTER, log_denied=False) or authorize_cluster(
+        ctx, AclOperation.CLUSTER_ACTION
+    ):
+        results = await asyncio.gather(*(_write(ctx, marker) for marker in request.markers))
+    else:
+        results = [
+            {
+                TopicPartition(t.name, index): ErrorCode.cluster_authorization_failed
+                for t in marker.topics
+                for index in t.partition_indexes
+            }
+            for marker in request.markers
+        ]
     return schemas.build(
         module.WriteTxnMarkersResponse,
         markers=tuple(
