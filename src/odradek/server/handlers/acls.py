@@ -64,6 +64,16 @@ def _filter(item) -> AclBindingFilter:
     )
 
 
+def _refusal(ctx: RequestContext) -> tuple[ErrorCode, str | None] | None:
+    """Why CreateAcls or DeleteAcls cannot change anything: no ALTER on the cluster, or no
+    authorizer; None when they can."""
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    if ctx.broker.authorizer is None:
+        return ErrorCode.security_disabled, "No Authorizer is configured."
+    return None
+
+
 async def handle_describe_acls(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.DESCRIBE_ACLS, ctx.api_version)
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
@@ -107,13 +117,24 @@ async def handle_describe_acls(ctx: RequestContext, request) -> object:
     )
 
 
+def _create_response(module, results: list[tuple[ErrorCode, str | None]]) -> object:
+    return schemas.build(
+        module.CreateAclsResponse,
+        throttle_time=0,
+        results=tuple(
+            schemas.build(module.AclCreationResult, error_code=code, error_message=message)
+            for code, message in results
+        ),
+    )
+
+
 async def handle_create_acls(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.CREATE_ACLS, ctx.api_version)
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        return denied(ctx, request, ErrorCode.cluster_authorization_failed)
+    refused = _refusal(ctx)
+    if refused is not None:  # every creation answered with it, as getErrorResponse does
+        return _create_response(module, [refused] * len(request.creations))
     authorizer = ctx.broker.authorizer
-    if authorizer is None:
-        return denied(ctx, request, ErrorCode.security_disabled)
+    assert authorizer is not None
     results, valid = [], []
     for creation in request.creations:
         binding = AclBinding(
@@ -134,37 +155,36 @@ async def handle_create_acls(ctx: RequestContext, request) -> object:
             valid.append(binding)
         results.append(problem)
     authorizer.create_acls(valid)
-    return schemas.build(
-        module.CreateAclsResponse,
-        throttle_time=0,
-        results=tuple(
-            schemas.build(
-                module.AclCreationResult,
-                error_code=ErrorCode.none if problem is None else ErrorCode.invalid_request,
-                error_message=problem,
-            )
+    return _create_response(
+        module,
+        [
+            (ErrorCode.none, None) if problem is None else (ErrorCode.invalid_request, problem)
             for problem in results
-        ),
+        ],
     )
 
 
 async def handle_delete_acls(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.DELETE_ACLS, ctx.api_version)
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        return denied(ctx, request, ErrorCode.cluster_authorization_failed)
+    refused = _refusal(ctx)
     authorizer = ctx.broker.authorizer
-    if authorizer is None:
-        return denied(ctx, request, ErrorCode.security_disabled)
     filter_results = []
     for item in request.filters:
         selection = _filter(item)
-        problem = selection.unknown_element()
-        deleted = [] if problem is not None else authorizer.delete_acls(selection)
+        deleted: list[AclBinding] = []
+        if refused is not None:
+            error, message = refused
+        elif (problem := selection.unknown_element()) is not None:
+            error, message = ErrorCode.invalid_request, problem
+        else:
+            assert authorizer is not None
+            error, message = ErrorCode.none, None
+            deleted = authorizer.delete_acls(selection)
         filter_results.append(
             schemas.build(
                 module.DeleteAclsFilterResult,
-                error_code=ErrorCode.none if problem is None else ErrorCode.invalid_request,
-                error_message=problem,
+                error_code=error,
+                error_message=message,
                 matching_acls=tuple(
                     schemas.build(
                         module.DeleteAclsMatchingAcl,
