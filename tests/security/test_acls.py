@@ -11,6 +11,8 @@ by a DENY. Requests go over a raw kio client so that exact error fields are read
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -1006,3 +1008,85 @@ def test_acls_survive_a_restart(tmp_path) -> None:
         )
         admin = AdminClient(client_config(second, "admin"))  # kept alive until answered
         assert admin.describe_acls(every).result(30) == [kept]
+
+
+def acls_cli(broker: EmbeddedBroker, properties, *args: str) -> subprocess.CompletedProcess[str]:
+    """``odradek acls ...`` as an operator runs it, logged in as admin by --command-config."""
+    action, *rest = args
+    return subprocess.run(
+        [sys.executable, "-m", "odradek", "acls", action, "--bootstrap-server"]
+        + [broker.bootstrap_servers, "--command-config", str(properties), *rest],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_acls_cli_adds_lists_and_removes(
+    broker: EmbeddedBroker, admin: AdminClient, tmp_path
+) -> None:
+    properties = tmp_path / "admin.properties"
+    properties.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.username=admin\nsasl.password=admin-secret\n"
+    )
+    added = acls_cli(
+        broker,
+        properties,
+        "add",
+        "--allow-principal",
+        "User:alice",
+        "--consumer",
+        "--topic",
+        "cli-",
+        "--group",
+        "cli-",
+        "--resource-pattern-type",
+        "prefixed",
+    )
+    try:
+        assert added.returncode == 0, added.stderr
+        listed = acls_cli(
+            broker, properties, "list", "--topic", "cli-orders", "--resource-pattern-type", "match"
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert (
+            "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=cli-, "
+            "patternType=PREFIXED)`:" in listed.stdout
+        )
+        assert (
+            "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in listed.stdout
+        )
+        assert "operation=DESCRIBE" in listed.stdout and "GROUP" not in listed.stdout
+        every = AclBindingFilter(
+            CkResource.ANY, None, CkPattern.ANY, None, None, CkOperation.ANY, CkPermission.ANY
+        )
+        assert len(admin.describe_acls(every).result(30)) == 3  # topic READ, DESCRIBE; group READ
+        removed = acls_cli(
+            broker,
+            properties,
+            "remove",
+            "--force",
+            "--topic",
+            "cli-",
+            "--resource-pattern-type",
+            "prefixed",
+        )
+        assert removed.returncode == 0, removed.stderr
+        assert "Removed 2 ACL(s)" in removed.stdout
+        assert [b.restype for b in admin.describe_acls(every).result(30)] == [CkResource.GROUP]
+        wrong = acls_cli(
+            broker,
+            properties,
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--group",
+            "g",
+        )
+        assert wrong.returncode == 1
+        assert "ResourceType GROUP only supports operations" in wrong.stderr
+    finally:
+        clear(admin)

@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "odradek.cli.perf",
     "odradek.cli.groups",
     "odradek.cli.transactions",
+    "odradek.cli.acls",
     "odradek.cli.console",
     "odradek.cli.docs",
 ]
