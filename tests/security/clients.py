@@ -13,8 +13,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer, TopicPartition
+from integration.wire_client import WireClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonTopicPartition
+from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
+from kio.schema.sasl_handshake.v1 import request as handshake_v1
 
 from odradek import EmbeddedBroker
 
@@ -91,3 +94,12 @@ def aiokafka_round_trip(options: dict[str, Any], topic: str, values: list[bytes]
             await consumer.stop()
 
     return asyncio.run(asyncio.wait_for(round_trip(), 60))
+
+
+def plain_login(address: str, user: str, password: str) -> WireClient:
+    """A raw kio client logged in with SASL/PLAIN (handshake v1, authenticate v2)."""
+    client = WireClient(address)
+    assert client.call(handshake_v1.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+    token = f"\0{user}\0{password}".encode()
+    assert client.call(authenticate_v2.SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
+    return client

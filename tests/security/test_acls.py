@@ -33,14 +33,13 @@ from confluent_kafka.admin import ResourcePatternType as CkPattern
 from confluent_kafka.admin import ResourceType as CkResource
 from integration.test_wire import batch_of_size
 from integration.wire_client import WireClient
-from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
-from kio.schema.sasl_handshake.v1 import request as handshake_v1
 
 from odradek import EmbeddedBroker
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from security.clients import plain_login
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -99,11 +98,7 @@ def admin(broker: EmbeddedBroker) -> AdminClient:
 
 
 def login(broker: EmbeddedBroker, user: str) -> WireClient:
-    client = WireClient(broker.bootstrap_servers)
-    assert client.call(handshake_v1.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
-    token = f"\0{user}\0{user}-secret".encode()
-    assert client.call(authenticate_v2.SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
-    return client
+    return plain_login(broker.bootstrap_servers, user, f"{user}-secret")
 
 
 _CK_RESOURCE = {
