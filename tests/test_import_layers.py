@@ -99,3 +99,13 @@ def test_only_metrics_counters_are_imported_below_the_server():
         if target.startswith("odradek.metrics") and target != "odradek.metrics.stats"
     ]
     assert reaching == []
+
+
+def test_security_imports_nothing_of_ours():
+    """The metadata stores keep ACL bindings and the server decides with them: the ACL types
+    and the authorizer core sit below both."""
+    security = {m: t for m, t in GRAPH.items() if m.startswith("odradek.security")}
+    assert security
+    assert {
+        t for targets in security.values() for t in targets if not t.startswith("odradek.security")
+    } == set()

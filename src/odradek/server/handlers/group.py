@@ -119,7 +119,7 @@ async def handle_find_coordinator(ctx: RequestContext, request):
         if key_type == KEY_TYPE_GROUP and not authorize(
             ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
         ):
-            return (ErrorCode.group_authorization_failed, "Not authorized to access group."), nobody
+            return (ErrorCode.group_authorization_failed, "Group authorization failed."), nobody
         if key_type == KEY_TYPE_TRANSACTION and not authorize(
             ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
         ):
