@@ -39,6 +39,7 @@ from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.server.config import BrokerConfig, ConfigError
 from security.clients import plain_login
 
 JAAS = (
@@ -726,6 +727,274 @@ ROWS = [
     ),
 ]
 
+ROWS += [
+    Row(
+        "SyncGroup",
+        AclOperation.READ,
+        ResourceType.GROUP,
+        lambda name: build(
+            ApiKey.SYNC_GROUP,
+            5,
+            "SyncGroupRequest",
+            group_id=name,
+            generation_id=1,
+            member_id="nobody",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=(),
+        ),
+        lambda r: r.error_code,
+        ErrorCode.group_authorization_failed,
+        ErrorCode.unknown_member_id,
+    ),
+    Row(
+        "Heartbeat",
+        AclOperation.READ,
+        ResourceType.GROUP,
+        lambda name: build(
+            ApiKey.HEARTBEAT,
+            4,
+            "HeartbeatRequest",
+            group_id=name,
+            generation_id=1,
+            member_id="nobody",
+            group_instance_id=None,
+        ),
+        lambda r: r.error_code,
+        ErrorCode.group_authorization_failed,
+        ErrorCode.unknown_member_id,
+    ),
+    Row(
+        "LeaveGroup",
+        AclOperation.READ,
+        ResourceType.GROUP,
+        lambda name: build(
+            ApiKey.LEAVE_GROUP,
+            5,
+            "LeaveGroupRequest",
+            group_id=name,
+            members=(
+                nested(
+                    ApiKey.LEAVE_GROUP,
+                    5,
+                    "MemberIdentity",
+                    member_id="nobody",
+                    group_instance_id=None,
+                ),
+            ),
+        ),
+        lambda r: r.error_code,
+        ErrorCode.group_authorization_failed,
+        ErrorCode.unknown_member_id,
+    ),
+    Row(
+        "OffsetCommit",
+        AclOperation.READ,
+        ResourceType.GROUP,
+        lambda name: build(
+            ApiKey.OFFSET_COMMIT,
+            9,
+            "OffsetCommitRequest",
+            group_id=name,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=(
+                nested(
+                    ApiKey.OFFSET_COMMIT,
+                    9,
+                    "OffsetCommitRequestTopic",
+                    name=TOPIC,
+                    partitions=(
+                        nested(
+                            ApiKey.OFFSET_COMMIT,
+                            9,
+                            "OffsetCommitRequestPartition",
+                            partition_index=0,
+                            committed_offset=0,
+                            committed_metadata=None,
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        _first_partition_error,
+        ErrorCode.group_authorization_failed,
+        # The group may be read; the topic needs READ too, which this row does not grant.
+        ErrorCode.topic_authorization_failed,
+    ),
+    Row(
+        "EndTxn",
+        AclOperation.WRITE,
+        ResourceType.TRANSACTIONAL_ID,
+        lambda name: build(
+            ApiKey.END_TXN,
+            4,
+            "EndTxnRequest",
+            transactional_id=name,
+            producer_id=1,
+            producer_epoch=0,
+            committed=True,
+        ),
+        lambda r: r.error_code,
+        ErrorCode.transactional_id_authorization_failed,
+        ErrorCode.invalid_producer_id_mapping,
+    ),
+    Row(
+        "AddOffsetsToTxn",
+        AclOperation.WRITE,
+        ResourceType.TRANSACTIONAL_ID,
+        lambda name: build(
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            4,
+            "AddOffsetsToTxnRequest",
+            transactional_id=name,
+            producer_id=1,
+            producer_epoch=0,
+            group_id=GROUP,
+        ),
+        lambda r: r.error_code,
+        ErrorCode.transactional_id_authorization_failed,
+        # The transaction may be written; its group needs READ, not granted here.
+        ErrorCode.group_authorization_failed,
+    ),
+    Row(
+        "OffsetForLeaderEpoch",
+        AclOperation.DESCRIBE,
+        ResourceType.TOPIC,
+        lambda name: build(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            4,
+            "OffsetForLeaderEpochRequest",
+            replica_id=-1,
+            topics=(
+                nested(
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                    4,
+                    "OffsetForLeaderTopic",
+                    topic=name,
+                    partitions=(
+                        nested(
+                            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                            4,
+                            "OffsetForLeaderPartition",
+                            partition=0,
+                            leader_epoch=0,
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        _first_partition_error,
+        ErrorCode.topic_authorization_failed,
+    ),
+    Row(
+        "DescribeTopicPartitions",
+        AclOperation.DESCRIBE,
+        ResourceType.TOPIC,
+        lambda name: build(
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            0,
+            "DescribeTopicPartitionsRequest",
+            topics=(nested(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, "TopicRequest", name=name),),
+            response_partition_limit=100,
+        ),
+        lambda r: r.topics[0].error_code,
+        ErrorCode.topic_authorization_failed,
+    ),
+    Row(
+        "ConsumerGroupDescribe",
+        AclOperation.DESCRIBE,
+        ResourceType.GROUP,
+        lambda name: build(
+            ApiKey.CONSUMER_GROUP_DESCRIBE,
+            0,
+            "ConsumerGroupDescribeRequest",
+            group_ids=(name,),
+            include_authorized_operations=False,
+        ),
+        lambda r: r.groups[0].error_code,
+        ErrorCode.group_authorization_failed,
+        ErrorCode.group_id_not_found,
+    ),
+    Row(
+        "AlterUserScramCredentials",
+        AclOperation.ALTER,
+        ResourceType.CLUSTER,
+        lambda name: build(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            0,
+            "AlterUserScramCredentialsRequest",
+            deletions=(
+                nested(
+                    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                    0,
+                    "ScramCredentialDeletion",
+                    name="nobody",
+                    mechanism=1,
+                ),
+            ),
+            upsertions=(),
+        ),
+        lambda r: r.results[0].error_code,
+        ErrorCode.cluster_authorization_failed,
+        ErrorCode.resource_not_found,
+    ),
+    Row(
+        "AlterPartitionReassignments",
+        AclOperation.ALTER,
+        ResourceType.CLUSTER,
+        lambda name: build(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            0,
+            "AlterPartitionReassignmentsRequest",
+            timeout=10_000,
+            topics=(),
+        ),
+        lambda r: r.error_code,
+        ErrorCode.cluster_authorization_failed,
+    ),
+    Row(
+        "ListConfigResources",
+        AclOperation.DESCRIBE_CONFIGS,
+        ResourceType.CLUSTER,
+        lambda name: build(
+            ApiKey.LIST_CONFIG_RESOURCES, 1, "ListConfigResourcesRequest", resource_types=()
+        ),
+        lambda r: r.error_code,
+        ErrorCode.cluster_authorization_failed,
+    ),
+    Row(
+        "CreateAcls",
+        AclOperation.ALTER,
+        ResourceType.CLUSTER,
+        lambda name: build(
+            ApiKey.CREATE_ACLS,
+            3,
+            "CreateAclsRequest",
+            creations=(
+                nested(
+                    ApiKey.CREATE_ACLS,
+                    3,
+                    "AclCreation",
+                    resource_type=ResourceType.TOPIC,
+                    resource_name="created-by-the-table",
+                    resource_pattern_type=3,
+                    principal="User:bob",
+                    host="*",
+                    operation=AclOperation.READ,
+                    permission_type=3,
+                ),
+            ),
+        ),
+        lambda r: r.results[0].error_code,
+        ErrorCode.cluster_authorization_failed,
+    ),
+]
+
+ROWS_BY_API = {row.api: row for row in ROWS}
+
 #: How each variant of a row's ACLs is made, and whether alice is then allowed.
 VARIANTS: dict[str, tuple[Callable[[Row], list[AclBinding]], bool]] = {
     "no-acl": (lambda row: [], False),
@@ -1085,3 +1354,31 @@ def test_acls_cli_adds_lists_and_removes(
         assert "ResourceType GROUP only supports operations" in wrong.stderr
     finally:
         clear(admin)
+
+
+def test_an_unknown_authorizer_class_stops_start_up() -> None:
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        BrokerConfig({"authorizer.class.name": "com.example.MyAuthorizer"})
+    for served in (
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafka.security.authorizer.AclAuthorizer",
+    ):
+        assert BrokerConfig({"authorizer.class.name": served})["authorizer.class.name"] == served
+
+
+def test_without_an_authorizer_acl_apis_answer_security_disabled() -> None:
+    with EmbeddedBroker() as plain:
+        # Read raw: librdkafka's describe_acls returns an empty list for this error.
+        client = WireClient(plain.bootstrap_servers)
+        try:
+            described = client.call(ROWS_BY_API["DescribeAcls"].request(CLUSTER_NAME))
+        finally:
+            client.close()
+        assert described.error_code == ErrorCode.security_disabled
+        admin = AdminClient({"bootstrap.servers": plain.bootstrap_servers})
+        (created,) = admin.create_acls(
+            [binding(ResourceType.TOPIC, "t", AclOperation.READ)]
+        ).values()
+        with pytest.raises(KafkaException) as refused:
+            created.result(30)
+        assert refused.value.args[0].code() == ErrorCode.security_disabled
