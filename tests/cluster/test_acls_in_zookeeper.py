@@ -43,7 +43,8 @@ TOPIC = "zk-acl-topic"
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory) -> Iterator[EmbeddedCluster]:
+def odradek_cluster(zookeeper: ZooKeeperServer, tmp_path_factory) -> Iterator[EmbeddedCluster]:
+    """Two brokers, named as the plugin's cluster so that conftest's ``zk`` reads this one."""
     config = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
@@ -62,15 +63,6 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory) -> Iterator[EmbeddedCl
         for future in admin.create_topics([NewTopic(TOPIC, 1, 2)]).values():
             future.result(30)
         yield c
-
-
-@pytest.fixture(scope="module")
-def zk(cluster: EmbeddedCluster) -> Iterator[KazooClient]:
-    client = KazooClient(cluster.zookeeper)
-    client.start()
-    yield client
-    client.stop()
-    client.close()
 
 
 def sasl(cluster: EmbeddedCluster, node: int) -> str:
@@ -118,9 +110,9 @@ def every_broker_answers(cluster: EmbeddedCluster, topic: str, error: int) -> No
 
 
 def test_created_on_one_broker_stored_as_kafka_and_applied_by_all(
-    cluster: EmbeddedCluster, zk: KazooClient
+    odradek_cluster: EmbeddedCluster, zk: KazooClient
 ) -> None:
-    every_broker_answers(cluster, TOPIC, ErrorCode.topic_authorization_failed)
+    every_broker_answers(odradek_cluster, TOPIC, ErrorCode.topic_authorization_failed)
     read = AclBinding(
         ResourceType.TOPIC,
         TOPIC,
@@ -139,7 +131,7 @@ def test_created_on_one_broker_stored_as_kafka_and_applied_by_all(
         AclOperation.READ,
         AclPermissionType.ALLOW,
     )
-    first = admin_on(cluster, 1)
+    first = admin_on(odradek_cluster, 1)
     for future in first.create_acls([read, prefixed]).values():
         assert future.result(30) is None
 
@@ -168,9 +160,9 @@ def test_created_on_one_broker_stored_as_kafka_and_applied_by_all(
         "patternType": "PREFIXED",
     } in extended
 
-    every_broker_answers(cluster, TOPIC, ErrorCode.none)  # READ implies DESCRIBE, on both
+    every_broker_answers(odradek_cluster, TOPIC, ErrorCode.none)  # READ implies DESCRIBE, on both
 
-    second = admin_on(cluster, 2)
+    second = admin_on(odradek_cluster, 2)
     topics = AclBindingFilter(
         ResourceType.TOPIC,
         TOPIC,
@@ -183,7 +175,7 @@ def test_created_on_one_broker_stored_as_kafka_and_applied_by_all(
     (deleted,) = second.delete_acls([topics]).values()
     assert deleted.result(30) == [read]
     assert not zk.exists(f"/kafka-acl/Topic/{TOPIC}")
-    every_broker_answers(cluster, TOPIC, ErrorCode.topic_authorization_failed)
+    every_broker_answers(odradek_cluster, TOPIC, ErrorCode.topic_authorization_failed)
     every = AclBindingFilter(
         ResourceType.ANY,
         None,
@@ -197,11 +189,13 @@ def test_created_on_one_broker_stored_as_kafka_and_applied_by_all(
 
 
 def test_acl_written_into_zookeeper_by_another_tool_is_applied(
-    cluster: EmbeddedCluster, zk: KazooClient
+    odradek_cluster: EmbeddedCluster, zk: KazooClient
 ) -> None:
     """What kafka-acls.sh --authorizer-properties zookeeper.connect=... wrote in Kafka 2.x/3.x."""
     topic = "zk-acl-written"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})  # alive until answered
+    admin = AdminClient(
+        {"bootstrap.servers": odradek_cluster.bootstrap_servers}
+    )  # alive until answered
     admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(30)
     document = {
         "version": 1,
@@ -211,4 +205,4 @@ def test_acl_written_into_zookeeper_by_another_tool_is_applied(
     }
     zk.create(f"/kafka-acl/Topic/{topic}", json.dumps(document).encode(), makepath=True)
     zk.create("/kafka-acl-changes/acl_changes_", f"Topic:{topic}".encode(), sequence=True)
-    every_broker_answers(cluster, topic, ErrorCode.none)
+    every_broker_answers(odradek_cluster, topic, ErrorCode.none)

@@ -45,6 +45,7 @@ __all__ = [
     "authorized_operations",
     "denied",
     "filter_authorized",
+    "group_refusal",
     "refusal",
 ]
 
@@ -190,6 +191,18 @@ def refusal(
     if authorize(ctx, operation, resource_type, name):
         return None
     return denied(ctx, request, error_code)
+
+
+def group_refusal(ctx: _Request, request: Any, operation: AclOperation) -> Any | None:
+    """``refusal`` for the group the request names (``request.group_id``)."""
+    return refusal(
+        ctx,
+        request,
+        operation,
+        ResourceType.GROUP,
+        request.group_id,
+        ErrorCode.group_authorization_failed,
+    )
 
 
 def denied(ctx: _Request, request: Any, error_code: ErrorCode) -> Any:

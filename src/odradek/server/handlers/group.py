@@ -43,7 +43,7 @@ from odradek.server.authorization import (
     authorize,
     authorized_operations,
     filter_authorized,
-    refusal,
+    group_refusal,
 )
 from odradek.server.context import RequestContext
 
@@ -71,18 +71,6 @@ def _module(ctx: RequestContext, api_key: int):
 
 def _cls(ctx: RequestContext, api_key: int):
     return schemas.response_schema(api_key, ctx.api_version)
-
-
-def _group_refusal(ctx: RequestContext, request, operation: AclOperation):
-    """The request's error response if ``operation`` on its group is not allowed, else None."""
-    return refusal(
-        ctx,
-        request,
-        operation,
-        ResourceType.GROUP,
-        request.group_id,
-        ErrorCode.group_authorization_failed,
-    )
 
 
 # -- FindCoordinator --------------------------------------------------------------------
@@ -170,7 +158,7 @@ async def handle_find_coordinator(ctx: RequestContext, request):
 
 
 async def handle_join_group(ctx: RequestContext, request):
-    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     svc = _service(ctx)
     session_timeout = int(request.session_timeout.total_seconds() * 1000)
@@ -227,7 +215,7 @@ async def handle_join_group(ctx: RequestContext, request):
 
 
 async def handle_sync_group(ctx: RequestContext, request):
-    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     svc = _service(ctx)
     assignments = {a.member_id: a.assignment for a in request.assignments}
@@ -262,7 +250,7 @@ async def handle_sync_group(ctx: RequestContext, request):
 
 
 async def handle_heartbeat(ctx: RequestContext, request):
-    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     svc = _service(ctx)
     try:
@@ -280,7 +268,7 @@ async def handle_heartbeat(ctx: RequestContext, request):
 
 
 async def handle_leave_group(ctx: RequestContext, request):
-    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     svc = _service(ctx)
     cls = _cls(ctx, ApiKey.LEAVE_GROUP)
@@ -321,7 +309,7 @@ async def handle_offset_commit(ctx: RequestContext, request):
     not called at all when none is left), so a commit to a topic that does not
     exist fails instead of storing offsets nobody can consume.
     """
-    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     svc = _service(ctx)
     metadata = ctx.broker.metadata
@@ -553,7 +541,7 @@ def _offset_fetch_error(ctx: RequestContext, request, module, error: ErrorCode):
 
 
 async def handle_offset_delete(ctx: RequestContext, request):
-    if (refused := _group_refusal(ctx, request, AclOperation.DELETE)) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.DELETE)) is not None:
         return refused
     svc = _service(ctx)
     readable = filter_authorized(
@@ -749,7 +737,7 @@ def _topic_metadata(ctx: RequestContext) -> dict[str, tuple]:
 
 
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request):
-    if (refused := _group_refusal(ctx, request, AclOperation.READ)) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     svc = _service(ctx)
     owned = None
@@ -827,45 +815,32 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
             ),
         )
 
+    def undescribed(group_id: str, error: ErrorCode, message: str | None, state: str) -> object:
+        return schemas.build(
+            module.DescribedGroup,
+            error_code=error,
+            error_message=message,
+            group_id=group_id,
+            group_state=state,
+            group_epoch=-1,
+            assignment_epoch=-1,
+            assignor_name="",
+            members=(),
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
     described = []
     for group_id in request.group_ids:
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            described.append(
-                schemas.build(
-                    module.DescribedGroup,
-                    error_code=ErrorCode.group_authorization_failed,
-                    error_message=None,
-                    group_id=group_id,
-                    group_state="",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=(),
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
+            described.append(undescribed(group_id, ErrorCode.group_authorization_failed, None, ""))
             continue
         group = core.groups.get(group_id)
-        coordinated = svc.coordinates(group_id)
-        if not coordinated or not isinstance(group, ConsumerGroup):
-            described.append(
-                schemas.build(
-                    module.DescribedGroup,
-                    error_code=ErrorCode.group_id_not_found
-                    if coordinated
-                    else ErrorCode.not_coordinator,
-                    error_message=f"Group {group_id} is not a consumer group."
-                    if coordinated
-                    else None,
-                    group_id=group_id,
-                    group_state="Dead" if coordinated else "",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=(),
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
+        if not svc.coordinates(group_id):
+            described.append(undescribed(group_id, ErrorCode.not_coordinator, None, ""))
+            continue
+        if not isinstance(group, ConsumerGroup):
+            message = f"Group {group_id} is not a consumer group."
+            described.append(undescribed(group_id, ErrorCode.group_id_not_found, message, "Dead"))
             continue
         members = tuple(
             schemas.build(

@@ -86,15 +86,7 @@ async def handle(ctx: RequestContext, request):
             if described is not None and not authorize(
                 ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, described
             ):
-                topics.append(
-                    _error_topic(
-                        module,
-                        name,
-                        wanted,
-                        ErrorCode.topic_authorization_failed,
-                        AUTHORIZED_OPERATIONS_OMITTED,
-                    )
-                )
+                topics.append(_refused_topic(module, name, wanted))
                 continue
             if topic is None and name is not None and name in store.pending_topics():
                 topics.append(
@@ -108,15 +100,7 @@ async def handle(ctx: RequestContext, request):
                 and broker.config["auto.create.topics.enable"]
             ):
                 if not _may_create(ctx, name):
-                    topics.append(
-                        _error_topic(
-                            module,
-                            name,
-                            wanted,
-                            ErrorCode.topic_authorization_failed,
-                            AUTHORIZED_OPERATIONS_OMITTED,
-                        )
-                    )
+                    topics.append(_refused_topic(module, name, wanted))
                     continue
                 topic = await _auto_create(broker, name, topics, module, _ops(name))
                 if topic is None:
@@ -185,6 +169,13 @@ def _error_topic(module, name, wanted, code, ops: int):
         is_internal=False,
         partitions=(),
         topic_authorized_operations=ops,
+    )
+
+
+def _refused_topic(module, name, wanted):
+    """TOPIC_AUTHORIZATION_FAILED for a named topic, without its operations."""
+    return _error_topic(
+        module, name, wanted, ErrorCode.topic_authorization_failed, AUTHORIZED_OPERATIONS_OMITTED
     )
 
 

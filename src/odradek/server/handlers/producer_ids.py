@@ -83,25 +83,12 @@ def _two_phase_commit_error(request) -> ErrorCode | None:
 async def handle_init_producer_id(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.INIT_PRODUCER_ID, ctx.api_version)
     manager: ProducerIdManager = ctx.broker.components["producer_ids"].manager
-    unauthorized = _authorization_error(ctx, request.transactional_id)
-    if unauthorized is not None:
-        return schemas.build(
-            module.InitProducerIdResponse,
-            throttle_time=0,
-            error_code=unauthorized,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    if request.transactional_id == "":
+    refused = _authorization_error(ctx, request.transactional_id)
+    if refused is None and request.transactional_id == "":
         # Kafka's TransactionCoordinator: null means idempotent only; empty is a malformed request
-        return schemas.build(
-            module.InitProducerIdResponse,
-            throttle_time=0,
-            error_code=ErrorCode.invalid_request,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    refused = _two_phase_commit_error(request)
+        refused = ErrorCode.invalid_request
+    if refused is None:
+        refused = _two_phase_commit_error(request)
     if refused is not None:
         return schemas.build(
             module.InitProducerIdResponse,

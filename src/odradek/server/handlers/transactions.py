@@ -41,6 +41,7 @@ from odradek.server.authorization import (
     authorize_cluster,
     denied,
     filter_authorized,
+    group_refusal,
     refusal,
 )
 from odradek.server.context import RequestContext
@@ -207,16 +208,7 @@ def _add_errors(ctx: RequestContext, tps: list[TopicPartition]) -> dict[TopicPar
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     if (refused := _transaction_refusal(ctx, request)) is not None:
         return refused
-    if (
-        refused := refusal(
-            ctx,
-            request,
-            AclOperation.READ,
-            ResourceType.GROUP,
-            request.group_id,
-            ErrorCode.group_authorization_failed,
-        )
-    ) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     svc = service(ctx)
     code = await _write(
@@ -350,16 +342,7 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     if (refused := _transaction_refusal(ctx, request)) is not None:
         return refused
-    if (
-        refused := refusal(
-            ctx,
-            request,
-            AclOperation.READ,
-            ResourceType.GROUP,
-            request.group_id,
-            ErrorCode.group_authorization_failed,
-        )
-    ) is not None:
+    if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     groups: GroupCoordinatorService = ctx.broker.components["group_coordinator"]
     module = schemas.response_module(ApiKey.TXN_OFFSET_COMMIT, ctx.api_version)
