@@ -28,9 +28,12 @@ from confluent_kafka.admin import (
 from kazoo.client import KazooClient
 from security.clients import plain_login
 
+from odradek.metadata import zk_acls
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import PatternType, ResourcePattern
+from odradek.security.acl import ResourceType as SecurityResourceType
 from odradek.server.embedded_cluster import EmbeddedCluster
 from odradek.server.zookeeper_server import ZooKeeperServer
 from tests.cluster.test_cluster import wait_until
@@ -206,3 +209,45 @@ def test_acl_written_into_zookeeper_by_another_tool_is_applied(
     zk.create(f"/kafka-acl/Topic/{topic}", json.dumps(document).encode(), makepath=True)
     zk.create("/kafka-acl-changes/acl_changes_", f"Topic:{topic}".encode(), sequence=True)
     every_broker_answers(odradek_cluster, topic, ErrorCode.none)
+
+
+def test_a_restarted_broker_loads_the_acls_from_zookeeper(odradek_cluster: EmbeddedCluster) -> None:
+    """The ACL is made while broker 2 is down: it learns it from the load at start-up."""
+    topic = "zk-acl-restart"
+    admin = admin_on(odradek_cluster, 1)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    odradek_cluster.stop_broker(2)
+    try:
+        describe = AclBinding(
+            ResourceType.TOPIC,
+            topic,
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.DESCRIBE,
+            AclPermissionType.ALLOW,
+        )
+        for future in admin.create_acls([describe]).values():
+            assert future.result(30) is None
+    finally:
+        odradek_cluster.start_broker(2)
+    assert metadata_error(odradek_cluster, 2, topic) == ErrorCode.none
+
+
+def test_change_notifications_in_kafkas_encoding() -> None:
+    literal = ResourcePattern(SecurityResourceType.TOPIC, "orders", PatternType.LITERAL)
+    prefixed = ResourcePattern(SecurityResourceType.GROUP, "app-", PatternType.PREFIXED)
+    assert zk_acls.encode_change(literal) == ("/kafka-acl-changes/acl_changes_", b"TOPIC:orders")
+    path, data = zk_acls.encode_change(prefixed)
+    assert path == "/kafka-acl-extended-changes/acl_changes_"
+    assert json.loads(data) == {
+        "version": 1,
+        "resourceType": "GROUP",
+        "name": "app-",
+        "patternType": "PREFIXED",
+    }
+    assert zk_acls.decode_change(zk_acls.LITERAL_CHANGES, b"Topic:orders") == literal
+    assert zk_acls.decode_change(zk_acls.EXTENDED_CHANGES, data) == prefixed
+    assert zk_acls.resource_path(prefixed) == "/kafka-acl-extended/prefixed/Group/app-"
+    with pytest.raises(ValueError):
+        zk_acls.decode_change(zk_acls.LITERAL_CHANGES, b"no separator")

@@ -33,6 +33,7 @@ from confluent_kafka.admin import ResourcePatternType as CkPattern
 from confluent_kafka.admin import ResourceType as CkResource
 from integration.test_wire import batch_of_size
 from integration.wire_client import WireClient
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from odradek import EmbeddedBroker
 from odradek.protocol import schemas
@@ -172,6 +173,9 @@ class Row:
     allowed: ErrorCode = ErrorCode.none
     #: The resource's name, when not the table's one of its type.
     resource: str | None = None
+    #: Another operation admits the request too (WriteTxnMarkers: ALTER or CLUSTER_ACTION),
+    #: so an ALLOW of All gets it through a DENY of this one.
+    alternative: bool = False
 
     @property
     def name(self) -> str:
@@ -993,6 +997,91 @@ ROWS += [
     ),
 ]
 
+ROWS += [
+    Row(
+        "WriteTxnMarkers",
+        AclOperation.CLUSTER_ACTION,
+        ResourceType.CLUSTER,
+        lambda name: build(
+            ApiKey.WRITE_TXN_MARKERS,
+            1,
+            "WriteTxnMarkersRequest",
+            markers=(
+                nested(
+                    ApiKey.WRITE_TXN_MARKERS,
+                    1,
+                    "WritableTxnMarker",
+                    producer_id=1,
+                    producer_epoch=0,
+                    transaction_result=False,
+                    topics=(
+                        nested(
+                            ApiKey.WRITE_TXN_MARKERS,
+                            1,
+                            "WritableTxnMarkerTopic",
+                            name="no-such-topic",
+                            partition_indexes=(0,),
+                        ),
+                    ),
+                    coordinator_epoch=0,
+                ),
+            ),
+        ),
+        lambda r: r.markers[0].topics[0].partitions[0].error_code,
+        ErrorCode.cluster_authorization_failed,
+        ErrorCode.unknown_topic_or_partition,
+        alternative=True,
+    ),
+    Row(
+        "AddPartitionsToTxn",
+        AclOperation.WRITE,
+        ResourceType.TRANSACTIONAL_ID,
+        lambda name: build(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            3,
+            "AddPartitionsToTxnRequest",
+            v3_and_below_transactional_id=name,
+            v3_and_below_producer_id=1,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=(
+                nested(
+                    ApiKey.ADD_PARTITIONS_TO_TXN,
+                    3,
+                    "AddPartitionsToTxnTopic",
+                    name=TOPIC,
+                    partitions=(0,),
+                ),
+            ),
+        ),
+        lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        ErrorCode.transactional_id_authorization_failed,
+        # The transaction may be written; its topic needs WRITE, not granted here.
+        ErrorCode.topic_authorization_failed,
+    ),
+    Row(
+        "ConsumerGroupHeartbeat",
+        AclOperation.READ,
+        ResourceType.GROUP,
+        lambda name: build(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            0,
+            "ConsumerGroupHeartbeatRequest",
+            group_id=name,
+            member_id="",
+            member_epoch=0,
+            instance_id=None,
+            rack_id=None,
+            rebalance_timeout=10_000,
+            subscribed_topic_names=(TOPIC,),
+            server_assignor=None,
+            topic_partitions=(),
+        ),
+        lambda r: r.error_code,
+        ErrorCode.group_authorization_failed,
+        resource=PREFIX + "heartbeating",  # a member joins; the other rows want no group
+    ),
+]
+
 ROWS_BY_API = {row.api: row for row in ROWS}
 
 #: How each variant of a row's ACLs is made, and whether alice is then allowed.
@@ -1051,6 +1140,7 @@ def test_api_authorization(
     broker: EmbeddedBroker, admin: AdminClient, row: Row, variant: str
 ) -> None:
     make, allowed = VARIANTS[variant]
+    allowed = allowed or (row.alternative and variant == "deny-beats-allow")
     clear(admin)
     create(admin, *make(row))
     client = login(broker, "alice")
@@ -1382,3 +1472,126 @@ def test_without_an_authorizer_acl_apis_answer_security_disabled() -> None:
         with pytest.raises(KafkaException) as refused:
             created.result(30)
         assert refused.value.args[0].code() == ErrorCode.security_disabled
+
+
+def _list_groups(client: WireClient) -> set[str]:
+    response = client.call(build(ApiKey.LIST_GROUPS, 5, "ListGroupsRequest"))
+    return {g.group_id for g in response.groups}
+
+
+def test_list_groups_shows_what_the_caller_may_describe(
+    broker: EmbeddedBroker, admin: AdminClient
+) -> None:
+    """acl-warmup is the fixture's group: listed with DESCRIBE on it, or on the cluster."""
+    client = login(broker, "alice")
+    try:
+        assert "acl-warmup" not in _list_groups(client)
+        create(
+            admin,
+            binding(
+                ResourceType.GROUP, "acl-warm", AclOperation.DESCRIBE, pattern=CkPattern.PREFIXED
+            ),
+        )
+        assert "acl-warmup" in _list_groups(client)
+        clear(admin)
+        create(admin, binding(ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.DESCRIBE))
+        assert "acl-warmup" in _list_groups(client)
+    finally:
+        client.close()
+        clear(admin)
+
+
+def test_list_transactions_shows_what_the_caller_may_describe(
+    broker: EmbeddedBroker, admin: AdminClient
+) -> None:
+    """acl-warmup is the fixture's transactional id."""
+    request = build(ApiKey.LIST_TRANSACTIONS, 1, "ListTransactionsRequest")
+    client = login(broker, "alice")
+    try:
+        listed = {t.transactional_id for t in client.call(request).transaction_states}
+        assert "acl-warmup" not in listed
+        create(admin, binding(ResourceType.TRANSACTIONAL_ID, "acl-warmup", AclOperation.WRITE))
+        listed = {t.transactional_id for t in client.call(request).transaction_states}
+        assert "acl-warmup" in listed  # WRITE implies DESCRIBE
+    finally:
+        client.close()
+        clear(admin)
+
+
+def test_cluster_authorized_operations_need_describe_on_the_cluster(
+    broker: EmbeddedBroker, admin: AdminClient
+) -> None:
+    request = build(
+        ApiKey.DESCRIBE_CLUSTER,
+        1,
+        "DescribeClusterRequest",
+        include_cluster_authorized_operations=True,
+    )
+    client = login(broker, "alice")
+    try:
+        create(admin, binding(ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.ALTER_CONFIGS))
+        assert client.call(request).cluster_authorized_operations == 0  # no DESCRIBE
+        create(admin, binding(ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.DESCRIBE))
+        expected = sum(
+            1 << op
+            for op in (
+                AclOperation.ALTER_CONFIGS,
+                AclOperation.DESCRIBE_CONFIGS,
+                AclOperation.DESCRIBE,
+            )
+        )
+        assert client.call(request).cluster_authorized_operations == expected
+    finally:
+        client.close()
+        clear(admin)
+
+
+def test_an_idempotent_producer_may_start_with_write_on_some_topic(
+    broker: EmbeddedBroker, admin: AdminClient
+) -> None:
+    """KIP-679: without IDEMPOTENT_WRITE on the cluster, WRITE on any topic admits it."""
+    request = ROWS_BY_API["InitProducerId(idempotent)"].request(CLUSTER_NAME)
+    create(
+        admin, binding(ResourceType.TOPIC, "some-", AclOperation.WRITE, pattern=CkPattern.PREFIXED)
+    )
+    client = login(broker, "alice")
+    try:
+        assert client.call(request).error_code == ErrorCode.none
+    finally:
+        client.close()
+        clear(admin)
+
+
+def test_transactional_records_need_write_on_the_transactional_id(
+    broker: EmbeddedBroker, admin: AdminClient
+) -> None:
+    builder = DefaultRecordBatchBuilder(2, 0, True, 1000, 0, 0, 2**31 - 1)
+    builder.append(0, timestamp=1000, key=None, value=b"in a transaction", headers=[])
+    request = build(
+        P,
+        9,
+        "ProduceRequest",
+        transactional_id=TXN,
+        acks=1,
+        timeout=10_000,
+        topic_data=(
+            nested(
+                P,
+                9,
+                "TopicProduceData",
+                name=TOPIC,
+                partition_data=(
+                    nested(P, 9, "PartitionProduceData", index=0, records=bytes(builder.build())),
+                ),
+            ),
+        ),
+    )
+    create(admin, binding(ResourceType.TOPIC, TOPIC, AclOperation.WRITE))
+    client = login(broker, "alice")
+    try:
+        response = client.call(request)
+    finally:
+        client.close()
+        clear(admin)
+    error = response.responses[0].partition_responses[0].error_code
+    assert error == ErrorCode.transactional_id_authorization_failed
