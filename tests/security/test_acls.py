@@ -147,11 +147,8 @@ def clear(admin: AdminClient) -> None:
 
 
 def build(api: ApiKey, version: int, cls: str, **fields: Any) -> Any:
+    """An entity of the request schema of ``api`` at ``version`` (the request or a part)."""
     return schemas.build(getattr(schemas.request_module(api, version), cls), **fields)
-
-
-def nested(api: ApiKey, version: int, cls: str, **fields: Any) -> Any:
-    return build(api, version, cls, **fields)
 
 
 # -- the table -------------------------------------------------------------------------------
@@ -201,13 +198,13 @@ def _produce(name: str) -> Any:
         acks=1,
         timeout=10_000,
         topic_data=(
-            nested(
+            build(
                 P,
                 9,
                 "TopicProduceData",
                 name=name,
                 partition_data=(
-                    nested(P, 9, "PartitionProduceData", index=0, records=batch_of_size(100)),
+                    build(P, 9, "PartitionProduceData", index=0, records=batch_of_size(100)),
                 ),
             ),
         ),
@@ -215,7 +212,7 @@ def _produce(name: str) -> Any:
 
 
 def _fetch(name: str) -> Any:
-    partition = nested(
+    partition = build(
         F, 12, "FetchPartition", partition=0, fetch_offset=0, partition_max_bytes=1024
     )
     return build(
@@ -224,7 +221,7 @@ def _fetch(name: str) -> Any:
         "FetchRequest",
         max_wait=0,
         min_bytes=0,
-        topics=(nested(F, 12, "FetchTopic", topic=name, partitions=(partition,)),),
+        topics=(build(F, 12, "FetchTopic", topic=name, partitions=(partition,)),),
         forgotten_topics_data=(),
     )
 
@@ -262,13 +259,13 @@ ROWS = [
             replica_id=-1,
             isolation_level=0,
             topics=(
-                nested(
+                build(
                     LO,
                     8,
                     "ListOffsetsTopic",
                     name=name,
                     partitions=(
-                        nested(LO, 8, "ListOffsetsPartition", partition_index=0, timestamp=-1),
+                        build(LO, 8, "ListOffsetsPartition", partition_index=0, timestamp=-1),
                     ),
                 ),
             ),
@@ -284,7 +281,7 @@ ROWS = [
             MD,
             12,
             "MetadataRequest",
-            topics=(nested(MD, 12, "MetadataRequestTopic", name=name, topic_id=None),),
+            topics=(build(MD, 12, "MetadataRequestTopic", name=name, topic_id=None),),
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         ),
@@ -300,7 +297,7 @@ ROWS = [
             7,
             "CreateTopicsRequest",
             topics=(
-                nested(
+                build(
                     ApiKey.CREATE_TOPICS,
                     7,
                     "CreatableTopic",
@@ -329,7 +326,7 @@ ROWS = [
             6,
             "DeleteTopicsRequest",
             topics=(
-                nested(
+                build(
                     ApiKey.DELETE_TOPICS,
                     6,
                     "DeleteTopicState",
@@ -353,7 +350,7 @@ ROWS = [
             3,
             "CreatePartitionsRequest",
             topics=(
-                nested(
+                build(
                     ApiKey.CREATE_PARTITIONS,
                     3,
                     "CreatePartitionsTopic",
@@ -378,7 +375,7 @@ ROWS = [
             4,
             "DescribeConfigsRequest",
             resources=(
-                nested(
+                build(
                     ApiKey.DESCRIBE_CONFIGS,
                     4,
                     "DescribeConfigsResource",
@@ -400,7 +397,7 @@ ROWS = [
             4,
             "DescribeConfigsRequest",
             resources=(
-                nested(
+                build(
                     ApiKey.DESCRIBE_CONFIGS,
                     4,
                     "DescribeConfigsResource",
@@ -422,14 +419,14 @@ ROWS = [
             1,
             "IncrementalAlterConfigsRequest",
             resources=(
-                nested(
+                build(
                     ApiKey.INCREMENTAL_ALTER_CONFIGS,
                     1,
                     "AlterConfigsResource",
                     resource_type=2,
                     resource_name=name,
                     configs=(
-                        nested(
+                        build(
                             ApiKey.INCREMENTAL_ALTER_CONFIGS,
                             1,
                             "AlterableConfig",
@@ -454,13 +451,13 @@ ROWS = [
             2,
             "DeleteRecordsRequest",
             topics=(
-                nested(
+                build(
                     ApiKey.DELETE_RECORDS,
                     2,
                     "DeleteRecordsTopic",
                     name=name,
                     partitions=(
-                        nested(
+                        build(
                             ApiKey.DELETE_RECORDS,
                             2,
                             "DeleteRecordsPartition",
@@ -484,7 +481,7 @@ ROWS = [
             0,
             "DescribeProducersRequest",
             topics=(
-                nested(
+                build(
                     ApiKey.DESCRIBE_PRODUCERS, 0, "TopicRequest", name=name, partition_indexes=(0,)
                 ),
             ),
@@ -535,9 +532,7 @@ ROWS = [
             group_instance_id=None,
             protocol_type="consumer",
             protocols=(
-                nested(
-                    ApiKey.JOIN_GROUP, 9, "JoinGroupRequestProtocol", name="range", metadata=b""
-                ),
+                build(ApiKey.JOIN_GROUP, 9, "JoinGroupRequestProtocol", name="range", metadata=b""),
             ),
         ),
         lambda r: r.error_code,
@@ -642,7 +637,7 @@ ROWS = [
             "ElectLeadersRequest",
             election_type=0,
             topic_partitions=(
-                nested(ApiKey.ELECT_LEADERS, 2, "TopicPartitions", topic=name, partitions=(0,)),
+                build(ApiKey.ELECT_LEADERS, 2, "TopicPartitions", topic=name, partitions=(0,)),
             ),
             timeout=10_000,
         ),
@@ -712,7 +707,7 @@ ROWS = [
             3,
             "DeleteAclsRequest",
             filters=(
-                nested(
+                build(
                     ApiKey.DELETE_ACLS,
                     3,
                     "DeleteAclsFilter",
@@ -779,7 +774,7 @@ ROWS += [
             "LeaveGroupRequest",
             group_id=name,
             members=(
-                nested(
+                build(
                     ApiKey.LEAVE_GROUP,
                     5,
                     "MemberIdentity",
@@ -805,13 +800,13 @@ ROWS += [
             member_id="",
             group_instance_id=None,
             topics=(
-                nested(
+                build(
                     ApiKey.OFFSET_COMMIT,
                     9,
                     "OffsetCommitRequestTopic",
                     name=TOPIC,
                     partitions=(
-                        nested(
+                        build(
                             ApiKey.OFFSET_COMMIT,
                             9,
                             "OffsetCommitRequestPartition",
@@ -873,13 +868,13 @@ ROWS += [
             "OffsetForLeaderEpochRequest",
             replica_id=-1,
             topics=(
-                nested(
+                build(
                     ApiKey.OFFSET_FOR_LEADER_EPOCH,
                     4,
                     "OffsetForLeaderTopic",
                     topic=name,
                     partitions=(
-                        nested(
+                        build(
                             ApiKey.OFFSET_FOR_LEADER_EPOCH,
                             4,
                             "OffsetForLeaderPartition",
@@ -901,7 +896,7 @@ ROWS += [
             ApiKey.DESCRIBE_TOPIC_PARTITIONS,
             0,
             "DescribeTopicPartitionsRequest",
-            topics=(nested(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, "TopicRequest", name=name),),
+            topics=(build(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, "TopicRequest", name=name),),
             response_partition_limit=100,
         ),
         lambda r: r.topics[0].error_code,
@@ -931,7 +926,7 @@ ROWS += [
             0,
             "AlterUserScramCredentialsRequest",
             deletions=(
-                nested(
+                build(
                     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
                     0,
                     "ScramCredentialDeletion",
@@ -978,7 +973,7 @@ ROWS += [
             3,
             "CreateAclsRequest",
             creations=(
-                nested(
+                build(
                     ApiKey.CREATE_ACLS,
                     3,
                     "AclCreation",
@@ -1007,7 +1002,7 @@ ROWS += [
             1,
             "WriteTxnMarkersRequest",
             markers=(
-                nested(
+                build(
                     ApiKey.WRITE_TXN_MARKERS,
                     1,
                     "WritableTxnMarker",
@@ -1015,7 +1010,7 @@ ROWS += [
                     producer_epoch=0,
                     transaction_result=False,
                     topics=(
-                        nested(
+                        build(
                             ApiKey.WRITE_TXN_MARKERS,
                             1,
                             "WritableTxnMarkerTopic",
@@ -1044,7 +1039,7 @@ ROWS += [
             v3_and_below_producer_id=1,
             v3_and_below_producer_epoch=0,
             v3_and_below_topics=(
-                nested(
+                build(
                     ApiKey.ADD_PARTITIONS_TO_TXN,
                     3,
                     "AddPartitionsToTxnTopic",
@@ -1169,7 +1164,7 @@ def _metadata_names(client: WireClient, names: list[str] | None) -> dict[str, in
     topics = (
         None
         if names is None
-        else tuple(nested(MD, 12, "MetadataRequestTopic", name=n, topic_id=None) for n in names)
+        else tuple(build(MD, 12, "MetadataRequestTopic", name=n, topic_id=None) for n in names)
     )
     response = client.call(
         build(
@@ -1220,7 +1215,7 @@ def test_topic_authorized_operations_follow_the_acls(
                 MD,
                 12,
                 "MetadataRequest",
-                topics=(nested(MD, 12, "MetadataRequestTopic", name=TOPIC, topic_id=None),),
+                topics=(build(MD, 12, "MetadataRequestTopic", name=TOPIC, topic_id=None),),
                 allow_auto_topic_creation=False,
                 include_topic_authorized_operations=True,
             )
@@ -1281,7 +1276,7 @@ def test_invalid_bindings_are_refused_one_by_one(
     creation = ApiKey.CREATE_ACLS
 
     def acl_creation(resource_type: int, name: str, principal: str) -> Any:
-        return nested(
+        return build(
             creation,
             3,
             "AclCreation",
@@ -1575,13 +1570,13 @@ def test_transactional_records_need_write_on_the_transactional_id(
         acks=1,
         timeout=10_000,
         topic_data=(
-            nested(
+            build(
                 P,
                 9,
                 "TopicProduceData",
                 name=TOPIC,
                 partition_data=(
-                    nested(P, 9, "PartitionProduceData", index=0, records=bytes(builder.build())),
+                    build(P, 9, "PartitionProduceData", index=0, records=bytes(builder.build())),
                 ),
             ),
         ),
