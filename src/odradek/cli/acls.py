@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
+from enum import Enum
 
 from confluent_kafka.admin import (
     AclBinding,
@@ -181,7 +182,7 @@ def _operations_by_resource(args: argparse.Namespace) -> dict[tuple, set[AclOper
 
 def _entries(args: argparse.Namespace) -> list[tuple[str, str, AclPermissionType]]:
     """(principal, host, permission) from --allow-/--deny-principal and their hosts."""
-    entries = []
+    entries: list[tuple[str, str, AclPermissionType]] = []
     for kind, permission in (("allow", AclPermissionType.ALLOW), ("deny", AclPermissionType.DENY)):
         principals = getattr(args, f"{kind}_principal")
         hosts = getattr(args, f"{kind}_host") or ["*"]
@@ -223,8 +224,9 @@ def _remove(args: argparse.Namespace) -> int:
         (None, None, AclPermissionType.ANY)
     ]
     operations = {_operation(name) for name in args.operation} if args.operation else None
+    # A filter's None matches any value (confluent-kafka's documented use; its annotation says str).
     filters = [
-        AclBindingFilter(resource_type, name, pattern_type, principal, host, op, permission)
+        AclBindingFilter(resource_type, name, pattern_type, principal, host, op, permission)  # type: ignore[arg-type]
         for (resource_type, name), ops in _operations_by_resource(args).items()
         for op in (
             sorted(ops, key=lambda o: o.value)
@@ -244,16 +246,18 @@ def _remove(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     pattern_type = _pattern_type(args, "any")
-    resources = _resources(args) or [(ResourceType.ANY, None)]
+    resources: list[tuple[ResourceType, str | None]] = [*_resources(args)] or [
+        (ResourceType.ANY, None)
+    ]
     admin, watch = admin_client(args)
     found: list[AclBinding] = []
     for resource_type, name in resources:
-        selection = AclBindingFilter(
+        selection = AclBindingFilter(  # None matches any value, as in _remove
             resource_type,
-            name,
+            name,  # type: ignore[arg-type]
             pattern_type,
             args.principal,
-            None,
+            None,  # type: ignore[arg-type]
             AclOperation.ANY,
             AclPermissionType.ANY,
         )
@@ -263,29 +267,48 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _name(value: object) -> str:
+    """An AclBinding field's name (confluent-kafka types its fields as enum, str or int)."""
+    return value.name if isinstance(value, Enum) else str(value)
+
+
+def _kind(restype: object) -> str:
+    """kafka-acls.sh's name of a resource type."""
+    return (
+        TYPE_NAMES.get(restype, restype.name)
+        if isinstance(restype, ResourceType)
+        else _name(restype)
+    )
+
+
+def _code(value: object) -> int:
+    """What an AclBinding field sorts by: its enum's code (describe_acls answers enums)."""
+    return int(value.value) if isinstance(value, Enum) else -1
+
+
 def _describe_binding(binding: AclBinding) -> str:
     return (
-        f"{binding.permission_type.name} {binding.principal} {binding.operation.name} on "
-        f"{TYPE_NAMES.get(binding.restype, binding.restype.name)}:{binding.name}"
+        f"{_name(binding.permission_type)} {binding.principal} {_name(binding.operation)} on "
+        f"{_kind(binding.restype)}:{binding.name}"
     )
 
 
 def _print(bindings: Iterable[AclBinding]) -> None:
     """kafka-acls.sh's listing: each resource pattern, then its entries."""
-    by_resource: dict[tuple, list[AclBinding]] = {}
+    by_resource: dict[tuple[object, str, object], list[AclBinding]] = {}
     for b in bindings:
         by_resource.setdefault((b.restype, b.name, b.resource_pattern_type), []).append(b)
     for (resource_type, name, pattern_type), entries in sorted(
-        by_resource.items(), key=lambda item: (item[0][0].value, item[0][1], item[0][2].value)
+        by_resource.items(),
+        key=lambda item: (_code(item[0][0]), item[0][1], _code(item[0][2])),
     ):
-        kind = TYPE_NAMES.get(resource_type, resource_type.name)
         print(
-            f"Current ACLs for resource `ResourcePattern(resourceType={kind}, name={name}, "
-            f"patternType={pattern_type.name})`: "
+            f"Current ACLs for resource `ResourcePattern(resourceType={_kind(resource_type)}, "
+            f"name={name}, patternType={_name(pattern_type)})`: "
         )
-        for e in sorted(entries, key=lambda e: (e.principal, e.host, e.operation.value)):
+        for e in sorted(entries, key=lambda e: (e.principal, e.host, _code(e.operation))):
             print(
-                f" \t(principal={e.principal}, host={e.host}, operation={e.operation.name}, "
-                f"permissionType={e.permission_type.name})"
+                f" \t(principal={e.principal}, host={e.host}, operation={_name(e.operation)}, "
+                f"permissionType={_name(e.permission_type)})"
             )
         print()

@@ -468,6 +468,7 @@ async def handle_offset_fetch(ctx: RequestContext, request):
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
+            error: int
             if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
                 error = ErrorCode.group_authorization_failed
             elif svc.coordinates(g.group_id):
