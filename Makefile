@@ -11,7 +11,7 @@ $(PY):
 	python3 -m venv $(VENV)
 
 install: $(PY) install-zookeeper install-openssl install-chromium
-	$(PY) -m pip install -q -e '.[test,spark,plot,console]'
+	$(PY) -m pip install -q -e '.[test,spark,plot,console,oauth]'
 
 # $(call debian_package,CHECK,PACKAGE,WHAT NEEDS IT): when the shell test CHECK fails, install
 # the Debian PACKAGE as root, or say how to and fail.

@@ -651,7 +651,7 @@ class _Connection(asyncio.BufferedProtocol):
         elif sasl.principal is not None:
             self.info = dataclasses.replace(self.info, principal=sasl.principal)
             self._sasl = None
-            self._session = sasl if sasl.session_lifetime_ms > 0 else None
+            self._session = sasl if sasl.session_expires else None
             self._session_expires = self._loop.time() + sasl.session_lifetime_ms / 1000
             log.debug(
                 "connection %s on listener %s %s as %s",

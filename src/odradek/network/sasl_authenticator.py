@@ -23,7 +23,9 @@ still served, is followed by bare size-prefixed tokens: each frame is a token, e
 answer is the server's token, and a failure simply closes the connection.
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` above 0 for the
-mechanism, a successful SaslAuthenticate tells the client its ``session_lifetime_ms``,
+mechanism, or a credential that expires (an OAUTHBEARER token; the session then ends at
+the earlier of the two, as Kafka's), a successful SaslAuthenticate tells the client its
+``session_lifetime_ms``,
 and the connection (the listener) closes a session that has expired when its next
 request comes. Before then the client re-authenticates on the same connection: the
 listener gives a SaslHandshake that arrives on an authenticated connection to a new
@@ -36,6 +38,7 @@ re-authenticate; its connection is closed when its session expires, as Kafka doe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,18 +80,25 @@ class SaslServerAuthenticator:
         enabled_mechanisms: tuple[str, ...],
         new_server: Callable[[str], SaslServer],
         max_reauth_ms: Callable[[str], int] = lambda mechanism: 0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._enabled = enabled_mechanisms
         self._new_server = new_server
         self._max_reauth_ms = max_reauth_ms
+        #: Wall-clock seconds, against which a credential's expiration is measured.
+        self._clock = clock
         self._server: SaslServer | None = None
         self._raw_tokens = False  # SaslHandshake v0: tokens without Kafka headers
         self.state = "handshake-or-versions"
         self.principal: KafkaPrincipal | None = None
         #: The mechanism chosen by the handshake.
         self.mechanism = ""
-        #: Set when complete: how long the session lasts (0: as long as the connection).
+        #: Set when complete: how long the session lasts, told to the client (KIP-368).
         self.session_lifetime_ms = 0
+        #: Set when complete: whether the session ends after ``session_lifetime_ms`` (else it
+        #: lasts as long as the connection). A credential already expired within the allowed
+        #: clock skew makes a session of 0 ms that does expire: the next request closes it.
+        self.session_expires = False
         #: Re-authentication: the session being renewed (its mechanism and principal).
         self._renewing: tuple[str, KafkaPrincipal] | None = None
 
@@ -102,7 +112,9 @@ class SaslServerAuthenticator:
         and principal (the handshake is its first request; no ApiVersions before it)."""
         if self.principal is None:
             raise RuntimeError("only an authenticated connection re-authenticates")
-        renewal = SaslServerAuthenticator(self._enabled, self._new_server, self._max_reauth_ms)
+        renewal = SaslServerAuthenticator(
+            self._enabled, self._new_server, self._max_reauth_ms, self._clock
+        )
         renewal._renewing = (self.mechanism, self.principal)
         renewal.state = "handshake"
         return renewal
@@ -226,7 +238,14 @@ class SaslServerAuthenticator:
                 f"{principal}"
             )
         self.principal = principal
-        self.session_lifetime_ms = max(0, self._max_reauth_ms(server.mechanism))
+        max_reauth_ms = max(0, self._max_reauth_ms(server.mechanism))
+        expiration_ms = server.credential_expiration_ms
+        self.session_expires = max_reauth_ms > 0 or expiration_ms is not None
+        if expiration_ms is not None:  # Kafka: the earlier of the credential's end and the cap
+            remaining = max(0, expiration_ms - int(self._clock() * 1000))
+            self.session_lifetime_ms = min(remaining, max_reauth_ms or remaining)
+        else:
+            self.session_lifetime_ms = max_reauth_ms
         self.state = "complete"
 
     def _fail(self, reason: str, answer: bytes | None = None) -> SaslStep:

@@ -3,7 +3,7 @@
 Kafka's authenticator drives a javax.security.sasl.SaslServer: each client token goes
 to ``evaluateResponse`` and what comes back is the server's token, until the server
 says it is complete; its authorization id is the principal's name. The mechanisms here
-(``sasl_plain``, ``scram_server``) are that interface, sans-I/O: plain objects fed bytes.
+(``sasl_plain``, ``scram_server``, ``sasl_oauthbearer``) are that interface, sans-I/O: plain objects fed bytes.
 
 A failure the client should read about raises ``SaslAuthenticationError`` with Kafka's
 message (it becomes SaslAuthenticate's error_message); the authenticator logs it with
@@ -42,6 +42,12 @@ class SaslServer(Protocol):
     @property
     def authorization_id(self) -> str:
         """The authenticated user's name, once complete."""
+        ...
+
+    @property
+    def credential_expiration_ms(self) -> int | None:
+        """When the credential expires (ms since the epoch; an OAUTHBEARER token's ``exp``),
+        once complete; None for credentials that do not (passwords)."""
         ...
 
     def evaluate(self, token: bytes) -> bytes:

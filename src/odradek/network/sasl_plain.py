@@ -50,6 +50,9 @@ class PlainSaslServer:
             raise RuntimeError("Authentication exchange has not completed")
         return self._authorization_id
 
+    #: A password does not expire (KIP-368 sessions then last connections.max.reauth.ms).
+    credential_expiration_ms = None
+
     def evaluate(self, token: bytes) -> bytes:
         if self._complete:
             raise SaslAuthenticationError("Authentication exchange has already completed")

@@ -91,6 +91,9 @@ class ScramSaslServer:
             raise RuntimeError("Authentication exchange has not completed")
         return self._username
 
+    #: A password does not expire (KIP-368 sessions then last connections.max.reauth.ms).
+    credential_expiration_ms = None
+
     def evaluate(self, token: bytes) -> bytes:
         try:
             if self._state == "client-first":

@@ -30,6 +30,8 @@ from odradek.metrics.stats import BrokerTopicStats, RequestMetrics
 from odradek.network.connection_quotas import ConnectionQuotas
 from odradek.network.listener import Listener, ListenerConfig
 from odradek.network.memory_pool import MemoryPool
+from odradek.network.oauthbearer_unsecured import OAuthBearerConfigError
+from odradek.network.oauthbearer_validators import new_validator
 from odradek.network.sasl_channel import SaslChannel
 from odradek.network.scram import InvalidCredential, ScramCredential
 from odradek.network.ssl_channel import SslChannel
@@ -129,7 +131,13 @@ class Broker:
         mechanisms = self.config.sasl_mechanisms(endpoint.listener_name)
         users = self.config.plain_users(endpoint.listener_name) if "PLAIN" in mechanisms else {}
         reauth = {m: self.config.max_reauth_ms(endpoint.listener_name, m) for m in mechanisms}
-        return SaslChannel(mechanisms, users, self._scram_credential, reauth)
+        validator = None
+        if "OAUTHBEARER" in mechanisms:
+            try:
+                validator = new_validator(self.config.oauthbearer_settings(endpoint.listener_name))
+            except OAuthBearerConfigError as e:
+                raise ConfigError(f"listener {endpoint.listener_name}: OAUTHBEARER: {e}") from None
+        return SaslChannel(mechanisms, users, self._scram_credential, reauth, validator)
 
     def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """A user's stored SCRAM credential, read from the metadata at each login."""
@@ -269,6 +277,9 @@ class Broker:
         self._serving = False
         self.fetch_purgatory.shutdown()
         await asyncio.gather(*(listener.stop() for listener in self.listeners))
+        for listener in self.listeners:
+            if listener.sasl_channel is not None:
+                listener.sasl_channel.close()
         for name in reversed(list(self.components)):
             try:
                 await self.components.pop(name).stop()

@@ -13,9 +13,12 @@ Listeners are validated as Kafka's KafkaConfig validates them: every name in
 after ``security.inter.broker.protocol`` (PLAINTEXT by default), never both, and
 it must be advertised. Every one of Kafka's four protocols is served; a SASL listener
 needs ``sasl.enabled.mechanisms`` (Kafka's default, GSSAPI, is not implemented, so it
-must be set) among PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and PLAIN needs the
+must be set) among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER; PLAIN needs the
 listener's ``listener.name.<l>.plain.sasl.jaas.config`` with its users, as Kafka's
-broker reads them (``sasl_mechanisms``, ``plain_users``). A listener's own settings are Kafka's
+broker reads them (``sasl_mechanisms``, ``plain_users``), and OAUTHBEARER its
+OAuthBearerLoginModule entry, its validator's class and sasl.oauthbearer.* configs
+(``oauthbearer_settings``; a mechanism's own value is Kafka's
+``listener.name.<l>.<mechanism>.<config>``, ``mechanism_config``). A listener's own settings are Kafka's
 ``listener.name.<listener name in lower case>.<config>`` keys, which override the
 unprefixed config for that listener (``ssl_config``).
 """
@@ -31,9 +34,12 @@ from typing import Any, Literal
 
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.network.connection_quotas import parse_overrides
-from odradek.network.jaas_config import JaasConfigError, parse_single_module
+from odradek.network.jaas_config import JaasConfigError, LoginModuleEntry, parse_single_module
 from odradek.network.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from odradek.network.oauthbearer_unsecured import OAuthBearerConfigError
+from odradek.network.oauthbearer_validators import OAuthBearerSettings, check_settings
 from odradek.network.sasl_channel import SUPPORTED_MECHANISMS
+from odradek.network.sasl_oauthbearer import OAUTHBEARER_LOGIN_MODULE
 from odradek.network.sasl_plain import PLAIN_LOGIN_MODULE, plain_users
 from odradek.network.ssl_engine_factory import SslConfig
 from odradek.storage.config import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES
@@ -57,7 +63,79 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Any listener-prefixed config: ``listener.name.<listener>.<config>``.
 _LISTENER_PREFIXED = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?P<config>.+)")
 #: A mechanism's own settings after the listener prefix: ``plain.sasl.jaas.config``.
-_MECHANISM_PREFIXED = re.compile(r"[a-z0-9-]+\.(sasl\.jaas\.config|connections\.max\.reauth\.ms)")
+_MECHANISM_PREFIXED = re.compile(
+    r"[a-z0-9-]+\.(sasl\.jaas\.config|connections\.max\.reauth\.ms"
+    r"|sasl\.server\.callback\.handler\.class|sasl\.oauthbearer\.[a-z.]+)"
+)
+
+
+#: The sasl.oauthbearer.* configs of OAUTHBEARER's JWT validator, Kafka's broker-side ones with
+#: its types and defaults; listener- and mechanism-prefixed forms override them.
+_OAUTHBEARER_DEFS: list[tuple[str, str, str | None, Importance, str]] = [
+    (
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "string",
+        None,
+        "medium",
+        "JWKS of the identity provider: a file: URL (read at start-up) or an http(s): one.",
+    ),
+    (
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "long",
+        "3600000",
+        "low",
+        "Wait between fetches of an http(s) JWKS.",
+    ),
+    (
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        "long",
+        "100",
+        "low",
+        "First wait before a failed JWKS fetch is retried (it doubles).",
+    ),
+    (
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "long",
+        "10000",
+        "low",
+        "Longest wait between retries of a failed JWKS fetch.",
+    ),
+    (
+        "sasl.oauthbearer.expected.audience",
+        "list",
+        None,
+        "low",
+        "Audiences a JWT's aud claim must hold one of (unset: a token with aud is refused).",
+    ),
+    (
+        "sasl.oauthbearer.expected.issuer",
+        "string",
+        None,
+        "low",
+        "The iss a JWT must have (unset: not checked).",
+    ),
+    (
+        "sasl.oauthbearer.sub.claim.name",
+        "string",
+        "sub",
+        "low",
+        "Claim naming the principal.",
+    ),
+    (
+        "sasl.oauthbearer.scope.claim.name",
+        "string",
+        "scope",
+        "low",
+        "Claim holding the scope.",
+    ),
+    (
+        "sasl.oauthbearer.clock.skew.seconds",
+        "int",
+        "30",
+        "low",
+        "Leeway in checking a JWT's exp and nbf against this broker's clock.",
+    ),
+]
 
 
 #: Kafka's ConfigDef.Importance, as its configuration docs show it.
@@ -262,10 +340,24 @@ _DEFS = [
         "sasl.enabled.mechanisms",
         "list",
         "GSSAPI",
-        "SASL mechanisms a SASL listener offers, read at start-up: PLAIN, SCRAM-SHA-256 and "
-        "SCRAM-SHA-512 are served. GSSAPI (Kafka's default) is not, so a SASL listener must set "
+        "SASL mechanisms a SASL listener offers, read at start-up: PLAIN, SCRAM-SHA-256, "
+        "SCRAM-SHA-512 and OAUTHBEARER are served. GSSAPI (Kafka's default) is not, so a SASL listener must set "
         "it (or listener.name.<l>.sasl.enabled.mechanisms).",
         "medium",
+    ),
+    ConfigDef(
+        "sasl.server.callback.handler.class",
+        "class",
+        None,
+        "Server callback handler of a SASL mechanism, set as listener.name.<l>.<mechanism>."
+        "sasl.server.callback.handler.class: for OAUTHBEARER, Kafka's "
+        "OAuthBearerValidatorCallbackHandler validates JWTs against a JWKS; unset, unsecured "
+        "tokens (alg none) are accepted, for development.",
+        "medium",
+    ),
+    *(
+        ConfigDef(name, kind, default, doc, importance)
+        for name, kind, default, importance, doc in _OAUTHBEARER_DEFS
     ),
     ConfigDef(
         "log.dirs",
@@ -1384,6 +1476,8 @@ class BrokerConfig:
                 mechanisms = self.sasl_mechanisms(endpoint.listener_name)
                 if "PLAIN" in mechanisms:
                     self.plain_users(endpoint.listener_name)
+                if "OAUTHBEARER" in mechanisms:
+                    self.oauthbearer_settings(endpoint.listener_name)
                 for mechanism in mechanisms:
                     self.max_reauth_ms(endpoint.listener_name, mechanism)
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
@@ -1569,14 +1663,38 @@ class BrokerConfig:
             )
         return mechanisms
 
-    def max_reauth_ms(self, listener_name: str, mechanism: str) -> int:
-        """``connections.max.reauth.ms`` for one mechanism on one listener, Kafka's most specific
-        form first: ``listener.name.<l>.<mechanism>.``, ``listener.name.<l>.``, the broker's."""
-        key = f"listener.name.{listener_name.lower()}.{mechanism.lower()}.connections.max.reauth.ms"
+    def mechanism_config(self, listener_name: str, mechanism: str, name: str) -> Any:
+        """``name`` for one SASL mechanism on one listener, Kafka's most specific form first:
+        ``listener.name.<l>.<mechanism>.``, ``listener.name.<l>.``, the broker's."""
+        key = f"listener.name.{listener_name.lower()}.{mechanism.lower()}.{name}"
         if key in self.originals:
-            definition = replace(CONFIG_DEFS["connections.max.reauth.ms"], name=key)
-            return int(self._parse(definition, self.originals[key]))
-        return int(self.listener_config(listener_name, "connections.max.reauth.ms"))
+            return self._parse(replace(CONFIG_DEFS[name], name=key), self.originals[key])
+        return self.listener_config(listener_name, name)
+
+    def max_reauth_ms(self, listener_name: str, mechanism: str) -> int:
+        """``connections.max.reauth.ms`` for one mechanism on one listener."""
+        return int(self.mechanism_config(listener_name, mechanism, "connections.max.reauth.ms"))
+
+    def oauthbearer_settings(self, listener_name: str) -> OAuthBearerSettings:
+        """OAUTHBEARER on a listener: its callback handler class, the options of its
+        OAuthBearerLoginModule entry (``listener.name.<l>.oauthbearer.sasl.jaas.config``, which
+        Kafka's broker requires) and its sasl.oauthbearer.* values, checked without I/O."""
+        entry = self._jaas_entry(listener_name, "OAUTHBEARER", OAUTHBEARER_LOGIN_MODULE, "")
+        settings = OAuthBearerSettings(
+            self.mechanism_config(
+                listener_name, "OAUTHBEARER", "sasl.server.callback.handler.class"
+            ),
+            entry.options,
+            {
+                name: self.mechanism_config(listener_name, "OAUTHBEARER", name)
+                for name, *_ in _OAUTHBEARER_DEFS
+            },
+        )
+        try:
+            check_settings(settings.handler_class, settings.jaas_options, settings.configs)
+        except OAuthBearerConfigError as e:
+            raise ConfigError(f"listener {listener_name}: OAUTHBEARER: {e}") from None
+        return settings
 
     def plain_users(self, listener_name: str) -> dict[str, str]:
         """PLAIN's users on a listener: the ``user_<name>`` options of its PlainLoginModule entry.
@@ -1584,23 +1702,33 @@ class BrokerConfig:
         As Kafka's broker, the entry is ``listener.name.<l>.plain.sasl.jaas.config``
         (the mechanism in lower case after the listener name).
         """
-        key = f"listener.name.{listener_name.lower()}.plain.sasl.jaas.config"
+        entry = self._jaas_entry(
+            listener_name, "PLAIN", PLAIN_LOGIN_MODULE, ' user_<name>="<password>"'
+        )
+        return plain_users(entry)
+
+    def _jaas_entry(
+        self, listener_name: str, mechanism: str, login_module: str, example_options: str
+    ) -> LoginModuleEntry:
+        """A mechanism's ``listener.name.<l>.<mechanism>.sasl.jaas.config``: one entry of
+        ``login_module`` (a start-up message naming the config when missing or wrong)."""
+        key = f"listener.name.{listener_name.lower()}.{mechanism.lower()}.sasl.jaas.config"
         text = self.originals.get(key)
         if text is None:
             raise ConfigError(
-                f"listener {listener_name} enables SASL mechanism PLAIN but {key} is not set: "
-                f'give it "{PLAIN_LOGIN_MODULE} required user_<name>="<password>";"'
+                f"listener {listener_name} enables SASL mechanism {mechanism} but {key} is not "
+                f'set: give it "{login_module} required{example_options};"'
             )
         try:
             entry = parse_single_module(text, key)
         except JaasConfigError as e:
             raise ConfigError(str(e)) from None
-        if entry.login_module != PLAIN_LOGIN_MODULE:
+        if entry.login_module != login_module:
             raise ConfigError(
                 f"Invalid value for configuration {key}: login module {entry.login_module} "
-                f"is not {PLAIN_LOGIN_MODULE}"
+                f"is not {login_module}"
             )
-        return plain_users(entry)
+        return entry
 
     def _check_queued_max_request_bytes(self) -> None:
         """As Kafka: the request memory pool must hold the largest request the broker accepts."""
