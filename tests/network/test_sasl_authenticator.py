@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import io
-import struct
-from typing import Any
-
 import pytest
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.metadata.v12 import request as metadata_v12
-from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v0 import request as handshake_v0
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
-from kio.serial import entity_reader, entity_writer
+from sasl_frames import answer, authenticate, frame
 
 from odradek.network.principal import KafkaPrincipal
 from odradek.network.sasl_authenticator import SaslServerAuthenticator
 from odradek.network.sasl_channel import SaslChannel
-from odradek.protocol import schemas
 from odradek.protocol.errors import ErrorCode
 
 USERS = {"alice": "alice-secret"}
@@ -29,24 +23,6 @@ def authenticator(
     return SaslChannel(mechanisms, USERS).authenticator()
 
 
-def frame(request: Any, correlation_id: int = 7) -> memoryview:
-    api_key, version = int(request.__api_key__), int(request.__version__)
-    header = struct.pack(">hhih", api_key, version, correlation_id, 4) + b"test"
-    if request.__flexible__:
-        header += b"\x00"
-    buf = io.BytesIO()
-    entity_writer(type(request))(buf, request)
-    return memoryview(header + buf.getvalue())
-
-
-def answer(request: Any, data: bytes | None) -> Any:
-    assert data is not None
-    api_key, version = int(request.__api_key__), int(request.__version__)
-    assert struct.unpack(">i", data[:4])[0] == 7  # the correlation id
-    body = data[5:] if request.__flexible__ and api_key != 18 else data[4:]
-    return entity_reader(schemas.response_schema(api_key, version))(body, 0)[0]
-
-
 HANDSHAKE_PLAIN = handshake_v1.SaslHandshakeRequest(mechanism="PLAIN")
 API_VERSIONS = api_versions_v3.ApiVersionsRequest(
     client_software_name="test", client_software_version="1"
@@ -54,10 +30,6 @@ API_VERSIONS = api_versions_v3.ApiVersionsRequest(
 METADATA = metadata_v12.MetadataRequest(
     topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
 )
-
-
-def authenticate(token: bytes) -> Any:
-    return authenticate_v2.SaslAuthenticateRequest(auth_bytes=token)
 
 
 def test_plain_login_after_api_versions() -> None:

@@ -153,7 +153,7 @@ def _unsecured_jws(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _json_object(part: str) -> dict[str, Any]:
     try:
-        raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        raw = base64.b64decode(part + "=" * (-len(part) % 4), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
         raise InvalidToken("malformed Base64 URL encoded value") from None
     try:
