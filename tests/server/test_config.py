@@ -366,3 +366,21 @@ def test_connections_max_reauth_ms_most_specific_form_wins() -> None:
     assert config.max_reauth_ms("SASL_PLAINTEXT", "SCRAM-SHA-256") == 30000
     assert config.max_reauth_ms("OTHER", "SCRAM-SHA-512") == 60000
     assert BrokerConfig({}).max_reauth_ms("PLAINTEXT", "PLAIN") == 0
+
+
+def test_properties_file_continues_lines_ending_in_a_backslash(tmp_path: Path) -> None:
+    """The multi-line JAAS entry of Kafka's documentation (and docs/guide/security.md)."""
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "listeners=PLAINTEXT://:9092,SASL_PLAINTEXT://:9094\n"
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN\n"
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+        "org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        '    user_alice="alice-secret" \\\n'
+        '    user_admin="admin-secret";\n'
+    )
+    config = BrokerConfig(read_properties(path))
+    assert config.plain_users("SASL_PLAINTEXT") == {
+        "alice": "alice-secret",
+        "admin": "admin-secret",
+    }

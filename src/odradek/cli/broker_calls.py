@@ -50,6 +50,8 @@ class BrokerWatch:
         self.bootstrap_servers = bootstrap_servers
         self.unreachable = False
         self._last_transport_error: str | None = None
+        #: A refused login (SASL or TLS): retrying cannot cure it, so the tool stops at once.
+        self._authentication_error: str | None = None
 
     def client_config(self) -> dict[str, Any]:
         return {"error_cb": self._on_error, "log_level": 0}
@@ -59,9 +61,14 @@ class BrokerWatch:
             self._last_transport_error = error.str()
         elif error.code() == KafkaError._ALL_BROKERS_DOWN:
             self.unreachable = True
+        elif error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            self._authentication_error = error.str()
 
     def check(self) -> None:
-        """ToolError when no broker can be reached (what the last attempt failed with)."""
+        """ToolError when no broker can be reached (what the last attempt failed with) or a
+        broker refused the login."""
+        if self._authentication_error is not None:
+            raise ToolError(f"authentication failed: {self._authentication_error}")
         if self.unreachable:
             reason = self._last_transport_error or "all brokers are down"
             raise ToolError(f"cannot reach any broker at {self.bootstrap_servers}: {reason}")

@@ -2,7 +2,8 @@
 
 These tools talk to any Kafka-compatible broker through confluent-kafka, so the
 options mirror Kafka's own command-line tools: ``--bootstrap-server``,
-``--command-config FILE`` (client properties) and repeatable ``-X key=value``.
+``--command-config FILE`` (client properties, the Java client's security settings
+translated by ``client_security``) and repeatable ``-X key=value`` (librdkafka's names).
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import argparse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from odradek.cli.client_security import librdkafka_config
+from odradek.cli.errors import ToolError
+from odradek.java_properties import parse_properties
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -24,15 +29,11 @@ def parse_key_value(item: str) -> tuple[str, str]:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """A Java-style .properties file: key=value lines, '#' and '!' comments."""
-    props: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, value = parse_key_value(line)
-        props[key] = value.strip()
-    return props
+    """A client.properties file, read as Java reads it (``java_properties``)."""
+    try:
+        return parse_properties(path.read_text())
+    except OSError as e:
+        raise ToolError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +45,8 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--command-config",
         type=Path,
-        help="file of client properties (security settings, timeouts)",
+        help="file of client properties: Kafka's Java client settings (security.protocol, "
+        "ssl.truststore.*, sasl.jaas.config, ...) or librdkafka's",
     )
     add_key_value_arg(
         parser, "-X", dest="client_properties", help="a librdkafka client property; repeatable"
@@ -78,7 +80,7 @@ def client_config(
     """
     config: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server, **(defaults or {})}
     if args.command_config is not None:
-        config.update(read_properties(args.command_config))
+        config.update(librdkafka_config(read_properties(args.command_config)))
     config.update(extra)
     config.update(args.client_properties)
     return config

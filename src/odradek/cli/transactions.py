@@ -9,7 +9,8 @@ on the partition's leader to find the producer whose open transaction starts at
 ``--start-offset``, then WriteTxnMarkers to that leader with an ABORT marker for it (or,
 as Kafka's tool also allows, for the producer id, epoch and coordinator epoch given). The
 abort is for a hanging transaction (its coordinator lost it); a transaction its
-coordinator knows is ended by the coordinator.
+coordinator knows is ended by the coordinator. Its connections take the same
+``--command-config`` and ``-X`` settings as the other tools (``client_security.wire_security``).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from odradek.cli.client_options import DEFAULT_BOOTSTRAP
+from odradek.cli.client_options import add_connection_args, client_config
+from odradek.cli.client_security import WireSecurity, wire_security
 from odradek.cli.errors import ToolError
+from odradek.network.sasl_client import SaslClientError
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.spark.connection import BrokerConnection
+from odradek.spark.connection import BrokerConnection, BrokerError
 
 TIMEOUT_S = 30.0
 KEY_TYPE_TRANSACTION = 1
@@ -37,24 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = parser.add_subparsers(dest="transactions_command", required=True, metavar="ACTION")
 
-    def connection(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--bootstrap-server",
-            default=DEFAULT_BOOTSTRAP,
-            help=f"host:port of one or more brokers, comma-separated (default {DEFAULT_BOOTSTRAP})",
-        )
-
     p = sub.add_parser("list", help="every transactional id the brokers coordinate")
-    connection(p)
+    add_connection_args(p)
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("describe", help="the state of one transactional id")
-    connection(p)
+    add_connection_args(p)
     p.add_argument("--transactional-id", required=True, help="the transactional id to describe")
     p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser("abort", help="write an ABORT marker for a hanging transaction")
-    connection(p)
+    add_connection_args(p)
     p.add_argument("--topic", required=True, help="topic of the partition the transaction hangs on")
     p.add_argument("--partition", type=int, required=True, help="that partition")
     p.add_argument("--start-offset", type=int, help="first offset of the open transaction to abort")
@@ -67,13 +63,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---- connections ----------------------------------------------------------------------------
 
 
+def _security(args: argparse.Namespace) -> WireSecurity:
+    """TLS and SASL from --command-config and -X, read as the confluent-kafka tools read them."""
+    return wire_security(client_config(args))
+
+
 @contextmanager
-def _connect(address: str) -> Iterator[BrokerConnection]:
+def _connect(address: str, security: WireSecurity) -> Iterator[BrokerConnection]:
     host, _, port = address.rpartition(":")
     try:
-        connection = BrokerConnection(host, int(port), "odradek-transactions", TIMEOUT_S)
-    except OSError as exc:
-        raise ToolError(f"cannot connect to {address}: {exc.strerror or exc}") from None
+        connection = BrokerConnection(
+            host,
+            int(port),
+            "odradek-transactions",
+            TIMEOUT_S,
+            security.ssl_context,
+            security.sasl,
+        )
+    except (OSError, SaslClientError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ToolError(f"cannot connect to {address}: {reason}") from None
+    except BrokerError as exc:
+        raise ToolError(str(exc)) from None
     try:
         yield connection
     except (OSError, ConnectionError) as exc:
@@ -94,12 +105,12 @@ def _call(connection: BrokerConnection, api_key: int, highest: int, **fields: An
     return connection.request(schemas.build(schemas.request_schema(api_key, version), **fields))
 
 
-def _brokers(bootstrap: str) -> dict[int, str]:
+def _brokers(bootstrap: str, security: WireSecurity) -> dict[int, str]:
     """node id -> host:port of every broker the cluster lists."""
     last: ToolError | None = None
     for address in bootstrap.split(","):
         try:
-            with _connect(address.strip()) as c:
+            with _connect(address.strip(), security) as c:
                 response = _call(
                     c,
                     ApiKey.METADATA,
@@ -131,8 +142,9 @@ def _failed(code: int, what: str) -> ToolError:
 
 def cmd_list(args: argparse.Namespace) -> int:
     rows: list[list[object]] = []
-    for node_id, address in sorted(_brokers(args.bootstrap_server).items()):
-        with _connect(address) as c:
+    security = _security(args)
+    for node_id, address in sorted(_brokers(args.bootstrap_server, security).items()):
+        with _connect(address, security) as c:
             response = _call(
                 c,
                 ApiKey.LIST_TRANSACTIONS,
@@ -156,14 +168,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_describe(args: argparse.Namespace) -> int:
     tid = args.transactional_id
-    brokers = _brokers(args.bootstrap_server)
-    with _connect(next(iter(brokers.values()))) as c:
+    security = _security(args)
+    brokers = _brokers(args.bootstrap_server, security)
+    with _connect(next(iter(brokers.values())), security) as c:
         found = _call(
             c, ApiKey.FIND_COORDINATOR, 4, key_type=KEY_TYPE_TRANSACTION, coordinator_keys=(tid,)
         ).coordinators[0]
     if found.error_code != ErrorCode.none:
         raise _failed(found.error_code, f"finding the coordinator of {tid}")
-    with _connect(f"{found.host}:{found.port}") as c:
+    with _connect(f"{found.host}:{found.port}", security) as c:
         (state,) = _call(
             c, ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=(tid,)
         ).transaction_states
@@ -203,9 +216,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
 # ---- abort ----------------------------------------------------------------------------------
 
 
-def _leader(bootstrap: str, topic: str, partition: int) -> str:
+def _leader(bootstrap: str, topic: str, partition: int, security: WireSecurity) -> str:
     for address in bootstrap.split(","):
-        with _connect(address.strip()) as c:
+        with _connect(address.strip(), security) as c:
             request_topic = schemas.request_module(ApiKey.METADATA, 12).MetadataRequestTopic
             response = _call(
                 c,
@@ -235,8 +248,9 @@ def cmd_abort(args: argparse.Namespace) -> int:
         raise ToolError("give --start-offset, or --producer-id with its epochs")
     if by_producer and (args.producer_epoch is None or args.coordinator_epoch is None):
         raise ToolError("--producer-id needs --producer-epoch and --coordinator-epoch")
-    leader = _leader(args.bootstrap_server, args.topic, args.partition)
-    with _connect(leader) as c:
+    security = _security(args)
+    leader = _leader(args.bootstrap_server, args.topic, args.partition, security)
+    with _connect(leader, security) as c:
         if by_producer:
             producer = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
         else:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from odradek.java_properties import parse_properties
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
 from odradek.network.connection_quotas import parse_overrides
 from odradek.network.jaas_config import JaasConfigError, LoginModuleEntry, parse_single_module
@@ -1442,17 +1443,8 @@ _SSL_CONFIGS = tuple("ssl." + f.replace("_", ".") for f in SslConfig.__dataclass
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """A Java-style .properties file (key=value or key: value, # and ! comments)."""
-    props: dict[str, str] = {}
-    for raw in Path(path).read_text().splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}: line {raw!r} is not key=value")
-        props[line[:sep].strip()] = line[sep + 1 :].strip()
-    return props
+    """A server.properties file, read as Java reads it (``java_properties``)."""
+    return parse_properties(Path(path).read_text())
 
 
 class BrokerConfig:

@@ -1,17 +1,23 @@
-"""One blocking PLAINTEXT socket to one broker, speaking kio's request and response schemas.
+"""One blocking socket to one broker, speaking kio's request and response schemas.
 
 The source's Fetch reader and the sink's producer send their data-path
 requests through it; the API versions are agreed once per connection with
-ApiVersions v0, which every Kafka-compatible broker answers.
+ApiVersions v0, which every Kafka-compatible broker answers. A connection may be
+TLS (an ``ssl_context``) and authenticate with SASL (a ``network.sasl_client``
+mechanism: SaslHandshake v1, then SaslAuthenticate until the mechanism is done), as
+the tools that use it (``odradek transactions``) are asked to by ``--command-config``.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import Any
 
+from odradek.network.sasl_client import SaslClient
 from odradek.protocol import schemas
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.client_codec import (
     API_VERSIONS,
     client_id_field,
@@ -37,10 +43,24 @@ class BrokerError(RuntimeError):
 class BrokerConnection:
     """Requests out, responses back in order; at most the caller's requests in flight."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        timeout_s: float,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslClient | None = None,
+    ) -> None:
         self.address = f"{host}:{port}"
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            try:
+                self._sock = ssl_context.wrap_socket(self._sock, server_hostname=host)
+            except BaseException:
+                self._sock.close()
+                raise
         self._correlation_id = 0
         self._client_id = client_id_field(client_id)
         response = self.request(schemas.build(schemas.request_schema(API_VERSIONS, 0)))
@@ -49,6 +69,35 @@ class BrokerConnection:
         self.versions = {
             int(v.api_key): (int(v.min_version), int(v.max_version)) for v in response.api_keys
         }
+        if sasl is not None:
+            self._authenticate(sasl)
+
+    def _authenticate(self, sasl: SaslClient) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism has no more to say."""
+        handshake = self.request(
+            schemas.build(
+                schemas.request_schema(ApiKey.SASL_HANDSHAKE, 1), mechanism=sasl.mechanism
+            )
+        )
+        if handshake.error_code != ErrorCode.none:
+            raise BrokerError(
+                ErrorCode(handshake.error_code),
+                f"SaslHandshake with {self.address}",
+                f"{sasl.mechanism} is not enabled (it enables {', '.join(handshake.mechanisms)})",
+            )
+        schema = schemas.request_schema(
+            ApiKey.SASL_AUTHENTICATE, self.version(ApiKey.SASL_AUTHENTICATE, 1, 2)
+        )
+        message = sasl.respond(None)
+        while message is not None:
+            answer = self.request(schemas.build(schema, auth_bytes=message))
+            if answer.error_code != ErrorCode.none:
+                raise BrokerError(
+                    ErrorCode(answer.error_code),
+                    f"authentication with {self.address}",
+                    answer.error_message,
+                )
+            message = sasl.respond(bytes(answer.auth_bytes))
 
     def version(self, api_key: int, lowest: int, highest: int) -> int:
         """The newest version of an API both sides speak, between ``lowest`` and ``highest``."""
