@@ -1,7 +1,9 @@
 """Round trips through the three client libraries, shared by the TLS and SASL listener tests.
 
 Each takes the library's own connection options (security settings included), writes
-records to partition 0 of a new topic and reads them back from the beginning.
+records to partition 0 of a new topic and reads them back from the beginning. Also the
+checks of a refused login: the error a confluent-kafka client reports, and whether a raw
+connection was closed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import uuid
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from integration.wire_client import WireClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonTopicPartition
@@ -103,3 +105,24 @@ def plain_login(address: str, user: str, password: str) -> WireClient:
     token = f"\0{user}\0{password}".encode()
     assert client.call(authenticate_v2.SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
     return client
+
+
+def confluent_login_error(config: dict[str, Any]) -> KafkaError:
+    """The first error a confluent-kafka producer reports when it tries to connect."""
+    errors: list[KafkaError] = []
+    producer = Producer({**config, "error_cb": errors.append, "reconnect.backoff.ms": 1000})
+    deadline = time.monotonic() + 30
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.1)
+    assert errors, "no error reported"
+    return errors[0]
+
+
+def closed(client: WireClient) -> bool:
+    """Whether the broker closed the connection (read to its end); the client is closed."""
+    try:
+        return client.sock.recv(1) == b""
+    except ConnectionError:
+        return True
+    finally:
+        client.close()

@@ -23,7 +23,7 @@ from typing import Any
 
 import jwt
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from cryptography.hazmat.primitives.asymmetric import rsa
 from integration.wire_client import WireClient
 from jwt.algorithms import RSAAlgorithm
@@ -33,7 +33,13 @@ from kio.schema.sasl_handshake.v1 import request as handshake_v1
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
 from odradek.testing.certificates import Certificates
-from security.clients import confluent_round_trip, logged, new_topic
+from security.clients import (
+    closed,
+    confluent_login_error,
+    confluent_round_trip,
+    logged,
+    new_topic,
+)
 
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
@@ -170,17 +176,6 @@ def token_config(
     return config
 
 
-def login_error(config: dict[str, Any]) -> KafkaError:
-    """The first error a confluent-kafka producer reports when it tries to connect."""
-    errors: list[KafkaError] = []
-    producer = Producer({**config, "error_cb": errors.append, "reconnect.backoff.ms": 1000})
-    deadline = time.monotonic() + 30
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.1)
-    assert errors, "no error reported"
-    return errors[0]
-
-
 def test_unsecured_token_from_librdkafka(broker: EmbeddedBroker) -> None:
     config = unsecured_config(broker, "principal=alice scope=kafka")
     values = [f"unsecured {i}".encode() for i in range(20)]
@@ -236,7 +231,7 @@ def test_jwks_from_an_http_endpoint_and_a_configured_principal_claim(
 def test_refused_tokens_fail_authentication_and_others_are_still_served(
     broker: EmbeddedBroker, certificates: Certificates, token: Any, reason: str
 ) -> None:
-    error = login_error(token_config(broker, certificates, token()))
+    error = confluent_login_error(token_config(broker, certificates, token()))
     assert error.code() == KafkaError._AUTHENTICATION
     assert reason in error.str() and '{"status":"invalid_token"}' in error.str()
     assert logged(broker, "Failed authentication with 127.0.0.1")
@@ -245,7 +240,7 @@ def test_refused_tokens_fail_authentication_and_others_are_still_served(
 
 
 def test_a_token_without_the_required_scope(broker: EmbeddedBroker) -> None:
-    error = login_error(unsecured_config(broker, "principal=alice scope=other"))
+    error = confluent_login_error(unsecured_config(broker, "principal=alice scope=other"))
     assert error.code() == KafkaError._AUTHENTICATION
     assert '{"status":"insufficient_scope","scope":"kafka"}' in error.str()
     assert "missing a required scope (kafka)" in error.str()
@@ -268,15 +263,6 @@ def client(broker: EmbeddedBroker, listener: str = "UNSECURED") -> WireClient:
 
 def authenticate(wire: WireClient, message: bytes) -> Any:
     return wire.call(authenticate_v2.SaslAuthenticateRequest(auth_bytes=message))
-
-
-def closed(wire: WireClient) -> bool:
-    try:
-        return wire.sock.recv(1) == b""
-    except ConnectionError:
-        return True
-    finally:
-        wire.close()
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,9 @@ from odradek.protocol.errors import ErrorCode
 from odradek.testing.certificates import Certificates
 from security.clients import (
     aiokafka_round_trip,
+    closed,
     confluent_consume,
+    confluent_login_error,
     confluent_round_trip,
     kafka_python_round_trip,
     logged,
@@ -188,18 +190,6 @@ def test_aiokafka_over_sasl_ssl(broker: EmbeddedBroker, certificates: Certificat
     assert asyncio.run(asyncio.wait_for(produce(), 60)) == 0
 
 
-def confluent_login_error(config: dict) -> KafkaError:
-    """The first error a confluent-kafka producer reports when it tries to connect."""
-    errors: list[KafkaError] = []
-    producer = Producer({**config, "error_cb": errors.append, "reconnect.backoff.ms": 1000})
-    deadline = 30.0
-    while not errors and deadline > 0:
-        producer.poll(0.1)
-        deadline -= 0.1
-    assert errors, "no error reported"
-    return errors[0]
-
-
 @pytest.mark.parametrize(
     ("mechanism", "user", "password", "message"),
     [
@@ -244,15 +234,6 @@ def test_aiokafka_wrong_password(broker: EmbeddedBroker) -> None:
 
     with pytest.raises(AioKafkaError):
         asyncio.run(asyncio.wait_for(start(), 60))
-
-
-def closed(client: WireClient) -> bool:
-    try:
-        return client.sock.recv(1) == b""
-    except ConnectionError:
-        return True
-    finally:
-        client.close()
 
 
 def test_a_request_before_authentication_closes_the_connection(broker: EmbeddedBroker) -> None:

@@ -51,11 +51,11 @@ from odradek.network.sasl_client import (
     ScramClient,
     unsecured_token,
 )
+from odradek.network.sasl_oauthbearer import OAUTHBEARER_LOGIN_MODULE
+from odradek.network.sasl_plain import PLAIN_LOGIN_MODULE
 from odradek.network.scram import SCRAM_MECHANISMS
 
-PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-OAUTHBEARER_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 #: Java settings librdkafka has no counterpart for; OpenSSL's defaults apply instead.
 _DROPPED = (
     "ssl.protocol",
@@ -167,9 +167,9 @@ def _login_module(config: dict[str, str], text: str) -> None:
         entry = parse_single_module(text, "sasl.jaas.config")
     except JaasConfigError as e:
         raise ToolError(str(e)) from None
-    if entry.login_module in (PLAIN_MODULE, SCRAM_MODULE):
+    if entry.login_module in (PLAIN_LOGIN_MODULE, SCRAM_MODULE):
         _password_login(config, entry)
-    elif entry.login_module == OAUTHBEARER_MODULE:
+    elif entry.login_module == OAUTHBEARER_LOGIN_MODULE:
         config.setdefault("sasl.mechanism", "OAUTHBEARER")
         if any(name.startswith(_UNSECURED_PREFIX) for name in entry.options):
             _unsecured_login(config, entry.options)
@@ -183,7 +183,7 @@ def _login_module(config: dict[str, str], text: str) -> None:
 
 
 def _password_login(config: dict[str, str], entry: LoginModuleEntry) -> None:
-    if entry.login_module == PLAIN_MODULE:
+    if entry.login_module == PLAIN_LOGIN_MODULE:
         config.setdefault("sasl.mechanism", "PLAIN")
     elif "sasl.mechanism" not in config:
         raise ToolError(
