@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -14,9 +15,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from odradek.network.oauthbearer_jwks import RefreshingJwks
+from odradek.network.oauthbearer_jwks import RefreshingJwks, jwks_keys
 from odradek.network.oauthbearer_jwt import JwtValidator
+from odradek.network.oauthbearer_unsecured import OAuthBearerConfigError
 from odradek.network.sasl_oauthbearer import InvalidToken
+from odradek.testing.certificates import Certificates, make_certificates
 
 OLD_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 NEW_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -42,14 +45,33 @@ class Provider(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def endpoint() -> Iterator[str]:
+def serve(context: ssl.SSLContext | None = None) -> Iterator[str]:
     Provider.body = key_set(OLD_KEY, "old")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Provider)
+    if context is not None:
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/keys"
+    scheme = "http" if context is None else "https"
+    yield f"{scheme}://127.0.0.1:{server.server_address[1]}/keys"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    yield from serve()
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    return make_certificates(tmp_path_factory.mktemp("certificates"))
+
+
+@pytest.fixture
+def https_endpoint(certificates: Certificates) -> Iterator[str]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certificates.broker)
+    yield from serve(context)
 
 
 def token(key: rsa.RSAPrivateKey, kid: str) -> str:
@@ -78,3 +100,21 @@ def test_a_rotated_key_is_fetched_when_a_token_names_it(endpoint: str) -> None:
         validator.close()
     keys._thread.join(10)
     assert not keys._thread.is_alive()
+
+
+def test_an_https_endpoint_is_trusted_through_the_jaas_trust_store(
+    https_endpoint: str, certificates: Certificates
+) -> None:
+    configs = {
+        "sasl.oauthbearer.jwks.endpoint.url": https_endpoint,
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms": 3_600_000,
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": 100,
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": 10_000,
+    }
+    with pytest.raises(OAuthBearerConfigError, match="CERTIFICATE_VERIFY_FAILED"):
+        jwks_keys(configs, {})  # the system's CAs do not know the test CA
+    keys = jwks_keys(configs, {"ssl.truststore.location": str(certificates.ca)})
+    try:
+        assert [k.jwk.key_id for k in keys.current()] == ["old"]
+    finally:
+        keys.close()

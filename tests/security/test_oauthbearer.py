@@ -23,7 +23,7 @@ from typing import Any
 
 import jwt
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, Producer
 from cryptography.hazmat.primitives.asymmetric import rsa
 from integration.wire_client import WireClient
 from jwt.algorithms import RSAAlgorithm
@@ -35,6 +35,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.testing.certificates import Certificates
 from security.clients import (
     closed,
+    confluent_consume,
     confluent_login_error,
     confluent_round_trip,
     logged,
@@ -339,3 +340,26 @@ def test_an_authorization_id_other_than_the_principal(broker: EmbeddedBroker) ->
     assert response.error_code == ErrorCode.sasl_authentication_failed
     assert "authorization id (admin) that is different" in response.error_message
     assert closed(wire)
+
+
+def test_librdkafka_reauthenticates_before_its_token_expires(
+    broker: EmbeddedBroker, certificates: Certificates
+) -> None:
+    """Tokens of a few seconds: the session ends with each (KIP-368), and librdkafka logs in
+    again on its connection with a fresh one from its oauth_cb; every record arrives."""
+    lifetime_s = 3
+
+    def fresh_token(_config: str) -> tuple[str, float]:
+        return signed_token(sub="renewer", lifetime_s=lifetime_s), time.time() + lifetime_s
+
+    config = token_config(broker, certificates, "")
+    config["oauth_cb"] = fresh_token
+    producer = Producer(config)
+    topic = new_topic("renewed")
+    values: list[bytes] = []
+    while not logged(broker, "on listener JWT re-authenticated as User:renewer", timeout=0):
+        values.append(f"r {len(values)}".encode())
+        producer.produce(topic, values[-1])
+        assert producer.flush(30) == 0
+        time.sleep(0.05)  # a few records per session, not thousands
+    assert confluent_consume(config, topic, len(values)) == values
