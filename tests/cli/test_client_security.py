@@ -184,7 +184,7 @@ def test_a_store_of_unknown_type_is_pem_when_its_file_is(tmp_path: Path) -> None
 
 
 def test_every_client_tool_takes_command_config() -> None:
-    """Every subcommand with --bootstrap-server (a client of a broker) takes --command-config."""
+    """Every subcommand with --bootstrap-server(s) (a client of a broker) takes --command-config."""
     leaves: list[tuple[str, argparse.ArgumentParser]] = []
 
     def walk(name: str, parser: argparse.ArgumentParser) -> None:
@@ -199,11 +199,19 @@ def test_every_client_tool_takes_command_config() -> None:
     clients = [
         name
         for name, parser in leaves
-        if any("--bootstrap-server" in a.option_strings for a in parser._actions)
+        if any(
+            {"--bootstrap-server", "--bootstrap-servers"} & set(a.option_strings)
+            for a in parser._actions
+        )
     ]
-    assert {"topics list", "console", "transactions list", "perf produce", "groups list"} <= set(
-        clients
-    )
+    assert {
+        "topics list",
+        "console",
+        "transactions list",
+        "perf produce",
+        "groups list",
+        "pipeline aggregate",
+    } <= set(clients)
     missing = [
         name
         for name, parser in leaves

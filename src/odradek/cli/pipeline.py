@@ -1,12 +1,19 @@
 """`odradek pipeline parquet|aggregate`: run a Spark pipeline on topics, printing progress.
 
-Needs the `spark` extra (pyspark, pyarrow) and Java 17.
+Needs the `spark` extra (pyspark, pyarrow) and Java 17. ``--command-config`` takes the
+client.properties of the other tools; its settings reach the source and sink as the kafka.*
+options Spark's Kafka connector takes, in librdkafka's names (the data source is a
+librdkafka client, whose own Fetch and Produce fast paths are used on PLAINTEXT only).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from odradek.cli.client_options import read_properties
+from odradek.cli.client_security import librdkafka_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +55,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--bootstrap-servers", required=True, help="host:port of the brokers, comma-separated"
     )
     parser.add_argument(
+        "--command-config",
+        type=Path,
+        help="file of client properties (Kafka's Java client settings, as the other tools "
+        "take them), given to the source and sink as kafka.* options",
+    )
+    parser.add_argument(
         "--checkpoint", required=True, help="checkpoint directory (offsets and state)"
     )
     parser.add_argument("--starting-offsets", default="earliest", help="earliest, latest or JSON")
@@ -69,8 +82,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _client_options(args: argparse.Namespace) -> dict[str, str]:
+    """--command-config's properties, translated for librdkafka, as kafka.* options."""
+    if args.command_config is None:
+        return {}
+    config = librdkafka_config(read_properties(args.command_config))
+    config.pop("bootstrap.servers", None)  # --bootstrap-servers names them
+    return {f"kafka.{name}": value for name, value in config.items()}
+
+
 def _source_options(args: argparse.Namespace) -> dict[str, str]:
-    options = {"startingOffsets": args.starting_offsets}
+    options = {**_client_options(args), "startingOffsets": args.starting_offsets}
     if args.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(args.max_offsets_per_trigger)
     for item in args.option:
@@ -159,6 +181,7 @@ def _run_aggregate(args: argparse.Namespace) -> int:
         window=args.window,
         watermark=args.watermark,
         source_options=_source_options(args),
+        client_options=_client_options(args),
         trigger=_trigger(args),
     )
     return _watch(query, args.progress_interval)

@@ -92,15 +92,19 @@ def windowed_counts(
     window: str = "1 minute",
     watermark: str = "1 minute",
     source_options: Mapping[str, str] | None = None,
+    client_options: Mapping[str, str] | None = None,
     trigger: Trigger = Trigger(),
 ) -> StreamingQuery:
     """Counts per key per event-time window, emitted as JSON to sink_topic, keyed by the record key.
 
     Output mode is update: each trigger sends the windows whose counts changed;
-    windows older than the watermark are dropped from state.
+    windows older than the watermark are dropped from state. ``client_options`` are
+    kafka.* options of both the source and the sink (security settings, client.id).
     """
     records = read_topics(
-        spark, bootstrap_servers, {"subscribe": source_topic, **(source_options or {})}
+        spark,
+        bootstrap_servers,
+        {"subscribe": source_topic, **(client_options or {}), **(source_options or {})},
     )
     counts = (
         records.withWatermark("timestamp", watermark)
@@ -123,6 +127,7 @@ def windowed_counts(
         (
             batch.write.format(FORMAT_NAME)
             .option("kafka.bootstrap.servers", bootstrap_servers)
+            .options(**(client_options or {}))
             .option("topic", sink_topic)
             .mode("append")
             .save()
