@@ -102,6 +102,14 @@ def test_the_most_specific_form_of_a_config_wins(tmp_path: Path) -> None:
             "contains an invalid protocol (ftp)",
         ),
         (
+            {
+                "sasl.server.callback.handler.class": VALIDATOR,
+                "sasl.oauthbearer.jwks.endpoint.url": "https://keys.example/jwks.json",
+                "sasl.oauthbearer.jwks.endpoint.refresh.ms": "0",
+            },
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms must be above 0",
+        ),
+        (
             {"sasl.oauthbearer.clock.skew.seconds": "soon"},
             "Invalid value soon for configuration sasl.oauthbearer.clock.skew.seconds",
         ),
@@ -113,6 +121,7 @@ def test_the_most_specific_form_of_a_config_wins(tmp_path: Path) -> None:
         "unknown-class",
         "no-url",
         "bad-scheme",
+        "no-refresh",
         "bad-number",
     ],
 )

@@ -77,7 +77,7 @@ def parse_jwks(text: str | bytes, source: str) -> list[VerificationKey]:
 
 
 class JwksKeys:
-    """The current key set; ``current()`` for the validator, ``missing(kid)`` when one was not there."""
+    """The current key set (``current()``); ``missing(kid)`` when a token named another key."""
 
     def __init__(self, keys: list[VerificationKey]) -> None:
         self._keys = keys

@@ -77,6 +77,13 @@ def check_settings(
             f"{JWT_VALIDATOR_CLASSES[0]} needs {JWKS_ENDPOINT_URL} (a file: or https: URL of "
             "the identity provider's JSON Web Key Set)"
         )
+    for name in (
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+    ):
+        if configs[name] <= 0:
+            raise OAuthBearerConfigError(f"The OAuth configuration option {name} must be above 0")
     scheme = urllib.parse.urlparse(url).scheme.lower()
     if scheme not in ("file", "http", "https"):
         raise OAuthBearerConfigError(
