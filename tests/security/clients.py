@@ -126,3 +126,18 @@ def closed(client: WireClient) -> bool:
         return True
     finally:
         client.close()
+
+
+def produce_until_logged(
+    config: dict[str, Any], broker: EmbeddedBroker, text: str, topic: str
+) -> list[bytes]:
+    """Produce one record at a time until the broker logs ``text`` (a re-authentication, say);
+    the records sent, each acknowledged."""
+    producer = Producer(config)
+    values: list[bytes] = []
+    while not logged(broker, text, timeout=0):
+        values.append(f"r {len(values)}".encode())
+        producer.produce(topic, values[-1])
+        assert producer.flush(30) == 0
+        time.sleep(0.05)  # a few records per session, not thousands
+    return values

@@ -23,7 +23,7 @@ from typing import Any
 
 import jwt
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from cryptography.hazmat.primitives.asymmetric import rsa
 from integration.wire_client import WireClient
 from jwt.algorithms import RSAAlgorithm
@@ -40,6 +40,7 @@ from security.clients import (
     confluent_round_trip,
     logged,
     new_topic,
+    produce_until_logged,
 )
 
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -354,12 +355,7 @@ def test_librdkafka_reauthenticates_before_its_token_expires(
 
     config = token_config(broker, certificates, "")
     config["oauth_cb"] = fresh_token
-    producer = Producer(config)
     topic = new_topic("renewed")
-    values: list[bytes] = []
-    while not logged(broker, "on listener JWT re-authenticated as User:renewer", timeout=0):
-        values.append(f"r {len(values)}".encode())
-        producer.produce(topic, values[-1])
-        assert producer.flush(30) == 0
-        time.sleep(0.05)  # a few records per session, not thousands
+    renewed = "on listener JWT re-authenticated as User:renewer"
+    values = produce_until_logged(config, broker, renewed, topic)
     assert confluent_consume(config, topic, len(values)) == values

@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -50,6 +50,7 @@ from security.clients import (
     kafka_python_round_trip,
     logged,
     new_topic,
+    produce_until_logged,
 )
 
 PLAIN_JAAS = (
@@ -398,14 +399,9 @@ def test_librdkafka_reauthenticates_on_its_connection(broker: EmbeddedBroker) ->
     """Producing across several session lifetimes: the connection is renewed, never refused,
     and every record arrives."""
     config = confluent_config(broker.listeners["REAUTH"], "PLAIN", "alice", "alice-secret")
-    producer = Producer(config)
     topic = new_topic("reauth")
-    values: list[bytes] = []
-    while not logged(broker, "on listener REAUTH re-authenticated as User:alice", timeout=0):
-        values.append(f"r {len(values)}".encode())
-        producer.produce(topic, values[-1])
-        assert producer.flush(30) == 0
-        time.sleep(0.05)  # a few records per session, not thousands
+    renewed = "on listener REAUTH re-authenticated as User:alice"
+    values = produce_until_logged(config, broker, renewed, topic)
     assert confluent_consume(config, topic, len(values)) == values
 
 
