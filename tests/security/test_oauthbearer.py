@@ -1,4 +1,5 @@
-"""SASL/OAUTHBEARER served to confluent-kafka (librdkafka) and to raw SaslAuthenticate requests.
+"""SASL/OAUTHBEARER served to confluent-kafka (librdkafka), kafka-python and aiokafka, and to raw
+SaslAuthenticate requests.
 
 One broker for the module, with four listeners:
 
@@ -23,10 +24,12 @@ from typing import Any
 
 import jwt
 import pytest
+from aiokafka.abc import AbstractTokenProvider as AioKafkaTokenProvider
 from confluent_kafka import KafkaError
 from cryptography.hazmat.primitives.asymmetric import rsa
 from integration.wire_client import WireClient
 from jwt.algorithms import RSAAlgorithm
+from kafka.net.sasl.oauth import AbstractTokenProvider as KafkaPythonTokenProvider
 from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
 
@@ -34,10 +37,12 @@ from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
 from odradek.testing.certificates import Certificates
 from security.clients import (
+    aiokafka_round_trip,
     closed,
     confluent_consume,
     confluent_login_error,
     confluent_round_trip,
+    kafka_python_round_trip,
     logged,
     new_topic,
     produce_until_logged,
@@ -359,3 +364,28 @@ def test_librdkafka_reauthenticates_before_its_token_expires(
     renewed = "on listener JWT re-authenticated as User:renewer"
     values = produce_until_logged(config, broker, renewed, topic)
     assert confluent_consume(config, topic, len(values)) == values
+
+
+class KafkaPythonTokens(KafkaPythonTokenProvider):
+    def token(self) -> str:
+        return unsecured_token(sub="kp-user", scope="kafka")
+
+
+class AioKafkaTokens(AioKafkaTokenProvider):
+    async def token(self) -> str:
+        return unsecured_token(sub="aio-user", scope="kafka")
+
+
+def test_kafka_python_and_aiokafka_with_a_token_provider(broker: EmbeddedBroker) -> None:
+    common = {
+        "bootstrap_servers": broker.listeners["UNSECURED"],
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER",
+    }
+    values = [f"kp {i}".encode() for i in range(10)]
+    kafka_python = {**common, "sasl_oauth_token_provider": KafkaPythonTokens()}
+    assert kafka_python_round_trip(kafka_python, new_topic("kp"), values) == values
+    aiokafka = {**common, "sasl_oauth_token_provider": AioKafkaTokens()}
+    assert aiokafka_round_trip(aiokafka, new_topic("aio"), values) == values
+    assert logged(broker, "on listener UNSECURED authenticated as User:kp-user")
+    assert logged(broker, "on listener UNSECURED authenticated as User:aio-user")
