@@ -57,7 +57,8 @@ the broker as usual), and only then to the broker's dispatcher, with the
 authenticated ``User:<name>`` on the ConnectionInfo. A failed authentication is
 logged with the client's address, as Kafka logs it, and the connection closes once
 its answer is sent. After that the request loop has nothing more to check per
-request, unless ``connections.max.reauth.ms`` gives the session a lifetime (KIP-368):
+request, unless ``connections.max.reauth.ms`` or an expiring credential (an OAUTHBEARER
+token) gives the session a lifetime (KIP-368):
 then each request is checked against the session's expiry (a closed connection once
 it has passed) and a SaslHandshake starts a re-authentication, as Kafka's SocketServer
 does.
