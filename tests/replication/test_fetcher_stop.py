@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from odradek.network.client_security import PLAINTEXT
 from odradek.replication.fetcher import FetcherSettings, ReplicaFetcher
 from odradek.storage import TopicPartition
 
@@ -31,6 +32,8 @@ def _fetcher() -> ReplicaFetcher:
         metadata=SimpleNamespace(brokers=list),
         listener_name="PLAINTEXT",
         settings=FetcherSettings(fetch_backoff_ms=60_000),
+        security=PLAINTEXT,
+        fetcher_key=lambda tp, p: (p.leader_id, 0),
     )
     return ReplicaFetcher(manager, LEADER)  # type: ignore[arg-type]
 

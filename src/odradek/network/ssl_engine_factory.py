@@ -30,6 +30,16 @@ TLS 1.3 handshakes fail), and one naming some of them leaves all three enabled,
 with a warning. ``ssl.client.auth`` is ``none`` (no client certificate asked
 for), ``requested`` (asked for, optional) or ``required`` (a client without a
 certificate the trust store accepts is refused in the handshake).
+
+The broker is a TLS client too, of the other brokers' inter-broker listener
+(``create_client_context``), with that listener's own configs, as Kafka's
+inter-broker channel uses them: the key store is the certificate it presents
+when the server asks for one (optional for a client), the trust store checks the
+server's certificate (always: a client never trusts a peer unverified), and
+``ssl.endpoint.identification.algorithm`` (default ``https``) makes it check that
+the certificate names the host it connected to (an IP address against an IP
+subjectAltName); an empty value turns that check off, as in Kafka, and any other
+value is refused, Java having no other algorithm Kafka users set.
 """
 
 from __future__ import annotations
@@ -125,6 +135,7 @@ class SslConfig:
     cipher_suites: tuple[str, ...] = ()
     client_auth: str = "none"
     principal_mapping_rules: str = "DEFAULT"
+    endpoint_identification_algorithm: str | None = "https"
 
     @classmethod
     def from_configs(cls, values: Mapping[str, Any]) -> SslConfig:
@@ -152,8 +163,32 @@ def create_server_context(config: SslConfig) -> ssl.SSLContext:
     if config.cipher_suites:
         _set_cipher_suites(context, config.cipher_suites)
     _load_keystore(context, config)
-    _load_truststore(context, config)
+    _load_truststore(context, config, ssl.Purpose.CLIENT_AUTH)
     context.verify_mode = CLIENT_AUTH[config.client_auth]
+    return context
+
+
+def create_client_context(config: SslConfig) -> ssl.SSLContext:
+    """A client context for connecting to a listener with these configs (the inter-broker one)."""
+    if config.protocol not in SSL_PROTOCOLS:
+        raise SslConfigError(f"Unsupported ssl.protocol {config.protocol}")
+    algorithm = (config.endpoint_identification_algorithm or "").lower()
+    if algorithm not in ("", "https"):
+        raise SslConfigError(
+            f"Invalid value {config.endpoint_identification_algorithm} for configuration "
+            "ssl.endpoint.identification.algorithm: expected https, or empty for no host name "
+            "check"
+        )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version, context.maximum_version = _version_range(config.enabled_protocols)
+    if config.cipher_suites:
+        _set_cipher_suites(context, config.cipher_suites)
+    keystore = (config.keystore_location, config.keystore_key, config.keystore_certificate_chain)
+    if any(part is not None for part in keystore):
+        _load_keystore(context, config)
+    _load_truststore(context, config, ssl.Purpose.SERVER_AUTH)
+    context.check_hostname = algorithm == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
     return context
 
 
@@ -257,7 +292,8 @@ def _load_cert_chain(context: ssl.SSLContext, path: str, password: str | None, s
         raise SslConfigError(f"Failed to load PEM SSL keystore {source}: {e}{hint}") from None
 
 
-def _load_truststore(context: ssl.SSLContext, c: SslConfig) -> None:
+def _load_truststore(context: ssl.SSLContext, c: SslConfig, purpose: ssl.Purpose) -> None:
+    """``purpose``: what the system's CAs are loaded for when no trust store is configured."""
     if c.truststore_certificates is not None:
         if c.truststore_type != PEM:
             raise SslConfigError(
@@ -280,7 +316,7 @@ def _load_truststore(context: ssl.SSLContext, c: SslConfig) -> None:
             raise SslConfigError(
                 "SSL trust store is not specified, but trust store password is specified."
             )
-        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+        context.load_default_certs(purpose)
         return
     if c.truststore_type != PEM:
         raise SslConfigError(

@@ -3,10 +3,19 @@
 A follower partition's state machine says what to send its leader
 (``Partition.next_follower_request``): OffsetForLeaderEpoch while it looks for the
 point where its log and the leader's diverge (KIP-101/279), then Fetch from its
-log end offset. This module only carries those requests: one ``ReplicaFetcher``
-per leader broker (``num.replica.fetchers`` connections per leader in Kafka; one
-here, the default there), each with one connection and one request in flight,
-asking for every partition it follows from that leader at once.
+log end offset. This module only carries those requests: ``num.replica.fetchers``
+``ReplicaFetcher``s per leader broker (Kafka's default 1), each with its own
+connection and one request in flight, asking for every partition it serves from
+that leader at once. A partition goes to fetcher ``fetcher_id`` as Kafka's
+AbstractFetcherManager.getFetcherId spreads them, from Java's String.hashCode of the
+topic, so a cluster mixing Kafka and Odradek brokers splits the same way and a
+partition stays on one connection while the leader and the count stay the same.
+
+The connections speak the inter-broker listener's security protocol
+(``network.client_security``): TLS, SASL, or both, as the broker's config says.
+A refused SASL login is logged as an error on every attempt (a follower with wrong
+credentials never catches up, and its log must say why) and retried after
+``replica.fetch.backoff.ms``, as Kafka's fetcher retries.
 
 Fetch requests name the follower (ReplicaState: replica id and broker epoch, Fetch
 v15+), so the leader counts the fetch as replication (log end offset, ISR, high
@@ -43,7 +52,12 @@ from datetime import timedelta
 from typing import Any
 
 from odradek.metadata.store import MetadataStore
-from odradek.network.client import AsyncBrokerConnection, BrokerConnectionError
+from odradek.network.client import (
+    AsyncBrokerConnection,
+    BrokerConnectionError,
+    SaslAuthenticationFailed,
+)
+from odradek.network.client_security import PLAINTEXT, ClientSecurity
 from odradek.protocol import schemas
 from odradek.protocol.errors import ErrorCode
 from odradek.replication.partition import EpochQuery, FetchPosition, Partition
@@ -74,10 +88,34 @@ class FetcherSettings:
     fetch_backoff_ms: int = 1000
     #: replica.socket.timeout.ms: the longest a request may take (more than the wait).
     socket_timeout_ms: int = 30000
+    #: num.replica.fetchers: connections (fetchers) per leader broker.
+    num_fetchers: int = 1
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, as an int."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Kafka's getFetcherId: Utils.abs(31 * topic.hashCode + partition) % numFetchers, with
+    Java's int arithmetic (wrapping at 32 bits; Utils.abs(Integer.MIN_VALUE) is 0)."""
+    value = (31 * java_string_hash(tp.topic) + tp.partition) & 0xFFFFFFFF
+    value = value - (1 << 32) if value & 0x80000000 else value
+    return (0 if value == -(1 << 31) else abs(value)) % num_fetchers
+
+
+#: A fetcher's key: (leader broker id, fetcher id).
+FetcherKey = tuple[int, int]
 
 
 class ReplicaFetcherManager:
-    """One ReplicaFetcher per broker that leads a partition this broker follows."""
+    """``num.replica.fetchers`` ReplicaFetchers for each broker that leads a partition this
+    broker follows (only those that have a partition to serve are started)."""
 
     def __init__(
         self,
@@ -85,13 +123,22 @@ class ReplicaFetcherManager:
         metadata: MetadataStore,
         listener_name: str,
         settings: FetcherSettings,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.listener_name = listener_name
         self.settings = settings
-        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self.security = security
+        self._fetchers: dict[FetcherKey, ReplicaFetcher] = {}
         self._closed = False
+
+    def fetcher_key(self, tp: TopicPartition, partition: Partition[Log]) -> FetcherKey:
+        return partition.leader_id, fetcher_id(tp, self.settings.num_fetchers)
+
+    def fetchers(self) -> dict[FetcherKey, ReplicaFetcher]:
+        """The running fetchers by (leader, fetcher id)."""
+        return dict(self._fetchers)
 
     def start(self) -> None:
         self.replica_manager.role_listeners.append(self._on_roles_changed)
@@ -100,16 +147,18 @@ class ReplicaFetcherManager:
     def _on_roles_changed(self) -> None:
         if self._closed:
             return
-        leaders = {p.leader_id for p in self.replica_manager.followed_partitions().values()}
-        for leader in leaders - self._fetchers.keys():
-            fetcher = ReplicaFetcher(self, leader)
-            self._fetchers[leader] = fetcher
+        keys = {
+            self.fetcher_key(tp, p) for tp, p in self.replica_manager.followed_partitions().items()
+        }
+        for key in keys - self._fetchers.keys():
+            fetcher = ReplicaFetcher(self, *key)
+            self._fetchers[key] = fetcher
             fetcher.start()
-        for leader, fetcher in list(self._fetchers.items()):
-            if leader in leaders:
+        for key, fetcher in list(self._fetchers.items()):
+            if key in keys:
                 fetcher.wake()
             else:
-                del self._fetchers[leader]
+                del self._fetchers[key]
                 fetcher.stop()
 
     async def shutdown(self) -> None:
@@ -122,11 +171,12 @@ class ReplicaFetcherManager:
 
 
 class ReplicaFetcher:
-    """Fetches every partition this broker follows from one leader."""
+    """Fetches the partitions of one fetcher id that this broker follows from one leader."""
 
-    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int = 0) -> None:
         self.manager = manager
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connection: AsyncBrokerConnection | None = None
@@ -134,7 +184,7 @@ class ReplicaFetcher:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"replica-fetcher-{self.leader_id}"
+            self._run(), name=f"replica-fetcher-{self.fetcher_id}-{self.leader_id}"
         )
 
     def wake(self) -> None:
@@ -159,18 +209,20 @@ class ReplicaFetcher:
             self._connection.close()
             self._connection = None
 
-    def _partitions(self) -> dict[TopicPartition, Partition[Log]]:
+    def partitions(self) -> dict[TopicPartition, Partition[Log]]:
+        """The followed partitions this fetcher serves."""
+        key = (self.leader_id, self.fetcher_id)
         return {
             tp: p
             for tp, p in self.manager.replica_manager.followed_partitions().items()
-            if p.leader_id == self.leader_id
+            if self.manager.fetcher_key(tp, p) == key
         }
 
     async def _run(self) -> None:
         settings = self.manager.settings
         while not self._stopping:
             self._woken.clear()
-            partitions = self._partitions()
+            partitions = self.partitions()
             if not partitions:
                 await self._woken.wait()
                 continue
@@ -192,7 +244,10 @@ class ReplicaFetcher:
                 if self._connection is not None:
                     self._connection.close()
                     self._connection = None
-                log.info("fetching from broker %d: %s; retrying", self.leader_id, exc)
+                if isinstance(exc, SaslAuthenticationFailed):
+                    log.error("replica fetcher to broker %d: %s", self.leader_id, exc)
+                else:
+                    log.info("fetching from broker %d: %s; retrying", self.leader_id, exc)
                 await self._backoff(settings.fetch_backoff_ms)
 
     async def _backoff(self, ms: int) -> None:
@@ -212,8 +267,9 @@ class ReplicaFetcher:
             )
         self._connection = await AsyncBrokerConnection.connect(
             *endpoint,
-            f"broker-{manager.replica_manager.node_id}-fetcher-{self.leader_id}",
+            f"broker-{manager.replica_manager.node_id}-fetcher-{self.fetcher_id}-{self.leader_id}",
             manager.settings.socket_timeout_ms / 1000,
+            manager.security,
         )
         return self._connection
 

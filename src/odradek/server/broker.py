@@ -69,6 +69,9 @@ def _ssl_channel(config: BrokerConfig, endpoint: Endpoint) -> SslChannel | None:
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        #: How this broker's connections to the others speak the inter-broker listener's
+        #: protocol (built now: a bad client-side ssl.* config or login stops start-up).
+        self.inter_broker_security = config.inter_broker_client_security()
         #: max.connections (broker-wide and per listener) and max.connections.per.ip(.overrides), for all listeners.
         self.connection_quotas = ConnectionQuotas(
             max_connections=config["max.connections"],
@@ -247,7 +250,9 @@ class Broker:
                     fetch_wait_max_ms=self.config["replica.fetch.wait.max.ms"],
                     fetch_backoff_ms=self.config["replica.fetch.backoff.ms"],
                     socket_timeout_ms=self.config["replica.socket.timeout.ms"],
+                    num_fetchers=self.config["num.replica.fetchers"],
                 ),
+                self.inter_broker_security,
             )
             self.replica_fetchers.start()
             if self.cluster is not None:

@@ -10,10 +10,14 @@ Listeners are validated as Kafka's KafkaConfig validates them: every name in
 ``listeners`` and ``advertised.listeners`` has a security protocol in
 ``listener.security.protocol.map``; the inter-broker listener is named by
 ``inter.broker.listener.name`` or, when that is unset, is the listener named
-after ``security.inter.broker.protocol`` (PLAINTEXT by default), never both, and
-it must be advertised. Every one of Kafka's four protocols is served; a SASL listener
-needs ``sasl.enabled.mechanisms`` (Kafka's default, GSSAPI, is not implemented, so it
-must be set) among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER; PLAIN needs the
+after ``security.inter.broker.protocol`` (PLAINTEXT by default), never both; it
+must be advertised, and the broker's own connections to the other brokers speak its
+protocol (``inter_broker_client_security``: the listener's ssl.* configs on the client
+side, ``sasl.mechanism.inter.broker.protocol`` with the ``username``/``password`` of
+the listener's JAAS entry for that mechanism). Every one of Kafka's four protocols is
+served; a SASL listener needs ``sasl.enabled.mechanisms`` (Kafka's default, GSSAPI, is
+not implemented, so it must be set) among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and
+OAUTHBEARER; PLAIN needs the
 listener's ``listener.name.<l>.plain.sasl.jaas.config`` with its users, as Kafka's
 broker reads them (``sasl_mechanisms``, ``plain_users``), and OAUTHBEARER its
 OAuthBearerLoginModule entry, its validator's class and sasl.oauthbearer.* configs
@@ -34,6 +38,12 @@ from typing import Any, Literal
 
 from odradek.java_properties import parse_properties
 from odradek.metadata.topic_config_synonyms import topic_defaults_from_broker
+from odradek.network.client_security import (
+    LOGIN_MODULES,
+    ClientLoginError,
+    ClientSecurity,
+    SaslClientLogin,
+)
 from odradek.network.connection_quotas import parse_overrides
 from odradek.network.jaas_config import JaasConfigError, LoginModuleEntry, parse_single_module
 from odradek.network.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
@@ -42,7 +52,7 @@ from odradek.network.oauthbearer_validators import OAuthBearerSettings, check_se
 from odradek.network.sasl_channel import SUPPORTED_MECHANISMS
 from odradek.network.sasl_oauthbearer import OAUTHBEARER_LOGIN_MODULE
 from odradek.network.sasl_plain import PLAIN_LOGIN_MODULE, plain_users
-from odradek.network.ssl_engine_factory import SslConfig
+from odradek.network.ssl_engine_factory import SslConfig, SslConfigError, create_client_context
 from odradek.storage.config import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES
 
 log = logging.getLogger(__name__)
@@ -336,6 +346,31 @@ _DEFS = [
     *(
         ConfigDef(name, kind, default, doc, importance)
         for name, kind, default, importance, doc in _SSL_DEFS
+    ),
+    ConfigDef(
+        "sasl.mechanism.inter.broker.protocol",
+        "string",
+        "GSSAPI",
+        "SASL mechanism this broker authenticates to the others with on a SASL inter-broker "
+        "listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, Kafka's default, is not served).",
+        importance="medium",
+    ),
+    ConfigDef(
+        "ssl.endpoint.identification.algorithm",
+        "string",
+        "https",
+        "How this broker checks the host name of the broker it connects to against its "
+        "certificate: https, or empty for no check.",
+        importance="low",
+    ),
+    ConfigDef(
+        "num.replica.fetchers",
+        "int",
+        "1",
+        "Connections a follower fetches with from each leader broker, partitions spread over "
+        "them by Kafka's rule.",
+        at_least=1,
+        importance="high",
     ),
     ConfigDef(
         "sasl.enabled.mechanisms",
@@ -1218,13 +1253,6 @@ _ACCEPTED_DYNAMIC: list[tuple[str, str, str | None, Importance, str]] = [
         "Trust manager factory algorithm of the SSL context.",
     ),
     (
-        "ssl.endpoint.identification.algorithm",
-        "string",
-        "https",
-        "low",
-        "How a peer's host name is checked against its certificate (https, or empty for none).",
-    ),
-    (
         "ssl.secure.random.implementation",
         "string",
         None,
@@ -1238,13 +1266,6 @@ _ACCEPTED_DYNAMIC: list[tuple[str, str, str | None, Importance, str]] = [
         "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
         "medium",
         "Class that builds the principal of a connection from its authentication.",
-    ),
-    (
-        "sasl.mechanism.inter.broker.protocol",
-        "string",
-        "GSSAPI",
-        "medium",
-        "SASL mechanism brokers use with each other.",
     ),
     (
         "sasl.jaas.config",
@@ -1336,13 +1357,6 @@ _ACCEPTED_DYNAMIC: list[tuple[str, str, str | None, Importance, str]] = [
         "1.7976931348623157E308",
         "medium",
         "Limit on the log cleaner's read and write rate.",
-    ),
-    (
-        "num.replica.fetchers",
-        "int",
-        "1",
-        "high",
-        "Fetcher threads per source broker used by followers.",
     ),
     (
         "num.recovery.threads.per.data.dir",
@@ -1472,6 +1486,7 @@ class BrokerConfig:
                     self.oauthbearer_settings(endpoint.listener_name)
                 for mechanism in mechanisms:
                     self.max_reauth_ms(endpoint.listener_name, mechanism)
+        self.inter_broker_sasl_login()  # a SASL inter-broker listener needs a login now
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
             raise ConfigError(
                 "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
@@ -1619,13 +1634,63 @@ class BrokerConfig:
                 "advertised.listeners. The valid options based on currently configured listeners "
                 f"are {','.join(advertised)}"
             )
-        protocol = self._security_protocols()[name]
-        if protocol != "PLAINTEXT" and self["zookeeper.connect"]:
-            raise ConfigError(
-                f"the inter-broker listener {name} uses {protocol}: followers fetch over "
-                "PLAINTEXT only so far; name a PLAINTEXT listener in inter.broker.listener.name"
-            )
         return name
+
+    def inter_broker_security_protocol(self) -> str:
+        return self._security_protocols()[self.inter_broker_listener_name]
+
+    def inter_broker_sasl_login(self) -> SaslClientLogin | None:
+        """The mechanism and credentials this broker authenticates to the others with, when
+        the inter-broker listener is SASL: ``sasl.mechanism.inter.broker.protocol``, enabled on
+        that listener (Kafka's check), and the ``username``/``password`` of the listener's JAAS
+        entry for it, ``listener.name.<l>.<mechanism>.sasl.jaas.config`` (Kafka's
+        JaasContext.loadServerContext, which the broker's client side logs in with)."""
+        listener = self.inter_broker_listener_name
+        if not self.inter_broker_security_protocol().startswith("SASL_"):
+            return None
+        mechanism = self["sasl.mechanism.inter.broker.protocol"]
+        if mechanism not in SUPPORTED_MECHANISMS:
+            raise ConfigError(
+                f"sasl.mechanism.inter.broker.protocol {mechanism}"
+                f"{' (the default)' if 'sasl.mechanism.inter.broker.protocol' not in self.originals else ''}"
+                f" cannot be used: the inter-broker listener {listener} is SASL and this broker "
+                f"authenticates with {', '.join(SUPPORTED_MECHANISMS)} only; set "
+                "sasl.mechanism.inter.broker.protocol to one of them"
+            )
+        if mechanism not in self.sasl_mechanisms(listener):
+            raise ConfigError(
+                "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                f"when SASL is used for inter-broker communication (listener {listener} enables "
+                f"{','.join(self.sasl_mechanisms(listener))}, not {mechanism})"
+            )
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        text = self.originals.get(key)
+        if text is None:
+            raise ConfigError(
+                f"the inter-broker listener {listener} uses SASL {mechanism} but {key} is not "
+                f'set: give it "{LOGIN_MODULES[mechanism]} required username="<user>" '
+                'password="<password>";", the login this broker authenticates to the others with'
+            )
+        try:
+            return SaslClientLogin.from_jaas(mechanism, parse_single_module(text, key), key)
+        except (JaasConfigError, ClientLoginError) as e:
+            raise ConfigError(str(e)) from None
+
+    def inter_broker_client_security(self) -> ClientSecurity:
+        """How this broker's connections to the others (followers' fetches, transaction
+        markers) speak the inter-broker listener's protocol: TLS with that listener's ssl.*
+        configs on the client side, as Kafka's inter-broker channel, and its SASL login."""
+        protocol = self.inter_broker_security_protocol()
+        context = None
+        if protocol in ("SSL", "SASL_SSL"):
+            listener = self.inter_broker_listener_name
+            try:
+                context = create_client_context(self.ssl_config(listener))
+            except SslConfigError as e:
+                raise ConfigError(
+                    f"inter-broker listener {listener} ({protocol}), client side: {e}"
+                ) from None
+        return ClientSecurity(protocol, context, self.inter_broker_sasl_login())
 
     def listener_config(self, listener_name: str, name: str) -> Any:
         """``name``'s value for one listener: ``listener.name.<listener>.<name>`` when set, else

@@ -294,6 +294,7 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
             port,
             f"broker-{self._replica_manager.node_id}-txn-markers",
             MARKER_TIMEOUT_MS / 1000,
+            self.broker.inter_broker_security,
         )
         self._connections[node_id] = connection
         return connection
