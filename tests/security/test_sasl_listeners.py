@@ -15,6 +15,7 @@ import ssl
 import struct
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -39,6 +40,13 @@ from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
 
 from odradek import EmbeddedBroker
+from odradek.network.client import (
+    AsyncBrokerConnection,
+    BrokerConnectionError,
+    SaslAuthenticationFailed,
+)
+from odradek.network.client_security import ClientSecurity, SaslClientLogin
+from odradek.network.ssl_engine_factory import SslConfig, create_client_context
 from odradek.protocol.errors import ErrorCode
 from odradek.testing.certificates import Certificates
 from security.clients import (
@@ -429,3 +437,79 @@ def test_reauthentication_keeps_the_principal(broker: EmbeddedBroker) -> None:
     assert renewed.error_code == ErrorCode.sasl_authentication_failed
     assert "Cannot change principals during re-authentication" in renewed.error_message
     assert closed(client)
+
+
+# -- The broker's own client (inter-broker connections) against these listeners ----------
+
+
+METADATA = metadata_v12.MetadataRequest(
+    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+)
+
+
+def broker_client(address: str, login: SaslClientLogin) -> None:
+    """Connect as a broker does to a SASL_PLAINTEXT listener (and close again)."""
+    host, port = address.rsplit(":", 1)
+    security = ClientSecurity("SASL_PLAINTEXT", None, login)
+    connection = asyncio.run(AsyncBrokerConnection.connect(host, int(port), "b", 10, security))
+    connection.close()
+
+
+def test_the_broker_client_logs_in_with_scram_over_tls_and_checks_the_certificate(
+    broker: EmbeddedBroker, certificates: Certificates
+) -> None:
+    address = broker.listeners["SASL_SSL"]
+    login = SaslClientLogin("SCRAM-SHA-512", "carol", "carol-secret")
+    trusted = SslConfig(truststore_type="PEM", truststore_location=str(certificates.ca))
+
+    async def metadata_over(context: ssl.SSLContext) -> object:
+        host, port = address.rsplit(":", 1)
+        security = ClientSecurity("SASL_SSL", context, login)
+        connection = await AsyncBrokerConnection.connect(host, int(port), "b", 10, security)
+        try:
+            return await connection.request(METADATA, 10)
+        finally:
+            connection.close()
+
+    assert asyncio.run(metadata_over(create_client_context(trusted))).brokers
+    assert authenticated_as(broker, "User:carol")
+    stranger = replace(trusted, truststore_location=str(certificates.ca.parent / "other-ca.pem"))
+    with pytest.raises(BrokerConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+        asyncio.run(metadata_over(create_client_context(stranger)))
+
+
+def test_the_broker_client_reports_a_refused_login(broker: EmbeddedBroker) -> None:
+    login = SaslClientLogin("SCRAM-SHA-256", "bob", "not-bob-secret")
+    with pytest.raises(SaslAuthenticationFailed, match="SASL_AUTHENTICATION_FAILED.*invalid cred"):
+        broker_client(broker.listeners["SASL_PLAINTEXT"], login)
+    refused = SaslClientLogin("SCRAM-SHA-512", "carol", "carol-secret")
+    with pytest.raises(
+        SaslAuthenticationFailed,
+        match="refused SASL mechanism SCRAM-SHA-512 .UNSUPPORTED_SASL_MECHANISM.; it enables "
+        "PLAIN, SCRAM-SHA-256",
+    ):
+        broker_client(broker.listeners["REAUTH"], refused)
+
+
+def test_the_broker_client_reauthenticates_before_its_session_ends(broker: EmbeddedBroker) -> None:
+    """KIP-368 on the broker's side: requests across several session lifetimes go over one
+    connection, renewed on it, never closed by the server."""
+    login = SaslClientLogin("PLAIN", "admin", 'admin "quoted" secret')
+
+    async def requests_across_sessions() -> int:
+        host, port = broker.listeners["REAUTH"].rsplit(":", 1)
+        security = ClientSecurity("SASL_PLAINTEXT", None, login)
+        connection = await AsyncBrokerConnection.connect(host, int(port), "b", 10, security)
+        answered = 0
+        try:
+            while not logged(broker, "on listener REAUTH re-authenticated as User:admin", 0):
+                assert (await connection.request(METADATA, 10)).brokers
+                answered += 1
+                await asyncio.sleep(0.1)
+            assert (await connection.request(METADATA, 10)).brokers
+        finally:
+            connection.close()
+        return answered + 1
+
+    assert asyncio.run(requests_across_sessions()) >= 2
+    assert not logged(broker, "SASL session (User:admin) expired", timeout=0)

@@ -8,7 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from odradek.network.ssl_engine_factory import SslConfig, SslConfigError, create_server_context
+from odradek.network.ssl_engine_factory import (
+    SslConfig,
+    SslConfigError,
+    create_client_context,
+    create_server_context,
+)
+from odradek.server.config import BrokerConfig, ConfigError
 from odradek.testing.certificates import KEY_PASSWORD, Certificates
 
 
@@ -109,3 +115,42 @@ def test_inline_pem_stores_with_an_encrypted_key(certificates: Certificates) -> 
 def test_kafkas_refusals(pem: SslConfig, changes: dict[str, str], message: str) -> None:
     with pytest.raises(SslConfigError, match=message):
         create_server_context(replace(pem, **changes))
+
+
+def test_a_client_context_verifies_the_server_and_presents_a_key_store_when_given(
+    certificates: Certificates,
+) -> None:
+    trust = SslConfig(truststore_type="PEM", truststore_location=str(certificates.ca))
+    context = create_client_context(trust)  # no key store: a client may have none
+    assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
+    assert context.get_ca_certs()[0]["subject"] == ((("commonName", "Odradek Test CA"),),)
+    unchecked = create_client_context(replace(trust, endpoint_identification_algorithm=""))
+    assert not unchecked.check_hostname and unchecked.verify_mode == ssl.CERT_REQUIRED
+    with pytest.raises(SslConfigError, match="SSL certificate chain is specified, but private"):
+        create_client_context(replace(trust, keystore_certificate_chain="x"))
+
+
+def test_the_inter_broker_tls_client_uses_the_listeners_ssl_configs(
+    certificates: Certificates,
+) -> None:
+    props = {
+        "listeners": "PLAINTEXT://:9092,BROKER://:9093",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,BROKER:SSL",
+        "inter.broker.listener.name": "BROKER",
+        "listener.name.broker.ssl.keystore.type": "PEM",
+        "listener.name.broker.ssl.keystore.location": str(certificates.broker),
+        "listener.name.broker.ssl.truststore.type": "PEM",
+        "listener.name.broker.ssl.truststore.location": str(certificates.ca),
+    }
+    context = BrokerConfig(props).inter_broker_client_security().ssl_context
+    assert context is not None
+    assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
+    unchecked = BrokerConfig(
+        {**props, "listener.name.broker.ssl.endpoint.identification.algorithm": ""}
+    )
+    context = unchecked.inter_broker_client_security().ssl_context
+    assert context is not None and not context.check_hostname
+    with pytest.raises(ConfigError, match="client side: Invalid value HTTPS2 for configuration"):
+        BrokerConfig(
+            {**props, "ssl.endpoint.identification.algorithm": "HTTPS2"}
+        ).inter_broker_client_security()

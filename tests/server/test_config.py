@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.network.client_security import ClientSecurity, SaslClientLogin
 from odradek.server.config import BrokerConfig, ConfigError, Endpoint, read_properties
 
 
@@ -384,3 +385,74 @@ def test_properties_file_continues_lines_ending_in_a_backslash(tmp_path: Path) -
         "alice": "alice-secret",
         "admin": "admin-secret",
     }
+
+
+_SASL_BROKER = {
+    "listeners": "PLAINTEXT://:9092,BROKER://:9093",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,BROKER:SASL_PLAINTEXT",
+    "inter.broker.listener.name": "BROKER",
+    "listener.name.broker.sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+    "listener.name.broker.plain.sasl.jaas.config": (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="broker" password="pw" user_broker="pw";'
+    ),
+}
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required"
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({}, r"sasl.mechanism.inter.broker.protocol GSSAPI \(the default\) cannot be used"),
+        (
+            {"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
+            "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms",
+        ),
+        (
+            {"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"},
+            "listener.name.broker.scram-sha-512.sasl.jaas.config is not set",
+        ),
+        (
+            {
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                "listener.name.broker.scram-sha-512.sasl.jaas.config": f'{_SCRAM_LOGIN} username="b";',
+            },
+            "the SCRAM-SHA-512 login needs the option.s. password",
+        ),
+        (
+            {
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                "listener.name.broker.scram-sha-512.sasl.jaas.config": (
+                    'org.apache.kafka.common.security.plain.PlainLoginModule required username="b" '
+                    'password="p";'
+                ),
+            },
+            "PlainLoginModule is not org.apache.kafka.common.security.scram.ScramLoginModule",
+        ),
+    ],
+)
+def test_a_sasl_inter_broker_listener_needs_a_login_this_broker_has(
+    props: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig({**_SASL_BROKER, **props})
+
+
+def test_the_inter_broker_client_security() -> None:
+    assert BrokerConfig({}).inter_broker_client_security() == ClientSecurity("PLAINTEXT")
+    plain = BrokerConfig({**_SASL_BROKER, "sasl.mechanism.inter.broker.protocol": "PLAIN"})
+    security = plain.inter_broker_client_security()
+    assert security == ClientSecurity(
+        "SASL_PLAINTEXT", None, SaslClientLogin("PLAIN", "broker", "pw")
+    )
+    assert "pw" not in repr(security)
+    scram = BrokerConfig(
+        {
+            **_SASL_BROKER,
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.broker.scram-sha-512.sasl.jaas.config": (
+                f'{_SCRAM_LOGIN} username="admin" password="admin-pw";'
+            ),
+        }
+    )
+    assert scram.inter_broker_sasl_login() == SaslClientLogin("SCRAM-SHA-512", "admin", "admin-pw")
