@@ -292,6 +292,53 @@ def test_the_controller_serves_elections_and_reorders(odradek_cluster, zk, admin
         client.close()
 
 
+def gone(zk: KazooClient, path: str) -> bool:
+    return zk.exists(path) is None
+
+
+def test_tool_written_preferred_replica_election(zk, admin):
+    """/admin/preferred_replica_election as the ZooKeeper-era tool wrote it: the controller
+    elects the first replica of each partition listed (an unknown one is skipped) and
+    deletes the request."""
+    create(admin, NewTopic("tool-elected", 1, 2))
+    replicas = read_json(zk, layout.topic_path("tool-elected"))["partitions"]["0"]
+    path = layout.state_path("tool-elected", 0)
+    data, stat = zk.get(path)
+    moved = {**json.loads(data), "leader": replicas[1], "leader_epoch": 1}
+    zk.set(path, json.dumps(moved).encode(), version=stat.version)
+    wait_until(lambda: partition_metadata(admin, "tool-elected")[0].leader == replicas[1])
+    request = [("tool-elected", 0), ("no-such-topic", 0)]
+    zk.create(layout.PREFERRED_REPLICA_ELECTION, layout.encode_preferred_replica_election(request))
+    wait_until(lambda: gone(zk, layout.PREFERRED_REPLICA_ELECTION), what="the request deleted")
+    state = read_json(zk, path)
+    assert (state["leader"], state["leader_epoch"]) == (replicas[0], 2)
+    wait_until(lambda: partition_metadata(admin, "tool-elected")[0].leader == replicas[0])
+
+
+def test_tool_written_partition_reassignment(odradek_cluster, zk, admin):
+    """/admin/reassign_partitions as kafka-reassign-partitions.sh --zookeeper wrote it: the
+    controller moves the partition and its data, drops what cannot be done, and deletes the
+    request once nothing is left in it; a request that is not Kafka's JSON is deleted."""
+    create(admin, NewTopic("tool-moved", 1, 1))
+    (source,) = read_json(zk, layout.topic_path("tool-moved"))["partitions"]["0"]
+    target = next(n for n in odradek_cluster.brokers if n != source)
+    p = Producer({"bootstrap.servers": odradek_cluster.bootstrap_servers, "acks": "all"})
+    for i in range(200):
+        p.produce("tool-moved", str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+    request = {("tool-moved", 0): [target], ("no-such-topic", 0): [1], ("electable", 0): [9]}
+    zk.create(layout.REASSIGN_PARTITIONS, layout.encode_reassign_partitions(request))
+    wait_until(lambda: gone(zk, layout.REASSIGN_PARTITIONS), what="the request deleted")
+    # Deleted only once the move was complete.
+    assignment = read_json(zk, layout.topic_path("tool-moved"))
+    assert assignment["partitions"]["0"] == [target]
+    assert (assignment["adding_replicas"], assignment["removing_replicas"]) == ({}, {})
+    wait_until(lambda: partition_metadata(admin, "tool-moved")[0].leader == target)
+    assert consume_all(odradek_cluster, "tool-moved", 1, 200) == {0: [str(i) for i in range(200)]}
+    zk.create(layout.REASSIGN_PARTITIONS, b"not json")
+    wait_until(lambda: gone(zk, layout.REASSIGN_PARTITIONS), what="the bad request deleted")
+
+
 def metadata_v12(cluster: EmbeddedCluster, node: int, topic: str):
     client = WireClient(cluster.broker(node).bootstrap_servers)
     try:

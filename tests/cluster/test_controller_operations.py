@@ -239,6 +239,47 @@ def test_reassignment_moves_the_partition_and_its_data(odradek_cluster, admin, z
     assert (odradek_cluster.broker(target).data_dir / "moving-0").exists()
 
 
+def test_the_api_takes_a_partition_out_of_a_tool_written_reassignment(odradek_cluster, admin, zk):
+    """A reassignment a ZooKeeper-era tool asked for in /admin/reassign_partitions is started
+    by the controller and stays listed there while it moves; one through the API for the same
+    partition wins (here a cancellation), and the request, then empty, is deleted."""
+    create(admin, NewTopic("tool-overridden", 1, 1))
+    (source,) = read_json(zk, layout.topic_path("tool-overridden"))["partitions"]["0"]
+    controller = read_json(zk, layout.CONTROLLER)["brokerid"]
+    target = next(n for n in odradek_cluster.brokers if n not in (source, controller))
+    client = KafkaAdminClient(
+        bootstrap_servers=odradek_cluster.broker(controller).bootstrap_servers
+    )
+    tp = KafkaTopicPartition("tool-overridden", 0)
+    # Connected to the controller before the pause (see the test above).
+    assert client.list_partition_reassignments() == {}
+    odradek_cluster.pause(target)  # it cannot catch up: the move stays under way
+    try:
+        request = {("tool-overridden", 0): [target]}
+        zk.create(layout.REASSIGN_PARTITIONS, layout.encode_reassign_partitions(request))
+        wait_until(
+            lambda: (
+                client.list_partition_reassignments()
+                == {
+                    tp: {
+                        "replicas": [target, source],
+                        "adding_replicas": [target],
+                        "removing_replicas": [source],
+                    }
+                }
+            ),
+            what="the controller to start the requested reassignment",
+        )
+        assert zk.exists(layout.REASSIGN_PARTITIONS) is not None
+        assert reassign(client, tp, None) == {tp: None}
+        wait_until(lambda: zk.exists(layout.REASSIGN_PARTITIONS) is None, what="request deleted")
+        assert client.list_partition_reassignments() == {}
+        assert read_json(zk, layout.topic_path("tool-overridden"))["partitions"]["0"] == [source]
+    finally:
+        odradek_cluster.resume(target)
+        client.close()
+
+
 def test_cluster_rides_out_a_zookeeper_restart(odradek_cluster, admin, zk):
     create(admin, NewTopic("through-outage", 1, 3, config={"min.insync.replicas": "2"}))
     wait_until(lambda: all_in_sync(admin, "through-outage"), what="every replica in sync")

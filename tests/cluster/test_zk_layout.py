@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+
 from odradek.metadata import zk_layout as layout
 from odradek.metadata.image import BrokerImage
 
@@ -73,3 +75,45 @@ def test_controller_config_and_notifications():
         "version": 1,
         "partitions": [{"topic": "t", "partition": 0}],
     }
+
+
+def test_tool_written_admin_requests_are_kafkas_json():
+    # As kafka-reassign-partitions.sh --zookeeper wrote it (log_dirs beside the replicas).
+    written = (
+        b'{"version":1,"partitions":[{"topic":"foo","partition":1,"replicas":[1,2],'
+        b'"log_dirs":["any","any"]},{"topic":"bar","partition":0,"replicas":[3]}]}'
+    )
+    targets = layout.decode_reassign_partitions(written)
+    assert targets == {("foo", 1): (1, 2), ("bar", 0): (3,)}
+    assert layout.decode_reassign_partitions(layout.encode_reassign_partitions(targets)) == targets
+    assert json.loads(layout.encode_reassign_partitions({("foo", 1): (1, 2)})) == {
+        "version": 1,
+        "partitions": [{"topic": "foo", "partition": 1, "replicas": [1, 2]}],
+    }
+    election = (
+        b'{"version":1,"partitions":[{"topic":"foo","partition":1},{"topic":"a","partition":0}]}'
+    )
+    assert layout.decode_preferred_replica_election(election) == {("foo", 1), ("a", 0)}
+    encoded = layout.encode_preferred_replica_election([("foo", 1)])
+    assert json.loads(encoded) == {"version": 1, "partitions": [{"topic": "foo", "partition": 1}]}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not json",
+        b"\xff",
+        b"[]",
+        b'{"version":1}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":"0","replicas":[1]}]}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":1}]}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[true]}]}',
+        b'{"version":1,"partitions":[{"partition":0,"replicas":[1]}]}',
+    ],
+)
+def test_malformed_admin_requests_are_refused(data: bytes):
+    with pytest.raises(ValueError):
+        layout.decode_reassign_partitions(data)
+    if b"replicas" not in data:
+        with pytest.raises(ValueError):
+            layout.decode_preferred_replica_election(data)

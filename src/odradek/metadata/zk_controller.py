@@ -44,6 +44,21 @@ target replicas are all in the ISR completes in one fenced multi-op per topic
 (``controller.completed_reassignments``). A controller failing over mid-way finds
 the reassignment in the topic znode and finishes it.
 
+The reassignment and preferred-leader tools of the ZooKeeper era write their request
+into ZooKeeper instead of sending one: ``/admin/reassign_partitions`` (Kafka's JSON,
+version 1) and ``/admin/preferred_replica_election``. The controller answers them as
+Kafka's did, level-triggered with the rest. A reassignment request's partitions are
+started as AlterPartitionReassignments starts them (``ZkMetadataStore.reassign``); each
+is removed from the znode once it is complete, or when it cannot be done (an unknown
+partition, an invalid replica list, logged), and the znode is deleted when none is
+left, so a tool can write the next one. A reassignment through the API of a partition
+listed there takes it out (the latest request wins, as in Kafka). A preferred election
+request elects the first replica of each partition that can (``elect_leaders``), logs
+the ones that cannot, and deletes the znode. A znode that is not Kafka's JSON is logged
+and deleted (Kafka ignored it, which left it blocking every later request). Each write
+is fenced and conditional on the version read, so a request rewritten meanwhile is
+handled again from its new content.
+
 Auto leader rebalance (``auto.leader.rebalance.enable``) is a timer on every
 broker that acts only while this broker is the active controller: every
 ``leader.imbalance.check.interval.seconds`` it writes the preferred-leader
@@ -69,8 +84,9 @@ from odradek.metadata.controller import (
     partition_state_changes,
     preferred_leader_changes,
 )
+from odradek.metadata.store import ElectionType
 from odradek.metadata.zk_fence import ControllerFence, ControllerMoved, check_fence, fenced
-from odradek.metadata.zk_store import ZkMetadataStore
+from odradek.metadata.zk_store import NotController, ZkMetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +230,8 @@ class ZkController:
         pending += [self._delete_topic(fence, topic) for topic in deleting]
         await self._settle_writes(pending)
         await self._complete_reassignments(fence)
+        await self._admin_reassignments(fence)
+        await self._admin_preferred_elections(fence)
 
     async def _complete_reassignments(self, fence: ControllerFence) -> None:
         """Finish the reassignments whose target replicas are all in sync (after the
@@ -232,6 +250,100 @@ class ZkController:
             store.shutting_down_broker_ids(),
         )
         await self._settle_writes([self._write_completion(fence, c) for c in completions])
+
+    async def _admin_reassignments(self, fence: ControllerFence) -> None:
+        """Start the reassignments ``/admin/reassign_partitions`` asks for and take the
+        finished (or impossible) ones out of it."""
+        store = self.store
+        held = store.admin_request(layout.REASSIGN_PARTITIONS)
+        if held is None:
+            return
+        data, version = held
+        try:
+            requested = layout.decode_reassign_partitions(data)
+        except ValueError as e:
+            log.warning("deleting %s: %s", layout.REASSIGN_PARTITIONS, e)
+            await self._replace_admin_request(fence, layout.REASSIGN_PARTITIONS, None, version)
+            return
+        done: set[tuple[str, int]] = set()
+        to_start = {}
+        for key, target in requested.items():
+            state = self._reassignment_state(key, target)
+            if state == "complete":
+                log.info("reassignment of %s-%d to %s is complete", *key, list(target))
+                done.add(key)
+            elif state == "deleting":
+                log.warning("reassignment of %s-%d dropped: the topic is being deleted", *key)
+                done.add(key)
+            elif state == "start":
+                to_start[key] = target
+        for key, error in store.reassign(to_start).items():
+            if isinstance(error, NotController):
+                continue  # a concurrent change: tried again from the newer view
+            if error is not None:
+                log.warning("reassignment of %s-%d not started: %s", *key, error)
+                done.add(key)
+            elif self._reassignment_state(key, requested[key]) == "complete":
+                done.add(key)  # the same replicas in another order: written at once
+        if done:
+            remaining = {k: v for k, v in requested.items() if k not in done}
+            data = layout.encode_reassign_partitions(remaining) if remaining else None
+            await self._replace_admin_request(fence, layout.REASSIGN_PARTITIONS, data, version)
+
+    def _reassignment_state(self, key: tuple[str, int], target: tuple[int, ...]) -> str:
+        """The state of the reassignment of ``key`` to ``target``: "complete", "moving"
+        (under way), "deleting" (its topic is), or "start" (another reassignment or none; an
+        unknown partition too, which ``reassign`` refuses)."""
+        topic, index = key
+        if topic in self.store.topics_to_delete():
+            return "deleting"
+        held = self.store.assignments().get(topic)
+        if held is None or index not in held.replicas:
+            return "start"
+        replicas = held.replicas[index]
+        moving = bool(held.adding.get(index) or held.removing.get(index))
+        if replicas == target and not moving:
+            return "complete"
+        if moving and replicas[: len(target)] == target:
+            return "moving"
+        return "start"
+
+    async def _admin_preferred_elections(self, fence: ControllerFence) -> None:
+        """Elect the preferred leaders ``/admin/preferred_replica_election`` lists, then
+        delete it (whatever each election's outcome, as Kafka)."""
+        held = self.store.admin_request(layout.PREFERRED_REPLICA_ELECTION)
+        if held is None:
+            return
+        data, version = held
+        try:
+            partitions = layout.decode_preferred_replica_election(data)
+        except ValueError as e:
+            log.warning("deleting %s: %s", layout.PREFERRED_REPLICA_ELECTION, e)
+            partitions = set()
+        results = self.store.elect_leaders(ElectionType.PREFERRED, sorted(partitions))
+        for (topic, index), error in sorted(results.items()):
+            if error is None:
+                log.info("preferred replica election of %s-%d done", topic, index)
+            else:
+                log.warning("preferred replica election of %s-%d: %s", topic, index, error)
+        await self._replace_admin_request(fence, layout.PREFERRED_REPLICA_ELECTION, None, version)
+
+    async def _replace_admin_request(
+        self, fence: ControllerFence, path: str, data: bytes | None, version: int
+    ) -> None:
+        """Rewrite (``data``) or delete (None) an admin znode, fenced and conditional on the
+        version it was read at (a tool's newer write is handled on the next change)."""
+        tx = fenced(self.client, fence)
+        if data is None:
+            tx.delete(path, version)
+        else:
+            tx.set_data(path, data, version)
+        results = await self._call(tx.commit_async())
+        check_fence(results)
+        if any(isinstance(r, Exception) for r in results):
+            log.info("%s changed meanwhile; handled again", path)
+        else:
+            self.store.admin_request_written(path, data, version)
 
     async def _write_completion(self, fence: ControllerFence, done: ReassignmentCompletion) -> None:
         assignment = done.assignment

@@ -17,8 +17,13 @@ zkCli inspection) understand an Odradek cluster:
 - ``/config/<type>/<name>``: ``{"version":1,"config":{...}}``; a change is
   announced by a persistent sequential ``/config/changes/config_change_`` node
   ``{"version":2,"entity_path":"topics/<t>"}``
-- ``/admin/delete_topics/<t>`` (empty), ``/admin/reassign_partitions``,
-  ``/isr_change_notification/isr_change_`` (version 1 list of partitions)
+- ``/admin/delete_topics/<t>`` (empty), ``/isr_change_notification/isr_change_``
+  (version 1 list of partitions)
+- ``/admin/reassign_partitions``: ``{"version":1,"partitions":[{"topic":t,"partition":p,
+  "replicas":[...]}]}``, written by the reassignment tools of the ZooKeeper era (Kafka's
+  LegacyPartitionAssignment; a ``log_dirs`` list beside the replicas is accepted and
+  ignored); ``/admin/preferred_replica_election``: ``{"version":1,"partitions":[{"topic":t,
+  "partition":p}]}``. The controller acts on both and deletes them (``zk_controller``).
 - ``/controlled_shutdown/<id>`` (ephemeral, empty; Odradek's own): a broker asking the
   controller to move its leaderships away before it exits (see ``zk_controller``)
 - ``/latest_producer_id_block``: the last block of producer ids a broker took,
@@ -34,6 +39,7 @@ import base64
 import json
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -50,6 +56,7 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -334,3 +341,62 @@ def decode_producer_id_block_end(data: bytes | None) -> int:
     if not data:
         return -1
     return int(json.loads(data)["block_end"])
+
+
+def encode_reassign_partitions(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    """Kafka's ReassignPartitionsZNode.encode (version 1)."""
+    return _encode(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": topic, "partition": partition, "replicas": list(replicas)}
+                for (topic, partition), replicas in targets.items()
+            ],
+        }
+    )
+
+
+def decode_reassign_partitions(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    """(topic, partition) -> target replicas; ValueError when it is not Kafka's JSON."""
+    entries = _admin_partitions(data)
+    targets = {}
+    for entry in entries:
+        replicas = entry.get("replicas")
+        if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
+            raise ValueError(f"replicas of {entry} are not a list of broker ids")
+        targets[_admin_partition(entry)] = tuple(replicas)
+    return targets
+
+
+def encode_preferred_replica_election(partitions: Iterable[tuple[str, int]]) -> bytes:
+    """Kafka's PreferredReplicaElectionZNode.encode."""
+    return _encode(
+        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+    )
+
+
+def decode_preferred_replica_election(data: bytes) -> set[tuple[str, int]]:
+    """The partitions to elect; ValueError when it is not Kafka's JSON."""
+    return {_admin_partition(entry) for entry in _admin_partitions(data)}
+
+
+def _admin_partitions(data: bytes) -> list[dict]:
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"not JSON: {e}") from None
+    partitions = value.get("partitions") if isinstance(value, dict) else None
+    if not isinstance(partitions, list) or not all(isinstance(e, dict) for e in partitions):
+        raise ValueError("no list of partitions")
+    return partitions
+
+
+def _admin_partition(entry: dict) -> tuple[str, int]:
+    topic, partition = entry.get("topic"), entry.get("partition")
+    if not isinstance(topic, str) or not _is_int(partition):
+        raise ValueError(f"{entry} does not name a topic and partition")
+    return topic, partition
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -158,6 +158,11 @@ class ZkMetadataStore(MetadataStore):
         self._user_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._deleting: set[str] = set()
         self._shutting_down: set[int] = set()
+        #: /admin/reassign_partitions and /admin/preferred_replica_election -> (data, version,
+        #: czxid), None while absent: requests of the ZooKeeper-era tools, for the controller.
+        self._admin_requests: dict[str, tuple[bytes, int, int] | None] = {}
+        #: path -> (czxid, version) of this broker's last write there: older reports are stale.
+        self._admin_request_floors: dict[str, tuple[int, int]] = {}
         self._pending: set[str] = set()
         self._published = asyncio.Event()
         # -- watch bookkeeping, touched on kazoo's threads (and the loop while starting) --
@@ -226,6 +231,8 @@ class ZkMetadataStore(MetadataStore):
         ChildrenWatch(self.client, f"{layout.CONFIG}/brokers", self._watch_broker_config_names)
         ChildrenWatch(self.client, layout.TOPICS, self._watch_topic_names)
         ChildrenWatch(self.client, layout.USER_CONFIGS, self._watch_user_names)
+        for path in (layout.REASSIGN_PARTITIONS, layout.PREFERRED_REPLICA_ELECTION):
+            DataWatch(self.client, path, partial(self._watch_admin_request, path))
         await asyncio.to_thread(self._zk_acls.load_and_follow)
         # Every value read while the watches were set is queued on the loop before this.
         barrier = self._loop.create_future()
@@ -328,6 +335,10 @@ class ZkMetadataStore(MetadataStore):
     def _watch_deleting(self, children: list[str]) -> None:
         self._post(self._apply_deleting, set(children))
 
+    def _watch_admin_request(self, path: str, data: bytes | None, stat, event=None) -> None:
+        held = (data or b"", stat.version, stat.czxid) if stat is not None else None
+        self._post(self._apply_admin_request, path, held)
+
     def _watch_shutting_down(self, children: list[str]) -> None:
         self._post(self._apply_shutting_down, {int(c) for c in children if c.isdigit()})
 
@@ -396,6 +407,14 @@ class ZkMetadataStore(MetadataStore):
     def _apply_deleting(self, names: set[str]) -> None:
         self._deleting = names
         self._notify()
+
+    def _apply_admin_request(self, path: str, held: tuple[bytes, int, int] | None) -> None:
+        floor = self._admin_request_floors.get(path)
+        if held is not None and floor is not None and (held[2], held[1]) < floor:
+            return  # reported before the controller's own write, which is held already
+        if self._admin_requests.get(path) != held:
+            self._admin_requests[path] = held
+            self._notify()
 
     def _apply_shutting_down(self, ids: set[int]) -> None:
         if ids != self._shutting_down:
@@ -591,6 +610,23 @@ class ZkMetadataStore(MetadataStore):
     def shutting_down_broker_ids(self) -> set[int]:
         """Brokers in controlled shutdown: live, but leading and joining ISRs no more."""
         return set(self._shutting_down) & set(self._brokers)
+
+    def admin_request(self, path: str) -> tuple[bytes, int] | None:
+        """The data and version of a tool-written admin znode (``layout.REASSIGN_PARTITIONS``,
+        ``layout.PREFERRED_REPLICA_ELECTION``), None while there is none."""
+        held = self._admin_requests.get(path)
+        return None if held is None else (held[0], held[1])
+
+    def admin_request_written(self, path: str, data: bytes | None, version: int) -> None:
+        """Hold what the controller just wrote over ``version`` there (None: deleted) at once,
+        as the watch will report it: a reconciliation in between must not act on the old
+        request again, and a report from before the write is ignored."""
+        held = self._admin_requests.get(path)
+        if held is None or held[1] != version:
+            return
+        czxid = held[2]
+        self._admin_request_floors[path] = (czxid, version + 1)
+        self._admin_requests[path] = (data, version + 1, czxid) if data is not None else None
 
     def topics_to_delete(self) -> set[str]:
         return set(self._deleting)
@@ -874,6 +910,45 @@ class ZkMetadataStore(MetadataStore):
             raise NotController(f"{writes[-1][0]} changed meanwhile; retry.")
 
     def alter_partition_reassignments(
+        self,
+        targets: Mapping[TopicPartitionKey, Sequence[int] | None],
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartitionKey, KafkaError | None]:
+        """AlterPartitionReassignments (``reassign``); as Kafka, the latest reassignment of a
+        partition wins, so one a tool asked for in ``/admin/reassign_partitions`` is dropped
+        from there."""
+        results = self.reassign(targets, allow_replication_factor_change)
+        self._drop_admin_reassignments({key for key, error in results.items() if error is None})
+        return results
+
+    def _drop_admin_reassignments(self, keys: set[TopicPartitionKey]) -> None:
+        held = self._admin_requests.get(layout.REASSIGN_PARTITIONS)
+        fence = self.controller_fence
+        if held is None or fence is None or not keys:
+            return
+        try:
+            requested = layout.decode_reassign_partitions(held[0])
+        except ValueError:
+            return  # the controller deletes it
+        remaining = {key: replicas for key, replicas in requested.items() if key not in keys}
+        if len(remaining) == len(requested):
+            return
+        data = layout.encode_reassign_partitions(remaining) if remaining else None
+        tx = fenced(self.client, fence)
+        if data is not None:
+            tx.set_data(layout.REASSIGN_PARTITIONS, data, held[1])
+        else:
+            tx.delete(layout.REASSIGN_PARTITIONS, held[1])
+        results = tx.commit()
+        if any(isinstance(r, Exception) for r in results):
+            log.warning(
+                "%s changed meanwhile: partitions reassigned through the API stay listed there",
+                layout.REASSIGN_PARTITIONS,
+            )
+        else:
+            self.admin_request_written(layout.REASSIGN_PARTITIONS, data, held[1])
+
+    def reassign(
         self,
         targets: Mapping[TopicPartitionKey, Sequence[int] | None],
         allow_replication_factor_change: bool = True,
