@@ -56,6 +56,22 @@ def _manager(partitions: dict[TopicPartition, int], fetchers: int) -> ReplicaFet
     )
 
 
+def served_by_fetchers(
+    partitions: dict[TopicPartition, int], fetchers: int
+) -> dict[tuple[int, int], set[TopicPartition]]:
+    """(leader, fetcher id) -> the partitions that fetcher serves, once the manager started."""
+
+    async def started() -> dict[tuple[int, int], set[TopicPartition]]:
+        manager = _manager(partitions, fetchers)
+        manager.start()
+        try:
+            return {key: set(f.partitions()) for key, f in manager.fetchers().items()}
+        finally:
+            await manager.shutdown()
+
+    return asyncio.run(started())
+
+
 @given(
     partitions=st.dictionaries(
         st.builds(TopicPartition, st.sampled_from(["a", "orders", "t-1"]), st.integers(0, 50)),
@@ -67,15 +83,7 @@ def _manager(partitions: dict[TopicPartition, int], fetchers: int) -> ReplicaFet
 def test_each_partition_is_served_by_exactly_one_fetcher_of_its_leader(
     partitions: dict[TopicPartition, int], fetchers: int
 ) -> None:
-    async def started() -> dict:
-        manager = _manager(partitions, fetchers)
-        manager.start()
-        try:
-            return {key: set(f.partitions()) for key, f in manager.fetchers().items()}
-        finally:
-            await manager.shutdown()
-
-    served = asyncio.run(started())
+    served = served_by_fetchers(partitions, fetchers)
     # Disjoint, covering every followed partition, each on its leader's fetcher of Kafka's id.
     assert sum(len(s) for s in served.values()) == len(partitions)
     assert set().union(*served.values()) == set(partitions)
@@ -87,14 +95,6 @@ def test_each_partition_is_served_by_exactly_one_fetcher_of_its_leader(
 def test_two_fetchers_split_one_leaders_partitions() -> None:
     partitions = {TopicPartition("orders", p): 1 for p in range(6)}
 
-    async def started() -> dict:
-        manager = _manager(partitions, 2)
-        manager.start()
-        try:
-            return {key: set(f.partitions()) for key, f in manager.fetchers().items()}
-        finally:
-            await manager.shutdown()
-
-    served = asyncio.run(started())
+    served = served_by_fetchers(partitions, 2)
     assert set(served) == {(1, 0), (1, 1)}
     assert served[(1, 0)].isdisjoint(served[(1, 1)])

@@ -71,7 +71,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -89,6 +89,9 @@ from odradek.metadata.zk_fence import ControllerFence, ControllerMoved, check_fe
 from odradek.metadata.zk_store import NotController, ZkMetadataStore
 
 log = logging.getLogger(__name__)
+
+#: What an admin znode decodes to.
+_Request = TypeVar("_Request")
 
 
 def elect(client: KazooClient, node_id: int) -> ControllerFence | None:
@@ -255,16 +258,12 @@ class ZkController:
         """Start the reassignments ``/admin/reassign_partitions`` asks for and take the
         finished (or impossible) ones out of it."""
         store = self.store
-        held = store.admin_request(layout.REASSIGN_PARTITIONS)
-        if held is None:
+        request = await self._admin_request(
+            fence, layout.REASSIGN_PARTITIONS, layout.decode_reassign_partitions
+        )
+        if request is None:
             return
-        data, version = held
-        try:
-            requested = layout.decode_reassign_partitions(data)
-        except ValueError as e:
-            log.warning("deleting %s: %s", layout.REASSIGN_PARTITIONS, e)
-            await self._replace_admin_request(fence, layout.REASSIGN_PARTITIONS, None, version)
-            return
+        requested, version = request
         done: set[tuple[str, int]] = set()
         to_start = {}
         for key, target in requested.items():
@@ -311,15 +310,12 @@ class ZkController:
     async def _admin_preferred_elections(self, fence: ControllerFence) -> None:
         """Elect the preferred leaders ``/admin/preferred_replica_election`` lists, then
         delete it (whatever each election's outcome, as Kafka)."""
-        held = self.store.admin_request(layout.PREFERRED_REPLICA_ELECTION)
-        if held is None:
+        request = await self._admin_request(
+            fence, layout.PREFERRED_REPLICA_ELECTION, layout.decode_preferred_replica_election
+        )
+        if request is None:
             return
-        data, version = held
-        try:
-            partitions = layout.decode_preferred_replica_election(data)
-        except ValueError as e:
-            log.warning("deleting %s: %s", layout.PREFERRED_REPLICA_ELECTION, e)
-            partitions = set()
+        partitions, version = request
         results = self.store.elect_leaders(ElectionType.PREFERRED, sorted(partitions))
         for (topic, index), error in sorted(results.items()):
             if error is None:
@@ -327,6 +323,22 @@ class ZkController:
             else:
                 log.warning("preferred replica election of %s-%d: %s", topic, index, error)
         await self._replace_admin_request(fence, layout.PREFERRED_REPLICA_ELECTION, None, version)
+
+    async def _admin_request(
+        self, fence: ControllerFence, path: str, decode: Callable[[bytes], _Request]
+    ) -> tuple[_Request, int] | None:
+        """The decoded request at ``path`` and its version; None when there is none, or when
+        it is not Kafka's JSON (then it is logged and deleted)."""
+        held = self.store.admin_request(path)
+        if held is None:
+            return None
+        data, version = held
+        try:
+            return decode(data), version
+        except ValueError as e:
+            log.warning("deleting %s: %s", path, e)
+            await self._replace_admin_request(fence, path, None, version)
+            return None
 
     async def _replace_admin_request(
         self, fence: ControllerFence, path: str, data: bytes | None, version: int

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import secrets
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -100,3 +101,18 @@ class ScramCredential:
             )
         except ValueError as e:
             raise InvalidCredential(f"Credentials not valid: {e}") from None
+
+
+def new_nonce() -> str:
+    """A nonce part: printable, without ``,``: 32 random URL-safe characters (192 bits)."""
+    return secrets.token_urlsafe(24)
+
+
+def encode_saslname(username: str) -> str:
+    """RFC 5802's saslname encoding: ``=`` as ``=3D`` and ``,`` as ``=2C``."""
+    return username.replace("=", "=3D").replace(",", "=2C")
+
+
+def decode_saslname(saslname: str) -> str:
+    """RFC 5802's saslname decoding: ``=2C`` is ``,`` and ``=3D`` is ``=``."""
+    return saslname.replace("=2C", ",").replace("=3D", "=")

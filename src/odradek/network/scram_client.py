@@ -15,22 +15,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import secrets
 from collections.abc import Callable
 
 from odradek.network.sasl_mechanism import SaslAuthenticationError
-from odradek.network.scram import ScramMechanism
+from odradek.network.scram import ScramMechanism, encode_saslname, new_nonce
 
 _GS2_HEADER = "n,,"
-
-
-def _saslname(username: str) -> str:
-    """RFC 5802's saslname encoding: ``=`` as ``=3D`` and ``,`` as ``=2C``."""
-    return username.replace("=", "=3D").replace(",", "=2C")
-
-
-def _client_nonce() -> str:
-    return secrets.token_urlsafe(24)
 
 
 class ScramSaslClient:
@@ -41,12 +31,12 @@ class ScramSaslClient:
         mechanism: ScramMechanism,
         username: str,
         password: str,
-        client_nonce: Callable[[], str] = _client_nonce,
+        client_nonce: Callable[[], str] = new_nonce,
     ) -> None:
         self._scram = mechanism
         self._password = password
         self._nonce = client_nonce()
-        self._client_first_bare = f"n={_saslname(username)},r={self._nonce}"
+        self._client_first_bare = f"n={encode_saslname(username)},r={self._nonce}"
         self._server_signature = b""
         self._state = "first"
 

@@ -21,11 +21,10 @@ import base64
 import binascii
 import hmac
 import re
-import secrets
 from collections.abc import Callable
 
 from odradek.network.sasl_mechanism import InvalidCredentials, SaslAuthenticationError
-from odradek.network.scram import ScramCredential, ScramMechanism
+from odradek.network.scram import ScramCredential, ScramMechanism, decode_saslname, new_nonce
 
 #: Looks up the stored credential of (mechanism name, user name); None when there is none.
 CredentialLookup = Callable[[str, str], ScramCredential | None]
@@ -46,16 +45,6 @@ _CLIENT_FINAL = re.compile(
 TOKEN_AUTH_EXTENSION = "tokenauth"
 
 
-def _username(saslname: str) -> str:
-    """RFC 5802's saslname decoding: ``=2C`` is ``,`` and ``=3D`` is ``=``."""
-    return saslname.replace("=2C", ",").replace("=3D", "=")
-
-
-def _server_nonce() -> str:
-    """Printable, without ``,``: 32 random URL-safe characters (192 bits)."""
-    return secrets.token_urlsafe(24)
-
-
 class ScramSaslServer:
     """One SCRAM exchange on one connection (states: client-first, client-final, complete)."""
 
@@ -63,7 +52,7 @@ class ScramSaslServer:
         self,
         mechanism: ScramMechanism,
         credentials: CredentialLookup,
-        server_nonce: Callable[[], str] = _server_nonce,
+        server_nonce: Callable[[], str] = new_nonce,
     ) -> None:
         self._scram = mechanism
         self._credentials = credentials
@@ -113,7 +102,7 @@ class ScramSaslServer:
         extensions = dict(
             item.partition("=")[::2] for item in match["extensions"].split(",") if item
         )
-        self._username = _username(match["saslname"])
+        self._username = decode_saslname(match["saslname"])
         if extensions.get(TOKEN_AUTH_EXTENSION, "").lower() == "true":
             raise InvalidCredentials(
                 f"Token Authentication failed: Invalid tokenId : {self._username}"
@@ -122,7 +111,7 @@ class ScramSaslServer:
         if credential is None:
             raise InvalidCredentials("Authentication failed: Invalid user credentials")
         authzid = match["authzid"]
-        if authzid is not None and _username(authzid) != self._username:
+        if authzid is not None and decode_saslname(authzid) != self._username:
             raise SaslAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different "
                 "from username"

@@ -1663,17 +1663,31 @@ class BrokerConfig:
                 f"when SASL is used for inter-broker communication (listener {listener} enables "
                 f"{','.join(self.sasl_mechanisms(listener))}, not {mechanism})"
             )
+        key, entry = self._mechanism_jaas_entry(
+            listener,
+            mechanism,
+            f"the inter-broker listener {listener} uses SASL {mechanism} but {{key}} is not "
+            f'set: give it "{LOGIN_MODULES[mechanism]} required username="<user>" '
+            'password="<password>";", the login this broker authenticates to the others with',
+        )
+        try:
+            return SaslClientLogin.from_jaas(mechanism, entry, key)
+        except ClientLoginError as e:
+            raise ConfigError(str(e)) from None
+
+    def _mechanism_jaas_entry(
+        self, listener: str, mechanism: str, missing: str
+    ) -> tuple[str, LoginModuleEntry]:
+        """The key and parsed entry of ``listener.name.<l>.<mechanism>.sasl.jaas.config``
+        (Kafka's place for a mechanism's JAAS entry on a listener); ``missing`` is the
+        message, with ``{key}``, when it is not set."""
         key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
         text = self.originals.get(key)
         if text is None:
-            raise ConfigError(
-                f"the inter-broker listener {listener} uses SASL {mechanism} but {key} is not "
-                f'set: give it "{LOGIN_MODULES[mechanism]} required username="<user>" '
-                'password="<password>";", the login this broker authenticates to the others with'
-            )
+            raise ConfigError(missing.format(key=key))
         try:
-            return SaslClientLogin.from_jaas(mechanism, parse_single_module(text, key), key)
-        except (JaasConfigError, ClientLoginError) as e:
+            return key, parse_single_module(text, key)
+        except JaasConfigError as e:
             raise ConfigError(str(e)) from None
 
     def inter_broker_client_security(self) -> ClientSecurity:
@@ -1769,17 +1783,12 @@ class BrokerConfig:
     ) -> LoginModuleEntry:
         """A mechanism's ``listener.name.<l>.<mechanism>.sasl.jaas.config``: one entry of
         ``login_module`` (a start-up message naming the config when missing or wrong)."""
-        key = f"listener.name.{listener_name.lower()}.{mechanism.lower()}.sasl.jaas.config"
-        text = self.originals.get(key)
-        if text is None:
-            raise ConfigError(
-                f"listener {listener_name} enables SASL mechanism {mechanism} but {key} is not "
-                f'set: give it "{login_module} required{example_options};"'
-            )
-        try:
-            entry = parse_single_module(text, key)
-        except JaasConfigError as e:
-            raise ConfigError(str(e)) from None
+        key, entry = self._mechanism_jaas_entry(
+            listener_name,
+            mechanism,
+            f"listener {listener_name} enables SASL mechanism {mechanism} but {{key}} is not "
+            f'set: give it "{login_module} required{example_options};"',
+        )
         if entry.login_module != login_module:
             raise ConfigError(
                 f"Invalid value for configuration {key}: login module {entry.login_module} "
