@@ -263,18 +263,26 @@ def test_cluster_wide_broker_config_reaches_every_broker(odradek_cluster, zk, ad
     wait_until(lambda: produce_error() == ErrorCode.none, what="the limit to be lifted")
 
 
+def created_led_by_second_replica(zk: KazooClient, admin: AdminClient, topic: str) -> list[int]:
+    """A new topic of one partition and two replicas whose second replica leads, as if a
+    failover had moved leadership there (the state znode written at leader epoch 1); its
+    replicas."""
+    create(admin, NewTopic(topic, 1, 2))
+    replicas = read_json(zk, layout.topic_path(topic))["partitions"]["0"]
+    path = layout.state_path(topic, 0)
+    data, stat = zk.get(path)
+    moved = {**json.loads(data), "leader": replicas[1], "leader_epoch": 1}
+    zk.set(path, json.dumps(moved).encode(), version=stat.version)
+    wait_until(lambda: partition_metadata(admin, topic)[0].leader == replicas[1])
+    return replicas
+
+
 def test_the_controller_serves_elections_and_reorders(odradek_cluster, zk, admin):
     """ElectLeaders and AlterPartitionReassignments reach the active controller: a preferred
     election is a fenced write of the partition state; a reassignment of the same replicas
     rewrites their order at once (moving data: test_controller_operations)."""
-    create(admin, NewTopic("electable", 1, 2))
-    replicas = read_json(zk, layout.topic_path("electable"))["partitions"]["0"]
+    replicas = created_led_by_second_replica(zk, admin, "electable")
     path = layout.state_path("electable", 0)
-    # As if a failover had moved leadership to the second replica.
-    data, stat = zk.get(path)
-    moved = {**json.loads(data), "leader": replicas[1], "leader_epoch": 1}
-    zk.set(path, json.dumps(moved).encode(), version=stat.version)
-    wait_until(lambda: partition_metadata(admin, "electable")[0].leader == replicas[1])
 
     tp = TopicPartition("electable", 0)
     assert admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(10) == {tp: None}
@@ -300,13 +308,8 @@ def test_tool_written_preferred_replica_election(zk, admin):
     """/admin/preferred_replica_election as the ZooKeeper-era tool wrote it: the controller
     elects the first replica of each partition listed (an unknown one is skipped) and
     deletes the request."""
-    create(admin, NewTopic("tool-elected", 1, 2))
-    replicas = read_json(zk, layout.topic_path("tool-elected"))["partitions"]["0"]
+    replicas = created_led_by_second_replica(zk, admin, "tool-elected")
     path = layout.state_path("tool-elected", 0)
-    data, stat = zk.get(path)
-    moved = {**json.loads(data), "leader": replicas[1], "leader_epoch": 1}
-    zk.set(path, json.dumps(moved).encode(), version=stat.version)
-    wait_until(lambda: partition_metadata(admin, "tool-elected")[0].leader == replicas[1])
     request = [("tool-elected", 0), ("no-such-topic", 0)]
     zk.create(layout.PREFERRED_REPLICA_ELECTION, layout.encode_preferred_replica_election(request))
     wait_until(lambda: gone(zk, layout.PREFERRED_REPLICA_ELECTION), what="the request deleted")
