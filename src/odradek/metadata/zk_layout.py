@@ -393,7 +393,7 @@ def _admin_partitions(data: bytes) -> list[dict]:
 
 def _admin_partition(entry: dict) -> tuple[str, int]:
     topic, partition = entry.get("topic"), entry.get("partition")
-    if not isinstance(topic, str) or not _is_int(partition):
+    if not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool):
         raise ValueError(f"{entry} does not name a topic and partition")
     return topic, partition
 
