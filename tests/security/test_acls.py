@@ -43,8 +43,9 @@ from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.server.config import BrokerConfig, ConfigError
 from security.clients import plain_login
 
-JAAS = (
+JAAS = (  # the broker logs in to its inter-broker listener as admin, a super user
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" '
     'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";'
 )
 TOPIC, GROUP, TXN = "acl-topic", "acl-group", "acl-txn"
@@ -56,6 +57,7 @@ def broker_config() -> dict[str, str]:
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "inter.broker.listener.name": "SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
