@@ -1,5 +1,6 @@
-"""/metrics of a real 3-broker cluster: one active controller, and a paused follower seen by its
-leader as an ISR shrink, an under-replicated partition and, once it catches up, an expansion."""
+"""/metrics of a real 3-broker cluster: one active controller, a paused follower seen by its
+leader as an ISR shrink, an under-replicated partition and, once it catches up, an expansion,
+and the bytes followers fetch counted as replication bytes, never as consumers' bytes out."""
 
 from __future__ import annotations
 
@@ -25,17 +26,25 @@ def odradek_cluster_config() -> dict[str, str]:
     }
 
 
-def gauge(cluster: EmbeddedCluster, node: int, name: str) -> float:
-    """The value of the unlabelled sample ``name`` on broker ``node``."""
+def samples(cluster: EmbeddedCluster, node: int, name: str) -> dict[frozenset, float]:
+    """The samples ``name`` on broker ``node``: their labels (as items) -> value."""
     url = cluster.broker(node).metrics_url
     assert url is not None
     with urllib.request.urlopen(url, timeout=30) as response:
         body = response.read().decode()
-    for family in text_string_to_metric_families(body):
-        for sample in family.samples:
-            if sample.name == name and not sample.labels:
-                return sample.value
-    raise AssertionError(f"{name} not on broker {node}")
+    return {
+        frozenset(sample.labels.items()): sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+        if sample.name == name
+    }
+
+
+def gauge(cluster: EmbeddedCluster, node: int, name: str) -> float:
+    """The value of the unlabelled sample ``name`` on broker ``node``."""
+    found = samples(cluster, node, name)
+    assert frozenset() in found, f"{name} not on broker {node}"
+    return found[frozenset()]
 
 
 def test_exactly_one_broker_is_the_active_controller(odradek_cluster):
@@ -75,3 +84,41 @@ def test_a_paused_follower_shows_in_its_leaders_isr_metrics(odradek_cluster):
         lambda: gauge(odradek_cluster, leader, prefix + "under_replicated_partitions") == 0,
         what="no under-replicated partition",
     )
+
+
+def test_follower_fetches_are_replication_bytes_not_bytes_out(odradek_cluster):
+    admin = AdminClient({"bootstrap.servers": odradek_cluster.bootstrap_servers})
+    prefix = "kafka_server_brokertopicmetrics_"
+    out, r_out, r_in = (
+        prefix + n for n in ("bytes_out", "replication_bytes_out", "replication_bytes_in")
+    )
+    before = {
+        n: (gauge(odradek_cluster, n, r_out + "_total"), gauge(odradek_cluster, n, r_in + "_total"))
+        for n in (1, 2, 3)
+    }
+    create(admin, NewTopic("replicated-bytes", 1, 3))
+    assert produce_numbered(producer(odradek_cluster), "replicated-bytes", 0, 200) == list(
+        range(200)
+    )
+    leader, _ = leader_and_isr(admin, "replicated-bytes")
+    followers = [n for n in (1, 2, 3) if n != leader]
+    end = "kafka_log_log_log_end_offset"
+    key = frozenset({"topic": "replicated-bytes", "partition": "0"}.items())
+    for node in followers:
+        wait_until(
+            lambda node=node: samples(odradek_cluster, node, end).get(key) == 200,
+            what=f"broker {node} to have the 200 records",
+        )
+    topic = frozenset({"topic": "replicated-bytes"}.items())
+    appended = samples(odradek_cluster, leader, prefix + "bytes_in_total")[topic]
+    assert appended > 200
+    # Both followers fetched every byte from the leader (maybe some twice, and other topics'
+    # replication runs meanwhile: at least); no consumer read the topic, so no bytes out.
+    assert gauge(odradek_cluster, leader, r_out + "_total") - before[leader][0] >= 2 * appended
+    assert samples(odradek_cluster, leader, out + "_total")[topic] == 0
+    for node in followers:
+        assert gauge(odradek_cluster, node, r_in + "_total") - before[node][1] >= appended
+    # As in Kafka, replication bytes have an all-topics series only.
+    for node in (1, 2, 3):
+        for name in (r_out, r_in):
+            assert list(samples(odradek_cluster, node, name + "_total")) == [frozenset()]

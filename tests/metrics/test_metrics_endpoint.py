@@ -153,14 +153,20 @@ def test_produce_latency_histograms_count_every_produce_request(broker):
         return total(after, name, request="Produce") - total(before, name, request="Produce")
 
     assert grown("kafka_network_requestmetrics_requests_total") == 7
-    for part in ("total", "local", "remote", "request_queue", "throttle", "response_queue"):
+    parts = ("local", "remote", "response_queue", "response_send")
+    for part in ("total", *parts, "request_queue", "throttle"):
         assert grown(f"kafka_network_requestmetrics_{part}_time_seconds_count") == 7
         # The +Inf bucket holds every observation.
         assert grown(f"kafka_network_requestmetrics_{part}_time_seconds_bucket") > 0
     assert grown("kafka_network_requestmetrics_request_bytes_count") == 7
     assert grown("kafka_network_requestmetrics_response_bytes_count") == 7
-    for name in ("request_queue", "throttle", "response_queue"):  # zero by construction
+    for name in ("request_queue", "throttle"):  # zero by construction
         assert total(after, f"kafka_network_requestmetrics_{name}_time_seconds_sum") == 0
+    # Writing a response is measured (a system call at least), and the total is its parts.
+    assert grown("kafka_network_requestmetrics_response_send_time_seconds_sum") > 0
+    assert grown("kafka_network_requestmetrics_total_time_seconds_sum") == pytest.approx(
+        sum(grown(f"kafka_network_requestmetrics_{part}_time_seconds_sum") for part in parts)
+    )
     errors = "kafka_network_requestmetrics_errors_total"
     assert (
         total(after, errors, request="Produce", error="NONE")

@@ -57,21 +57,28 @@ def test_topic_stats_count_per_topic_and_in_total():
     assert everything.total_fetch_requests == 2
     assert "nope" not in stats.topics  # an unknown topic gets no series
     stats.fetched([("a", 0, 40)], follower=True)
-    assert (a.replication_bytes_out, a.bytes_out, a.total_fetch_requests) == (40, 100, 2)
-    assert everything.replication_bytes_out == 40
+    # A follower's fetch is a fetch request of its topic, but its bytes are not BytesOut and,
+    # as in Kafka, replication bytes are counted for all topics only.
+    assert (a.replication_bytes_out, a.bytes_out, a.total_fetch_requests) == (0, 100, 2)
+    assert (everything.replication_bytes_out, everything.bytes_out) == (40, 100)
+    stats.replicated(25)
+    assert (everything.replication_bytes_in, a.replication_bytes_in, a.bytes_in) == (25, 0, 100)
     stats.remove_topic("a")
     assert "a" not in stats.topics and everything.messages_in == 4
 
 
-def test_request_stats_split_total_into_local_and_remote():
+def test_request_stats_split_total_into_its_parts():
     stats = RequestStats()
-    stats.record(0.3, 0.2, 100, 40, {0: 2, 3: 1})
-    stats.record(0.001, 0.0, 100, 40, {0: 1})
+    stats.record(0.3, 0.2, 0.01, 0.04, 100, 40, {0: 2, 3: 1})
+    stats.record(0.001, 0.0, 0.0, 0.0, 100, 40, {0: 1})
     assert stats.requests == 2
     assert stats.errors == {0: 3, 3: 1}
     assert stats.total_time.sum == pytest.approx(0.301)
-    assert stats.local_time.sum == pytest.approx(0.101)
+    assert stats.local_time.sum == pytest.approx(0.051)
     assert stats.remote_time.sum == pytest.approx(0.2)
+    assert stats.response_queue_time.sum == pytest.approx(0.01)
+    assert stats.response_send_time.sum == pytest.approx(0.04)
+    assert stats.response_send_time.count == stats.response_queue_time.count == 2
     assert stats.request_bytes.count == stats.response_bytes.count == 2
 
 

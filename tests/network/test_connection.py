@@ -4,6 +4,7 @@ connections, idle handling while a request is in flight, half-closed peers.
 
 Each request body is one command byte and an argument:
 E<data> echo; F<n> head + n bytes of a file + tail; W wait for the event; S set it; N no response.
+Every response asks to be told when it was sent (``on_sent``), as the request metrics do.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Script:
         self.event = asyncio.Event()
         self.started: list[bytes] = []
         self.handled: list[bytes] = []
+        #: (command and argument, writing started, written) of each response, as reported.
+        self.sent: list[tuple[bytes, float, float]] = []
 
     async def dispatch(self, _info, frame: memoryview) -> EncodedResponse | None:
         command, argument = bytes(frame[:1]), bytes(frame[1:])
@@ -55,8 +58,17 @@ class Script:
             out.add(b"set")
         elif command == b"N":
             out = None
-        self.handled.append(command + argument[:20])
+        name = command + argument[:20]
+        self.handled.append(name)
+        if out is not None:
+            out.on_sent = lambda writing, written: self.sent.append((name, writing, written))
         return out
+
+    async def sent_count(self, count: int) -> list[tuple[bytes, float, float]]:
+        """The sent reports once there are ``count`` of them."""
+        while len(self.sent) < count:
+            await asyncio.sleep(0.01)
+        return self.sent
 
 
 def request(body: bytes) -> bytes:
@@ -99,6 +111,46 @@ def test_file_regions_go_out_between_the_bytes_around_them() -> None:
         for n in sizes:
             assert await response(reader) == b"head" + file_bytes(script.file, 3, n) + b"tail"
         assert await response(reader) == b"after"
+
+    run(scenario)
+
+
+def test_each_response_reports_once_in_order_when_its_last_byte_is_written() -> None:
+    async def scenario(port: int, script: Script) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        sizes = [3 << 20, 10]  # the first goes through loop.sendfile: more than a socket takes
+        writer.write(
+            request(b"Ea")
+            + b"".join(request(b"F%d" % n) for n in sizes)
+            + request(b"Eb")
+            + request(b"N")
+        )
+        for _ in range(4):
+            await response(reader)
+        sent = await script.sent_count(4)
+        assert [name for name, _, _ in sent] == [b"Ea", b"F3145728", b"F10", b"Eb"]
+        assert all(writing <= written for _, writing, written in sent)
+        # Written in the order they were answered; "Ea" waited to leave with F's head.
+        written = [w for _, _, w in sent]
+        assert written == sorted(written)
+
+    run(scenario)
+
+
+def test_a_response_dropped_with_its_connection_still_reports() -> None:
+    """As Kafka counts the responses in flight of a closed connection in its request metrics."""
+
+    async def scenario(port: int, script: Script) -> None:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request(b"W"))
+        while b"W" not in script.started:
+            await asyncio.sleep(0.01)
+        writer.close()
+        other_reader, other_writer = await asyncio.open_connection("127.0.0.1", port)
+        other_writer.write(request(b"S"))
+        assert await response(other_reader) == b"set"
+        names = sorted(name for name, _, _ in await script.sent_count(2))
+        assert names == [b"S", b"W"]
 
     run(scenario)
 

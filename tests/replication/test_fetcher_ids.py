@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from odradek.metrics.stats import BrokerTopicStats
 from odradek.network.client_security import PLAINTEXT
 from odradek.replication.fetcher import (
     FetcherSettings,
@@ -52,6 +53,7 @@ def _manager(partitions: dict[TopicPartition, int], fetchers: int) -> ReplicaFet
         SimpleNamespace(brokers=list),  # type: ignore[arg-type]
         "PLAINTEXT",
         FetcherSettings(fetch_backoff_ms=60_000, num_fetchers=fetchers),
+        BrokerTopicStats(),
         PLAINTEXT,
     )
 

@@ -50,6 +50,7 @@ TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
     ("BytesInPerSec", "bytes_in", "Record batch bytes appended by producers."),
     ("BytesOutPerSec", "bytes_out", "Record bytes sent to consumers."),
     ("BytesRejectedPerSec", "bytes_rejected", "Record batch bytes refused as invalid."),
+    ("ReplicationBytesInPerSec", "replication_bytes_in", "Record bytes fetched as a follower."),
     ("ReplicationBytesOutPerSec", "replication_bytes_out", "Record bytes sent to followers."),
     (
         "TotalProduceRequestsPerSec",
@@ -61,18 +62,26 @@ TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
     ("FailedFetchRequestsPerSec", "failed_fetch_requests", "Partition reads that failed."),
 )
 
-#: RequestMetrics time histograms: (our name, Kafka's MBean name, help). Queue, throttle and
-#: response queue are zero by construction (docs/metrics.md says why); they are exported with
+#: BrokerTopicMetrics that Kafka keeps for all topics only (its per-topic MBeans lack them).
+ALL_TOPICS_ONLY = frozenset({"replication_bytes_in", "replication_bytes_out"})
+
+#: RequestMetrics time histograms: (our name, Kafka's MBean name, help). Request queue and
+#: throttle are zero by construction (docs/metrics.md says why); they are exported with
 #: every request in the zero bucket so that Kafka dashboards find all the parts.
 TIME_HISTOGRAMS = (
-    ("total_time", "TotalTimeMs", "From the request's dispatch to its encoded response."),
+    ("total_time", "TotalTimeMs", "From the request's dispatch until its response is written."),
     ("local_time", "LocalTimeMs", "The handler running, decode and encode included."),
     ("remote_time", "RemoteTimeMs", "The handler waiting: purgatory, coordinator writes."),
+    (
+        "response_queue_time",
+        "ResponseQueueTimeMs",
+        "The response waiting in its connection for the write that sends it.",
+    ),
+    ("response_send_time", "ResponseSendTimeMs", "Writing the response, sendfile included."),
 )
 ZERO_TIME_HISTOGRAMS = (
     ("request_queue_time", "RequestQueueTimeMs", "Zero: the connection's task handles its frame."),
     ("throttle_time", "ThrottleTimeMs", "Zero: the broker has no client quotas."),
-    ("response_queue_time", "ResponseQueueTimeMs", "Zero: no queue between handler and socket."),
 )
 
 
@@ -392,7 +401,7 @@ def _topic_families(
         name = "kafka_server_brokertopicmetrics_" + _snake(mbean.removesuffix("PerSec"))
         family = Metric(name, f"{doc} Kafka: BrokerTopicMetrics {mbean}.", "counter")
         family.add_sample(name + "_total", {}, getattr(everything, attribute))
-        for topic, topic_stats in topics:
+        for topic, topic_stats in [] if attribute in ALL_TOPICS_ONLY else topics:
             family.add_sample(name + "_total", {"topic": topic}, getattr(topic_stats, attribute))
         yield family
 

@@ -7,8 +7,8 @@ additions and one ``bisect`` per histogram; the ``metrics`` collectors turn thes
 into Prometheus families only when someone scrapes.
 
 This module imports nothing of ours, so every layer may count into it: storage (log
-flushes, from its flush thread), replication (ISR changes), the coordinator
-(rebalances), the server's handlers (topic and request counts). The process-wide
+flushes, from its flush thread), replication (ISR changes, bytes fetched as a follower),
+the coordinator (rebalances), the server's handlers (topic and request counts). The process-wide
 objects at the bottom are Kafka's static stats (``LogFlushStats``, the ISR rates of
 ``ReplicaManager``, the group coordinator's rebalance sensors): one per broker process.
 """
@@ -98,6 +98,7 @@ class TopicStats:
         "failed_fetch_requests",
         "failed_produce_requests",
         "messages_in",
+        "replication_bytes_in",
         "replication_bytes_out",
         "total_fetch_requests",
         "total_produce_requests",
@@ -108,6 +109,8 @@ class TopicStats:
         self.bytes_in = 0
         self.bytes_out = 0
         self.bytes_rejected = 0
+        #: Replication bytes are counted in the all-topics stats only, as Kafka's are.
+        self.replication_bytes_in = 0
         self.replication_bytes_out = 0
         self.total_produce_requests = 0
         self.failed_produce_requests = 0
@@ -153,7 +156,8 @@ class BrokerTopicStats:
 
     def fetched(self, reads: Iterable[tuple[str, int, int]], follower: bool = False) -> None:
         """(topic, error code, bytes sent) of every partition a Fetch read; a follower's bytes are
-        ReplicationBytesOut, a consumer's BytesOut (both count as fetch requests, as in Kafka)."""
+        ReplicationBytesOut (all topics only), a consumer's BytesOut (both count as fetch
+        requests, as in Kafka)."""
         everything = self.all_topics
         for topic, error_code, size in reads:
             if error_code == UNKNOWN_TOPIC_OR_PARTITION:
@@ -165,11 +169,14 @@ class BrokerTopicStats:
                 stats.failed_fetch_requests += 1
                 everything.failed_fetch_requests += 1
             elif follower:
-                stats.replication_bytes_out += size
                 everything.replication_bytes_out += size
             else:
                 stats.bytes_out += size
                 everything.bytes_out += size
+
+    def replicated(self, size: int) -> None:
+        """A follower appended ``size`` bytes fetched from a leader (ReplicationBytesInPerSec)."""
+        self.all_topics.replication_bytes_in += size
 
 
 class RequestStats:
@@ -178,7 +185,9 @@ class RequestStats:
     Times are Kafka's split of a request's life, as far as the pipeline has the parts
     (docs/metrics.md): ``local`` is the handler running (decode and encode included),
     ``remote`` the handler waiting (a long poll in the purgatory, a coordinator's log
-    write), ``total`` both.
+    write), ``response_queue`` the encoded response waiting in its connection for the
+    write that sends it (responses are coalesced), ``response_send`` that write (for a
+    Fetch, its sendfile), ``total`` all of them.
     """
 
     __slots__ = (
@@ -188,6 +197,8 @@ class RequestStats:
         "request_bytes",
         "requests",
         "response_bytes",
+        "response_queue_time",
+        "response_send_time",
         "total_time",
     )
 
@@ -198,6 +209,8 @@ class RequestStats:
         self.total_time = Histogram()
         self.local_time = Histogram()
         self.remote_time = Histogram()
+        self.response_queue_time = Histogram()
+        self.response_send_time = Histogram()
         self.request_bytes = Histogram(SIZE_BUCKETS)
         self.response_bytes = Histogram(SIZE_BUCKETS)
 
@@ -205,14 +218,20 @@ class RequestStats:
         self,
         total: float,
         remote: float,
+        response_queue: float,
+        response_send: float,
         request_size: int,
         response_size: int,
         errors: dict[int, int] | None,
     ) -> None:
+        """One request answered: its ``total`` time and the parts of it that were not the
+        handler running (so local is what remains)."""
         self.requests += 1
         self.total_time.observe(total)
-        self.local_time.observe(total - remote)
+        self.local_time.observe(total - remote - response_queue - response_send)
         self.remote_time.observe(remote)
+        self.response_queue_time.observe(response_queue)
+        self.response_send_time.observe(response_send)
         self.request_bytes.observe(request_size)
         self.response_bytes.observe(response_size)
         if errors:

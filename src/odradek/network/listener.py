@@ -13,7 +13,13 @@ waits (a long poll), or after ``MAX_BURST`` requests. A client pipelining many
 small requests therefore costs one send per batch of requests instead of one per
 request, and ``MAX_BURST`` bounds how long one busy connection keeps the event
 loop from the others (a fetch woken by an append is answered within a burst, not
-after the producer's whole backlog).
+after the producer's whole backlog). A response that asks (``EncodedResponse.on_sent``,
+the request metrics) learns when its writing started and ended: the wait in ``_out`` is
+Kafka's response queue time, the write (or sendfile) its response send time. "Written"
+means handed to the socket: ``os.sendfile`` and ``loop.sendfile`` (which waits for the
+socket to drain) for file regions, the transport's write for bytes; bytes a full socket
+leaves in the transport's buffer are not waited for, as the transport says nothing when
+they leave.
 
 Anything wrong with a connection's bytes (a bad size prefix, a malformed header, an
 unknown API) closes that connection alone, with a log line.
@@ -73,6 +79,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 import types
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
@@ -368,6 +375,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._pool_muted = False  # waiting for request memory
         self._writable = True  # the transport's write buffer is below its high-water mark
         self._out: list[bytes | memoryview] = []  # response bytes not yet given to the transport
+        #: The ``on_sent`` of responses whose last bytes wait in ``_out``, with the time their
+        #: writing started if a file region of theirs was already sent (else the next flush).
+        self._unsent: list[tuple[Callable[[float, float], None], float | None]] = []
         self._tls = False  # set once a TLS handshake has made the connection
         #: How file regions are sent: sendfile on plaintext, read and written through TLS.
         self._send_region = self._sendfile
@@ -604,8 +614,12 @@ class _Connection(asyncio.BufferedProtocol):
                         self._held -= handled
                         self._pool.release(handled)
                     del frame
-                if response is not None and not self._closed:
-                    await self._queue(response)
+                if response is not None:
+                    if not self._closed:
+                        await self._queue(response)
+                    elif response.on_sent is not None:  # dropped with the connection
+                        now = time.perf_counter()
+                        response.on_sent(now, now)
                 if listener._stopping or close:
                     break
             self._flush()
@@ -618,6 +632,7 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("closing connection %s after an unexpected error", info.connection_id)
         finally:
             self._closed = True
+            self._flush()  # nothing is written now; the responses' on_sent learn they are done
             self._transport.close()
 
     async def _authenticate_frame(self, frame: memoryview) -> tuple[EncodedResponse | None, bool]:
@@ -685,22 +700,43 @@ class _Connection(asyncio.BufferedProtocol):
         return await _resume(coro, pending)
 
     async def _queue(self, response: EncodedResponse) -> None:
-        """Queue a response's bytes; file regions go out with sendfile, after the bytes before them."""
+        """Queue a response's bytes; file regions go out with sendfile, after the bytes before them.
+
+        A response with ``on_sent`` is done when its last bytes are written: at once if they
+        were a file region's, else at the flush that writes them.
+        """
         self._out.append(size_prefix(response.size))
+        writing: float | None = None
+        region_last = False
         for chunk in response.chunks:
             if isinstance(chunk, (bytes, memoryview)):
                 self._out.append(chunk)
+                region_last = False
+                continue
+            if writing is None and response.on_sent is not None:
+                writing = time.perf_counter()
+            self._flush()
+            await self._send_region(chunk)
+            region_last = True
+            if self._closed:
+                break
+        if response.on_sent is not None:
+            if region_last and writing is not None:
+                response.on_sent(writing, time.perf_counter())
             else:
-                self._flush()
-                await self._send_region(chunk)
-                if self._closed:
-                    return
+                self._unsent.append((response.on_sent, writing))
 
     def _flush(self) -> None:
         if self._out:
+            writing = time.perf_counter() if self._unsent else 0.0
             if not self._closed:
                 self._transport.writelines(self._out)
             self._out = []
+            if self._unsent:
+                written = time.perf_counter()
+                for on_sent, started in self._unsent:
+                    on_sent(writing if started is None else started, written)
+                self._unsent = []
 
     async def _sendfile(self, region: Region) -> None:
         """The record data goes from the page cache to the socket without entering Python.

@@ -52,6 +52,7 @@ from datetime import timedelta
 from typing import Any
 
 from odradek.metadata.store import MetadataStore
+from odradek.metrics.stats import BrokerTopicStats
 from odradek.network.client import (
     AsyncBrokerConnection,
     BrokerConnectionError,
@@ -123,6 +124,7 @@ class ReplicaFetcherManager:
         metadata: MetadataStore,
         listener_name: str,
         settings: FetcherSettings,
+        topic_stats: BrokerTopicStats,
         security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.replica_manager = replica_manager
@@ -130,6 +132,8 @@ class ReplicaFetcherManager:
         self.listener_name = listener_name
         self.settings = settings
         self.security = security
+        #: Counts what the followers append (ReplicationBytesInPerSec).
+        self.topic_stats = topic_stats
         self._fetchers: dict[FetcherKey, ReplicaFetcher] = {}
         self._closed = False
 
@@ -390,6 +394,7 @@ class ReplicaFetcher:
                 records = answer.records or b""
                 if partition.on_fetch_response(position, records, answer.high_watermark, now_ms):
                     progress = True
+                    manager.topic_stats.replicated(len(records))
                     if records or partition.high_watermark != high_watermark:
                         manager.replica_manager.follower_appended(
                             tp, partition.high_watermark != high_watermark

@@ -252,6 +252,7 @@ class Broker:
                     socket_timeout_ms=self.config["replica.socket.timeout.ms"],
                     num_fetchers=self.config["num.replica.fetchers"],
                 ),
+                self.topic_stats,
                 self.inter_broker_security,
             )
             self.replica_fetchers.start()

@@ -15,10 +15,13 @@ define at all closes the connection, as Kafka 4 does (SocketServer.parseRequestH
 could be trusted to decode.
 
 With metrics on (``metrics.http.listener``), each answered request is counted in the
-broker's RequestMetrics by API and version: its time from the frame's dispatch to the
-encoded response, split into the handler running (local) and waiting (remote, see
-``timed``), its size and its response's, and the error codes the response carries.
-Off, the handler is awaited directly and nothing is measured.
+broker's RequestMetrics by API and version: its time from the frame's dispatch until the
+network layer has written its response (``EncodedResponse.on_sent``), split into the
+handler running (local) and waiting (remote, see ``timed``), the response waiting in its
+connection and being written; its size and its response's, and the error codes the
+response carries. The request is counted when its response is sent, as Kafka counts it,
+so a scrape never sees a request whose parts are not all known. Off, the handler is
+awaited directly and nothing is measured.
 """
 
 from __future__ import annotations
@@ -149,17 +152,28 @@ class RequestChannel:
                 else _with_header(response, api_key, correlation_id, flexible)
             )
         response, waited = await timed(self._handlers[api_key](ctx, request))
+        handled = time.perf_counter()
         errors = error_counts(response)
-        out = (
-            None if response is None else _with_header(response, api_key, correlation_id, flexible)
-        )
-        metrics.stats(api_key, api_version).record(
-            time.perf_counter() - started,
-            waited,
-            len(frame) + SIZE_PREFIX_LEN,
-            0 if out is None else out.size + SIZE_PREFIX_LEN,
-            errors,
-        )
+        stats = metrics.stats(api_key, api_version)
+        request_size = len(frame) + SIZE_PREFIX_LEN
+        if response is None:  # acks=0: nothing to send, so nothing to wait for
+            stats.record(handled - started, waited, 0.0, 0.0, request_size, 0, errors)
+            return None
+        out = _with_header(response, api_key, correlation_id, flexible)
+        response_size = out.size + SIZE_PREFIX_LEN
+
+        def sent(writing: float, written: float) -> None:
+            stats.record(
+                written - started,
+                waited,
+                writing - handled,
+                written - writing,
+                request_size,
+                response_size,
+                errors,
+            )
+
+        out.on_sent = sent
         return out
 
     def _unsupported_version(
