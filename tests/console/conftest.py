@@ -6,6 +6,8 @@ its ready line; the tests speak HTTP to it (``fetch``) or drive a browser at it.
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
 import socket
 import subprocess
@@ -100,9 +102,56 @@ def fetch(
         return Page(exc.code, url, exc.read().decode())
 
 
+#: The module consoles sample a viewed group's lag this often, so a chart gains points quickly.
+LAG_INTERVAL_MS = 300
+
+
+@dataclass
+class Event:
+    name: str
+    id: str | None
+    data: object
+
+
+class EventStream:
+    """A Server-Sent Events stream read as a browser's EventSource reads it."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        self.connection.request("GET", f"{parts.path}?{parts.query}", headers=headers or {})
+        self.response = self.connection.getresponse()
+        assert self.response.status == 200
+        assert self.response.headers["Content-Type"] == "text/event-stream"
+
+    def next(self) -> Event:
+        """The next event (comments skipped); its data parsed as JSON."""
+        name, event_id, data = "message", None, []
+        while True:
+            line = self.response.readline().decode()
+            assert line, "the stream ended"
+            line = line.rstrip("\n")
+            if not line:
+                if data:
+                    return Event(name, event_id, json.loads("\n".join(data)))
+                continue
+            field, _, value = line.partition(": ")
+            if field == "event":
+                name = value
+            elif field == "id":
+                event_id = value
+            elif field == "data":
+                data.append(value)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
 @pytest.fixture(scope="module")
 def console(odradek_broker) -> Iterator[ConsoleProcess]:
-    process = ConsoleProcess(odradek_broker.bootstrap_servers)
+    process = ConsoleProcess(
+        odradek_broker.bootstrap_servers, "--lag-interval-ms", str(LAG_INTERVAL_MS)
+    )
     yield process
     process.stop()
 

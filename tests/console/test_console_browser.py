@@ -3,7 +3,9 @@ Debian's chromium-driver (``make install`` installs both; nothing is downloaded 
 
 One browser and one console serve the module; each test walks pages as a user would, checks
 what the page shows, reads the browser's console for JavaScript errors and saves a
-screenshot under build/test-artifacts/console/ (or $ODRADEK_TEST_ARTIFACTS).
+screenshot under build/test-artifacts/console/ (or $ODRADEK_TEST_ARTIFACTS). What changes
+while the page is open (a live tail's rows, a lag chart's samples) is waited for in the
+DOM, never assumed after a pause.
 """
 
 from __future__ import annotations
@@ -147,7 +149,77 @@ def test_a_consumer_groups_lag(browser, console, odradek_broker):
     assert text(browser, "#total-lag") == "4"
     row = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#lag tbody tr td")]
     assert row[:5] == ["lag-topic", "0", "3", "7", "4"]
+    # The chart starts with the lag the page showed; the console samples it from then on.
+    assert chart_lags(browser) == [4]
+    WebDriverWait(browser, 30).until(lambda b: len(chart_lags(b, reload=True)) >= 3)
+    assert set(chart_lags(browser)) == {4}
     page_done(browser, "group-lag")
+
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "browser-group"})
+    try:
+        consumer.commit(offsets=[TopicPartition("lag-topic", 0, 6)], asynchronous=False)
+    finally:
+        consumer.close()
+    WebDriverWait(browser, 30).until(lambda b: chart_lags(b, reload=True)[-1] == 1)
+    assert text(browser, "#total-lag") == "1"
+    assert chart_lags(browser)[0] == 4
+    title = browser.find_element(By.CSS_SELECTOR, "#lag-chart circle.point:last-of-type title")
+    assert title.get_attribute("textContent").endswith("UTC: lag 1")
+    page_done(browser, "group-lag-chart")
+
+
+def chart_lags(browser, reload: bool = False) -> list[int]:
+    """The lag of each point of the group page's chart, oldest first."""
+    if reload:
+        browser.refresh()
+    points = browser.find_elements(By.CSS_SELECTOR, "#lag-chart circle.point")
+    return [int(p.get_attribute("data-lag")) for p in points]
+
+
+def test_live_tail_shows_new_records_as_they_arrive(browser, console, odradek_broker):
+    servers = odradek_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic("live-topic", num_partitions=2)])["live-topic"].result(30)
+    producer = Producer({"bootstrap.servers": servers})
+
+    def produce(partition: int, *values: str) -> None:
+        for value in values:
+            producer.produce("live-topic", value=value.encode(), partition=partition)
+        assert producer.flush(30) == 0
+
+    def shown_values() -> list[str]:
+        rows = browser.find_elements(By.CSS_SELECTOR, "#messages tbody tr")
+        return [r.find_elements(By.TAG_NAME, "td")[4].text for r in rows]
+
+    produce(1, "before")
+    # Partition 1 only, the newest 5 rows kept.
+    browser.get(console.url + "/topics/live-topic/messages?partition=1&limit=5")
+    assert shown_values() == ["before"]
+    browser.find_element(By.ID, "live-start").click()
+    WebDriverWait(browser, 30).until(
+        expected_conditions.text_to_be_present_in_element(
+            (By.ID, "live-status"), "waiting for new records"
+        )
+    )
+    produce(0, "elsewhere")
+    produce(1, *(f"live-{i}" for i in range(8)))
+    WebDriverWait(browser, 30).until(lambda b: shown_values()[-1:] == ["live-7"])
+    assert shown_values() == [f"live-{i}" for i in range(3, 8)]
+    partitions = browser.find_elements(By.CSS_SELECTOR, "#messages tbody tr td:first-child")
+    assert {p.text for p in partitions} == {"1"}
+    page_done(browser, "live-tail")
+
+    # Paused, the page misses nothing: it goes on from where it was.
+    browser.find_element(By.ID, "live-pause").click()
+    assert text(browser, "#live-status").startswith("Paused (at 1:9)")
+    produce(1, "while-paused")
+    browser.find_element(By.ID, "live-pause").click()
+    WebDriverWait(browser, 30).until(lambda b: shown_values()[-1:] == ["while-paused"])
+    assert shown_values() == [f"live-{i}" for i in range(4, 8)] + ["while-paused"]
+    browser.find_element(By.ID, "live-stop").click()
+    assert text(browser, "#live-status") == "Stopped."
+    assert browser.find_element(By.ID, "live-start").is_enabled()
+    page_done(browser, "live-tail-stopped")
 
 
 def test_delete_a_topic_after_confirming(browser, console):

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.console.conftest import ConsoleProcess, fetch, free_port
+from tests.console.conftest import ConsoleProcess, EventStream, fetch, free_port
 
 
 @pytest.fixture(scope="module")
@@ -319,5 +319,92 @@ def test_a_broker_that_is_down_is_a_502_page():
             page = fetch(process.url + path)
             assert page.status == 502, path
             assert "no answer from the cluster at 127.0.0.1:" in error_of(page.body)
+        stream = EventStream(process.url + "/topics/t/live")
+        try:
+            failure = stream.next()
+        finally:
+            stream.close()
+        assert failure.name == "failure" and failure.data["status"] == 502
+        assert "no answer from the cluster at 127.0.0.1:" in failure.data["message"]
     finally:
         assert process.stop() == 0
+
+
+def values_of(events: list) -> list[str]:
+    return [r["value"]["text"] for e in events for r in e.data]
+
+
+def test_live_tail_streams_what_arrives_in_the_chosen_partition(console, admin, producer):
+    create(admin, "live-http", partitions=2)
+    for i in range(3):
+        producer.produce("live-http", value=b"old-%d" % i, partition=1)
+    assert producer.flush(30) == 0
+    stream = EventStream(console.url + "/topics/live-http/live?partition=1")
+    try:
+        ready = stream.next()
+        # From the end: the three old records are not shown.
+        assert (ready.name, ready.data) == ("ready", {"positions": {"1": 3}})
+        producer.produce("live-http", value=b"elsewhere", partition=0)
+        producer.produce("live-http", key=b"k", value=b"new-1", partition=1, headers=[("h", b"v")])
+        producer.produce("live-http", value=b"\xff\x00", partition=1)
+        assert producer.flush(30) == 0
+        events = [stream.next()]
+        while sum(len(e.data) for e in events) < 2:
+            events.append(stream.next())
+    finally:
+        stream.close()
+    records = [r for e in events for r in e.data]
+    assert [(r["partition"], r["offset"]) for r in records] == [(1, 3), (1, 4)]
+    assert records[0]["key"] == {"kind": "text", "text": "k", "size": 1, "truncated": False}
+    assert records[0]["value"]["text"] == "new-1"
+    assert records[0]["headers"] == [
+        ["h", {"kind": "text", "text": "v", "size": 1, "truncated": False}]
+    ]
+    assert records[1]["value"] == {
+        "kind": "hex",
+        "text": "00000000  ff 00",
+        "size": 2,
+        "truncated": False,
+    }
+    assert records[0]["timestamp_type"] == "CreateTime"
+    # Each batch names where the next one starts: what a reconnecting page sends back.
+    assert events[-1].id == "1:5"
+
+    # A reconnecting EventSource sends the last id it got; a resumed page passes "from".
+    for headers, query, expected in [
+        ({"Last-Event-ID": "1:3"}, "", ["new-1", ""]),
+        ({}, "&from=1:4", [""]),
+    ]:
+        stream = EventStream(console.url + "/topics/live-http/live?partition=1" + query, headers)
+        try:
+            assert stream.next().name == "ready"
+            got = [stream.next()]
+            while sum(len(e.data) for e in got) < len(expected):
+                got.append(stream.next())
+        finally:
+            stream.close()
+        assert [
+            r["value"]["text"] if r["value"]["kind"] == "text" else "" for e in got for r in e.data
+        ] == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "message"),
+    [
+        ("/topics/no-such-live-topic/live", 404, "UNKNOWN_TOPIC_OR_PART"),
+        ("/topics/seeking/live?partition=9", 404, "topic 'seeking' has no partition 9 (it has 2)"),
+        ("/topics/seeking/live?partition=x", 400, "partition must be a whole number, not 'x'"),
+        ("/topics/seeking/live?from=0-5", 400, "live tail position '0-5' is not partition:offset"),
+        ("/topics/wide/live", 400, "topic 'wide' has 150 partitions: choose one to browse"),
+    ],
+)
+def test_a_live_tail_that_cannot_start_says_why(console, admin, path, status, message):
+    stream = EventStream(console.url + path)
+    try:
+        failure = stream.next()
+    finally:
+        stream.close()
+    assert failure.name == "failure"
+    assert failure.data["status"] == status
+    assert message in failure.data["message"]
+    assert "no-such-live-topic" not in admin.list_topics(timeout=30).topics

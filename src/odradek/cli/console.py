@@ -39,6 +39,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="how long a page waits for the cluster before saying it does not answer "
         "(default 10000)",
     )
+    parser.add_argument(
+        "--lag-interval-ms",
+        type=int,
+        default=10_000,
+        help="how often the total lag of a group whose page was viewed is sampled for its "
+        "chart (default 10000)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -53,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     if args.timeout_ms <= 0:
         raise ToolError("--timeout-ms must be positive")
+    if args.lag_interval_ms <= 0:
+        raise ToolError("--lag-interval-ms must be positive")
     cluster = Cluster(client_config(args), timeout_s=args.timeout_ms / 1000)
 
     def ready(url: str) -> None:
@@ -65,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
-            await serve(cluster, args.host, args.port, ready)
+            await serve(cluster, args.host, args.port, ready, args.lag_interval_ms / 1000)
 
     try:
         asyncio.run(main())

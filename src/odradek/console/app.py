@@ -1,10 +1,16 @@
 """The console's web application: aiohttp routes that render Jinja2 pages.
 
 Why aiohttp: it is an asyncio server and client in one package with no ASGI server beside it
-(starlette needs uvicorn), it serves the static files itself, and its test tooling is not
-needed because the tests drive a real process. Jinja2 renders on the server with
-autoescaping, so no page needs a build step or a script fetched from the network; the one
-JavaScript file only asks before a delete and refreshes a group's lag.
+(starlette needs uvicorn), it serves the static files itself and streams a response (the
+live tail's Server-Sent Events), and its test tooling is not needed because the tests drive
+a real process. Jinja2 renders on the server with autoescaping, so no page needs a build
+step or a script fetched from the network; the one JavaScript file asks before a delete,
+refreshes a group's page and runs the message browser's live tail.
+
+Two things run beside the pages: live tails (``live.py``), each polling its consumer in a
+thread pool of their own so that open tails never hold up the pages' calls, at most
+``MAX_LIVE_TAILS`` at once; and the lag sampler, which every ``lag_interval_s`` samples the
+total lag of the groups viewed lately into the ``LagHistory`` the group page charts.
 
 Every client call blocks (librdkafka waits for the broker), so each one runs in a thread
 (``asyncio.to_thread``) and the loop keeps serving other pages. A failure is a page with
@@ -17,7 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +35,12 @@ from urllib.parse import quote, urlencode, urlsplit
 import jinja2
 from aiohttp import web
 
+from odradek.console import live
 from odradek.console.api_versions import broker_versions
-from odradek.console.cluster import MAX_MESSAGES, Cluster, ConsoleError
+from odradek.console.cluster import MAX_MESSAGES, Cluster
+from odradek.console.errors import ConsoleError
+from odradek.console.lag_chart import layout
+from odradek.console.lag_history import LagHistory
 from odradek.console.paging import (
     PARTITIONS_PER_PAGE,
     TOPICS_PER_PAGE,
@@ -35,23 +48,43 @@ from odradek.console.paging import (
     paginate,
     search,
 )
+from odradek.console.payload import format_ms
 
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-CLUSTER: web.AppKey[Cluster] = web.AppKey("cluster", Cluster)
-TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("templates", jinja2.Environment)
 
 #: Records the message browser shows unless the form asks for another number.
 DEFAULT_MESSAGES = 50
+#: Live tails open at once; each holds a consumer and, while polling, a thread.
+MAX_LIVE_TAILS = 16
+#: Seconds between two writes to a live tail's stream (a comment when nothing arrived), so
+#: that proxies keep it open and a closed page is noticed.
+KEEPALIVE_S = 15.0
+#: Default seconds between two samples of a viewed group's lag.
+LAG_INTERVAL_S = 10.0
+
+
+@dataclass
+class Background:
+    """What runs beside the pages: live tails and the lag sampler."""
+
+    lag_interval_s: float
+    lag_history: LagHistory = field(default_factory=LagHistory)
+    live_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(MAX_LIVE_TAILS, "live-tail")
+    )
+    live_tails: int = 0
+    #: Set when the console stops: every live tail ends its stream.
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    sampler: asyncio.Task[None] | None = None
+
+
+CLUSTER: web.AppKey[Cluster] = web.AppKey("cluster", Cluster)
+TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("templates", jinja2.Environment)
+BACKGROUND: web.AppKey[Background] = web.AppKey("background", Background)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _format_ms(ms: int | None) -> str:
-    if ms is None or ms < 0:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 def _environment() -> jinja2.Environment:
@@ -60,7 +93,7 @@ def _environment() -> jinja2.Environment:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["ms"] = _format_ms
+    env.filters["ms"] = format_ms
     env.globals["urlencode"] = urlencode
     return env
 
@@ -249,7 +282,110 @@ async def groups(request: web.Request) -> web.Response:
 
 async def group(request: web.Request) -> web.Response:
     detail = await call(request, request.app[CLUSTER].group, request.match_info["group"])
-    return render(request, "group.html", group=detail)
+    history = request.app[BACKGROUND].lag_history
+    now_ms = _now_ms()
+    history.viewed(detail.group_id, now_ms, detail.total_lag)
+    chart = layout(history.points(detail.group_id, now_ms), now_ms, history.window_ms)
+    return render(request, "group.html", group=detail, chart=chart)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def sample_lag(cluster: Cluster, background: Background) -> None:
+    """Every ``lag_interval_s``, each lately viewed group's total lag into the history.
+
+    A group whose lag cannot be read this time (the cluster does not answer, the group is
+    gone) gets no sample: its chart shows the gap rather than a made-up value.
+    """
+    history = background.lag_history
+    while True:
+        await asyncio.sleep(background.lag_interval_s)
+        for group_id in history.due(_now_ms()):
+            try:
+                lag = await asyncio.to_thread(cluster.group_total_lag, group_id)
+            except ConsoleError as exc:
+                log.debug("lag of group %s not sampled: %s", group_id, exc.message)
+                continue
+            history.record(group_id, _now_ms(), lag)
+
+
+# -- live tail ---------------------------------------------------------------------------
+
+
+async def live_tail(request: web.Request) -> web.StreamResponse:
+    """``/topics/NAME/live``: the live tail's event stream (see ``live.py``).
+
+    Every answer is a stream, failures included (as a ``failure`` event), because the
+    browser's EventSource shows a page nothing of an HTTP error.
+    """
+    background = request.app[BACKGROUND]
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+    )
+    await response.prepare(request)
+    loop = asyncio.get_running_loop()
+    pool = background.live_pool
+    tail: live.LiveTail | None = None
+    counted = False
+    try:
+        if background.live_tails >= MAX_LIVE_TAILS:
+            raise ConsoleError(f"{MAX_LIVE_TAILS} live tails are open already; close one", 503)
+        background.live_tails += 1
+        counted = True
+        q = request.query
+        partition = _int(q.get("partition"), "partition")
+        # A reconnecting EventSource names the last batch it got: newer than its URL's "from".
+        resume = live.parse_positions(request.headers.get("Last-Event-ID") or q.get("from", ""))
+        cluster = request.app[CLUSTER]
+        name = request.match_info["name"]
+        tail = await loop.run_in_executor(pool, cluster.live_tail, name, partition, resume)
+        await response.write(live.event({"positions": tail.positions}, "ready"))
+        written = loop.time()
+        notice = None
+        while not background.stopping.is_set() and not _gone(request):
+            step = await loop.run_in_executor(pool, tail.poll)
+            if step.messages:
+                records = [live.record_data(m) for m in step.messages]
+                position = live.format_positions(tail.positions)
+                await response.write(live.event(records, event_id=position))
+                written = loop.time()
+            for text in step.notices:
+                if text != notice:
+                    await response.write(live.event({"message": text}, "notice"))
+                    notice, written = text, loop.time()
+            if loop.time() - written >= KEEPALIVE_S:
+                await response.write(b": keep-alive\n\n")
+                written = loop.time()
+    except ConsoleError as exc:
+        await _fail(response, exc.message, exc.status)
+    except ConnectionResetError:  # the page went away while we wrote
+        pass
+    except Exception:
+        log.exception("live tail %s failed", request.path)
+        await _fail(
+            response,
+            "the console failed to go on with this live tail; its log has the details",
+            500,
+        )
+    finally:
+        if counted:
+            background.live_tails -= 1
+        if tail is not None:
+            await loop.run_in_executor(pool, tail.close)
+    return response
+
+
+def _gone(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
+
+
+async def _fail(response: web.StreamResponse, message: str, status: int) -> None:
+    try:
+        await response.write(live.event({"message": message, "status": status}, "failure"))
+    except ConnectionResetError:
+        pass
 
 
 def _quote(name: str) -> str:
@@ -297,10 +433,26 @@ async def same_origin_forms(request: web.Request, handler: Handler) -> web.Strea
     return await handler(request)
 
 
-def make_app(cluster: Cluster) -> web.Application:
+def make_app(cluster: Cluster, lag_interval_s: float = LAG_INTERVAL_S) -> web.Application:
     app = web.Application(middlewares=[error_pages, same_origin_forms])
     app[CLUSTER] = cluster
     app[TEMPLATES] = _environment()
+    background = app[BACKGROUND] = Background(lag_interval_s)
+
+    async def start_sampler(_app: web.Application) -> None:
+        background.sampler = asyncio.create_task(sample_lag(cluster, background))
+
+    async def stop_background(_app: web.Application) -> None:
+        background.stopping.set()
+        if background.sampler is not None:
+            background.sampler.cancel()
+
+    async def close_pool(_app: web.Application) -> None:
+        background.live_pool.shutdown(wait=False)
+
+    app.on_startup.append(start_sampler)
+    app.on_shutdown.append(stop_background)
+    app.on_cleanup.append(close_pool)
     app.add_routes(
         [
             web.get("/", overview),
@@ -310,6 +462,7 @@ def make_app(cluster: Cluster) -> web.Application:
             web.post("/topics/{name}/delete", delete_topic),
             web.post("/topics/{name}/partitions", add_partitions),
             web.get("/topics/{name}/messages", messages),
+            web.get("/topics/{name}/live", live_tail),
             web.post("/topics/{name}/produce", produce),
             web.get("/groups", groups),
             web.get("/groups/{group}", group),
@@ -319,9 +472,15 @@ def make_app(cluster: Cluster) -> web.Application:
     return app
 
 
-async def serve(cluster: Cluster, host: str, port: int, ready: Callable[[str], None]) -> None:
+async def serve(
+    cluster: Cluster,
+    host: str,
+    port: int,
+    ready: Callable[[str], None],
+    lag_interval_s: float = LAG_INTERVAL_S,
+) -> None:
     """Serve until cancelled; ``ready`` gets the URL once the port is bound (``port`` may be 0)."""
-    runner = web.AppRunner(make_app(cluster), access_log=None)
+    runner = web.AppRunner(make_app(cluster, lag_interval_s), access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -46,8 +46,10 @@ from confluent_kafka.admin import (
 
 from odradek.cli.broker_calls import error_text
 from odradek.cli.groups import state_name
+from odradek.console.errors import ConsoleError
+from odradek.console.live import LiveTail
 from odradek.console.paging import Page, paginate
-from odradek.console.payload import Shown, show
+from odradek.console.payload import Message, message_of
 
 #: Most records the message browser reads for one page.
 MAX_MESSAGES = 500
@@ -64,15 +66,6 @@ _NOT_FOUND = frozenset(
 _UNREACHABLE = frozenset(
     {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
 )
-
-
-class ConsoleError(Exception):
-    """A failure the page states in one sentence, with the HTTP status it is served with."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -128,17 +121,6 @@ class ConfigEntryInfo:
     source: str
     is_default: bool
     is_sensitive: bool
-
-
-@dataclass(frozen=True)
-class Message:
-    partition: int
-    offset: int
-    timestamp_ms: int | None
-    timestamp_type: str
-    key: Shown
-    value: Shown
-    headers: list[tuple[str, Shown]]
 
 
 @dataclass
@@ -392,19 +374,7 @@ class Cluster:
         in timestamp order across partitions.
         """
         limit = min(max(limit, 1), MAX_MESSAGES)
-        known = sorted(p.id for p in self._describe_topic(topic).partitions)
-        if partition is not None:
-            if partition not in known:
-                raise ConsoleError(
-                    f"topic {topic!r} has no partition {partition} (it has {len(known)})", 404
-                )
-            chosen = [partition]
-        elif len(known) > MAX_BROWSED_PARTITIONS:
-            raise ConsoleError(
-                f"topic {topic!r} has {len(known)} partitions: choose one to browse", 400
-            )
-        else:
-            chosen = known
+        chosen = self._chosen_partitions(topic, partition)
         keys = [(topic, p) for p in chosen]
         starts = self._offsets(keys, OffsetSpec.earliest())
         ends = self._offsets(keys, OffsetSpec.latest())
@@ -441,19 +411,25 @@ class Cluster:
             result.messages = messages
         return result
 
+    def _chosen_partitions(self, topic: str, partition: int | None) -> list[int]:
+        """The partitions the browser reads: the one asked for, else all (up to a limit)."""
+        known = sorted(p.id for p in self._describe_topic(topic).partitions)
+        if partition is not None:
+            if partition not in known:
+                raise ConsoleError(
+                    f"topic {topic!r} has no partition {partition} (it has {len(known)})", 404
+                )
+            return [partition]
+        if len(known) > MAX_BROWSED_PARTITIONS:
+            raise ConsoleError(
+                f"topic {topic!r} has {len(known)} partitions: choose one to browse", 400
+            )
+        return known
+
     def _read(
         self, topic: str, begin: Mapping[int, int], ends: dict[int, int], limit: int
     ) -> list[Message]:
-        consumer = Consumer(
-            {
-                **self.config,
-                # Assigned partitions only: the group is never joined and nothing is committed.
-                "group.id": f"odradek-console-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_uncommitted",
-            }
-        )
+        consumer = self._reader()
         messages: list[Message] = []
         taken: Counter[int] = Counter()
         try:
@@ -471,7 +447,7 @@ class Cluster:
                     p, at = record.partition(), record.offset()
                     if p is None or at is None or p not in ends or at >= ends[p]:
                         continue
-                    messages.append(_message(record))
+                    messages.append(message_of(record))
                     taken[p] += 1
                     if at + 1 >= ends[p] or taken[p] >= limit:
                         del ends[p]
@@ -482,6 +458,30 @@ class Cluster:
         finally:
             consumer.close()
         return messages
+
+    def _reader(self) -> Consumer:
+        """A Consumer for assigned partitions only: it never joins its group or commits."""
+        return Consumer(
+            {
+                **self.config,
+                "group.id": f"odradek-console-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_uncommitted",
+                # A live tail keeps its consumer for as long as the page is open: bound what
+                # librdkafka prefetches for it (the default is 64 MiB per consumer).
+                "queued.max.messages.kbytes": 4096,
+            }
+        )
+
+    def live_tail(self, topic: str, partition: int | None, resume: Mapping[int, int]) -> LiveTail:
+        """A LiveTail of ``topic`` (or of one partition): from the end offsets of now, or for
+        partitions named in ``resume``, from the offsets it gives (a reconnecting page's)."""
+        chosen = self._chosen_partitions(topic, partition)
+        keys = [(topic, p) for p in chosen if p not in resume]
+        ends = self._offsets(keys, OffsetSpec.latest())
+        positions = {p: resume[p] if p in resume else ends[(topic, p)] for p in chosen}
+        return LiveTail(self._reader(), topic, positions)
 
     # -- groups ---------------------------------------------------------------------------
 
@@ -530,26 +530,7 @@ class Cluster:
                     [f"{tp.topic}-{tp.partition}" for tp in assigned],
                 )
             )
-        future = self._admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.timeout_s
-        )[group_id]
-        committed = [
-            tp
-            for tp in self._result(future, f"offsets of group {group_id}").topic_partitions
-            if tp.offset >= 0
-        ]
-        ends = self._offsets(((tp.topic, tp.partition) for tp in committed), OffsetSpec.latest())
-        lags = [
-            PartitionLag(
-                tp.topic,
-                tp.partition,
-                tp.offset,
-                ends[(tp.topic, tp.partition)],
-                max(ends[(tp.topic, tp.partition)] - tp.offset, 0),
-                owners.get((tp.topic, tp.partition)),
-            )
-            for tp in sorted(committed, key=lambda tp: (tp.topic, tp.partition))
-        ]
+        lags = self._lags(group_id, owners)
         coordinator = description.coordinator.id if description.coordinator else None
         group_type = getattr(description, "type", None)
         return GroupDetail(
@@ -561,6 +542,33 @@ class Cluster:
             members,
             lags,
         )
+
+    def group_total_lag(self, group_id: str) -> int:
+        """The group's lag summed over its committed partitions (0 for a group without any)."""
+        return sum(lag.lag for lag in self._lags(group_id, {}))
+
+    def _lags(self, group_id: str, owners: Mapping[tuple[str, int], str]) -> list[PartitionLag]:
+        """Committed offset, end offset and lag of each partition the group committed."""
+        future = self._admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.timeout_s
+        )[group_id]
+        committed = [
+            tp
+            for tp in self._result(future, f"offsets of group {group_id}").topic_partitions
+            if tp.offset >= 0
+        ]
+        ends = self._offsets(((tp.topic, tp.partition) for tp in committed), OffsetSpec.latest())
+        return [
+            PartitionLag(
+                tp.topic,
+                tp.partition,
+                tp.offset,
+                ends[(tp.topic, tp.partition)],
+                max(ends[(tp.topic, tp.partition)] - tp.offset, 0),
+                owners.get((tp.topic, tp.partition)),
+            )
+            for tp in sorted(committed, key=lambda tp: (tp.topic, tp.partition))
+        ]
 
     # -- produce --------------------------------------------------------------------------
 
@@ -610,19 +618,3 @@ class Cluster:
 
 def _order(message: Message) -> tuple[int, int, int]:
     return (message.timestamp_ms or 0, message.partition, message.offset)
-
-
-_TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
-
-
-def _message(record: Any) -> Message:
-    kind, ms = record.timestamp()
-    return Message(
-        record.partition(),
-        record.offset(),
-        ms if kind in _TIMESTAMP_TYPES else None,
-        _TIMESTAMP_TYPES.get(kind, "none"),
-        show(record.key()),
-        show(record.value()),
-        [(name, show(value)) for name, value in record.headers() or []],
-    )

@@ -1,4 +1,4 @@
-"""How the message browser shows record bytes: text, pretty-printed JSON, or hex.
+"""How the message browser shows records: their bytes as text, pretty-printed JSON, or hex.
 
 Keys, values and header values are arbitrary bytes. A value that decodes as UTF-8 and parses
 as a JSON object or array is shown indented; other valid UTF-8 without control characters
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 MAX_SHOWN = 16 * 1024
 
@@ -68,3 +70,40 @@ def show(data: bytes | None) -> Shown:
         else:
             return Shown("json", json.dumps(parsed, indent=2, ensure_ascii=False), size)
     return Shown("text", text, size, truncated)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A record as the message browser shows it (the page, or a live tail's event)."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    timestamp_type: str
+    key: Shown
+    value: Shown
+    headers: list[tuple[str, Shown]]
+
+
+_TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
+
+
+def message_of(record: Any) -> Message:
+    """The shown form of a confluent-kafka ``Message`` that holds a record (not an error)."""
+    kind, ms = record.timestamp()
+    return Message(
+        record.partition(),
+        record.offset(),
+        ms if kind in _TIMESTAMP_TYPES else None,
+        _TIMESTAMP_TYPES.get(kind, "none"),
+        show(record.key()),
+        show(record.value()),
+        [(name, show(value)) for name, value in record.headers() or []],
+    )
+
+
+def format_ms(ms: int | None) -> str:
+    """A record timestamp as the pages show it: ISO 8601 in UTC to the millisecond, or -."""
+    if ms is None or ms < 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
