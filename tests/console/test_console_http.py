@@ -223,6 +223,17 @@ def test_message_browser_seeks_by_offset_timestamp_and_partition(console, admin,
             "neither milliseconds nor an ISO 8601",
         ),
         ("/topics/seeking/messages?offset=1&timestamp=5", 400, "seek by offset or by timestamp"),
+        (
+            "/topics/seeking/messages?offset=99999999999999999999",
+            400,
+            "offset 99999999999999999999 is out of range",
+        ),
+        ("/topics/seeking/messages?timestamp=-5", 400, "timestamp '-5' is before 1970"),
+        (
+            "/topics/seeking/messages?timestamp=99999999999999999999",
+            400,
+            "timestamp 99999999999999999999 is out of range",
+        ),
         ("/groups/no-such-group", 404, "consumer group 'no-such-group' does not exist"),
         ("/no/such/page", 404, "Not Found"),
     ],
@@ -270,6 +281,9 @@ def test_produce_form_writes_a_record_with_key_and_headers(console, admin, odrad
         consumer.close()
     missing = fetch(console.url + "/topics/nowhere/produce", {"value": "x"})
     assert missing.status == 404
+    huge = fetch(console.url + "/topics/produced/produce", {"partition": "4294967296"})
+    assert huge.status == 400
+    assert error_of(huge.body) == "partition 4294967296 is out of range (at most 2147483647)"
 
 
 def test_group_page_shows_lag_per_partition_and_in_total(console, admin, producer, odradek_broker):
@@ -395,6 +409,7 @@ def test_live_tail_streams_what_arrives_in_the_chosen_partition(console, admin, 
         ("/topics/seeking/live?partition=9", 404, "topic 'seeking' has no partition 9 (it has 2)"),
         ("/topics/seeking/live?partition=x", 400, "partition must be a whole number, not 'x'"),
         ("/topics/seeking/live?from=0-5", 400, "live tail position '0-5' is not partition:offset"),
+        ("/topics/seeking/live?from=0:99999999999999999999", 400, "out of range"),
         ("/topics/wide/live", 400, "topic 'wide' has 150 partitions: choose one to browse"),
     ],
 )

@@ -27,7 +27,6 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -39,6 +38,7 @@ from odradek.console import live
 from odradek.console.api_versions import broker_versions
 from odradek.console.cluster import MAX_MESSAGES, Cluster
 from odradek.console.errors import ConsoleError
+from odradek.console.fields import parse_pairs, parse_timestamp, whole_number
 from odradek.console.lag_chart import layout
 from odradek.console.lag_history import LagHistory
 from odradek.console.paging import (
@@ -108,45 +108,6 @@ async def call(request: web.Request, method: Callable[..., Any], *args: Any) -> 
     return await asyncio.to_thread(method, *args)
 
 
-def _int(raw: str | None, name: str, default: int | None = None) -> int | None:
-    """A numeric form or query field; blank is ``default``, anything else not a number is 400."""
-    if raw is None or not raw.strip():
-        return default
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise ConsoleError(f"{name} must be a whole number, not {raw.strip()!r}") from None
-
-
-def parse_timestamp(raw: str) -> int:
-    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it names a zone)."""
-    text = raw.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConsoleError(
-            f"timestamp {text!r} is neither milliseconds nor an ISO 8601 time"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
-
-
-def parse_pairs(text: str, what: str) -> list[tuple[str, str]]:
-    """``name=value`` lines (blank lines skipped), as Kafka's tools take configs."""
-    pairs = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        name, sep, value = line.partition("=")
-        if not sep or not name.strip():
-            raise ConsoleError(f"{what}: expected name=value, got {line.strip()!r}")
-        pairs.append((name.strip(), value.strip()))
-    return pairs
-
-
 # -- pages -----------------------------------------------------------------------------------
 
 
@@ -187,8 +148,10 @@ async def create_topic(request: web.Request) -> web.Response:
     name = str(form.get("name", "")).strip()
     if not name:
         raise ConsoleError("a topic needs a name")
-    partitions = _int(str(form.get("partitions", "")), "partitions", -1)
-    replication = _int(str(form.get("replication_factor", "")), "replication factor", -1)
+    partitions = whole_number(str(form.get("partitions", "")), "partitions", -1, bits=32)
+    replication = whole_number(
+        str(form.get("replication_factor", "")), "replication factor", -1, bits=16
+    )
     configs = dict(parse_pairs(str(form.get("configs", "")), "configs"))
     await call(request, request.app[CLUSTER].create_topic, name, partitions, replication, configs)
     raise web.HTTPSeeOther(f"/topics/{_quote(name)}?created=1")
@@ -222,7 +185,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 async def add_partitions(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     form = await request.post()
-    total = _int(str(form.get("total", "")), "the new partition count")
+    total = whole_number(str(form.get("total", "")), "the new partition count", bits=32)
     if total is None:
         raise ConsoleError("give the new total number of partitions")
     await call(request, request.app[CLUSTER].add_partitions, name, total)
@@ -232,11 +195,11 @@ async def add_partitions(request: web.Request) -> web.Response:
 async def messages(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     q = request.query
-    partition = _int(q.get("partition"), "partition")
-    offset = _int(q.get("offset"), "offset")
+    partition = whole_number(q.get("partition"), "partition", bits=32)
+    offset = whole_number(q.get("offset"), "offset")
     raw_time = q.get("timestamp", "").strip()
     timestamp_ms = parse_timestamp(raw_time) if raw_time else None
-    limit = _int(q.get("limit"), "limit", DEFAULT_MESSAGES) or DEFAULT_MESSAGES
+    limit = whole_number(q.get("limit"), "limit", DEFAULT_MESSAGES) or DEFAULT_MESSAGES
     if offset is not None and timestamp_ms is not None:
         raise ConsoleError("seek by offset or by timestamp, not both")
     browse = await call(
@@ -258,7 +221,7 @@ async def messages(request: web.Request) -> web.Response:
 async def produce(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     form = await request.post()
-    partition = _int(str(form.get("partition", "")), "partition")
+    partition = whole_number(str(form.get("partition", "")), "partition", bits=32)
     key = str(form.get("key", ""))
     headers = parse_pairs(str(form.get("headers", "")), "headers")
     p, offset = await call(
@@ -335,7 +298,7 @@ async def live_tail(request: web.Request) -> web.StreamResponse:
         background.live_tails += 1
         counted = True
         q = request.query
-        partition = _int(q.get("partition"), "partition")
+        partition = whole_number(q.get("partition"), "partition", bits=32)
         # A reconnecting EventSource names the last batch it got: newer than its URL's "from".
         resume = live.parse_positions(request.headers.get("Last-Event-ID") or q.get("from", ""))
         cluster = request.app[CLUSTER]

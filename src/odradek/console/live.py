@@ -35,6 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from odradek.console.errors import ConsoleError
+from odradek.console.fields import whole_number
 from odradek.console.payload import Message, format_ms, message_of
 
 #: Longest a poll blocks: how soon a closed page or a stopping console ends the tail.
@@ -57,16 +58,13 @@ def parse_positions(text: str) -> dict[int, int]:
     positions: dict[int, int] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         partition, sep, offset = item.partition(":")
-        try:
-            if not sep:
-                raise ValueError(item)
-            positions[int(partition)] = int(offset)
-        except ValueError:
-            raise ConsoleError(
-                f"live tail position {item!r} is not partition:offset", 400
-            ) from None
-        if positions[int(partition)] < 0:
-            raise ConsoleError(f"live tail position {item!r} has a negative offset", 400)
+        if not sep:
+            raise ConsoleError(f"live tail position {item!r} is not partition:offset", 400)
+        p = whole_number(partition, "live tail partition", bits=32)
+        o = whole_number(offset, "live tail offset")
+        if p is None or o is None or p < 0 or o < 0:
+            raise ConsoleError(f"live tail position {item!r} is not partition:offset", 400)
+        positions[p] = o
     return positions
 
 
