@@ -64,6 +64,11 @@ class Script:
             out.on_sent = lambda writing, written: self.sent.append((name, writing, written))
         return out
 
+    async def started_on(self, command: bytes) -> None:
+        """Wait until a request ``command`` is being handled."""
+        while command not in self.started:
+            await asyncio.sleep(0.01)
+
     async def sent_count(self, count: int) -> list[tuple[bytes, float, float]]:
         """The sent reports once there are ``count`` of them."""
         while len(self.sent) < count:
@@ -78,6 +83,13 @@ def request(body: bytes) -> bytes:
 async def response(reader: asyncio.StreamReader) -> bytes:
     (size,) = struct.unpack(">i", await reader.readexactly(4))
     return await reader.readexactly(size)
+
+
+async def set_the_event(port: int) -> None:
+    """From a connection of its own, wake the requests waiting on the script's event."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request(b"S"))
+    assert await response(reader) == b"set"
 
 
 def run(scenario, **config) -> None:
@@ -143,12 +155,9 @@ def test_a_response_dropped_with_its_connection_still_reports() -> None:
     async def scenario(port: int, script: Script) -> None:
         _reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(request(b"W"))
-        while b"W" not in script.started:
-            await asyncio.sleep(0.01)
+        await script.started_on(b"W")
         writer.close()
-        other_reader, other_writer = await asyncio.open_connection("127.0.0.1", port)
-        other_writer.write(request(b"S"))
-        assert await response(other_reader) == b"set"
+        await set_the_event(port)
         names = sorted(name for name, _, _ in await script.sent_count(2))
         assert names == [b"S", b"W"]
 
@@ -163,9 +172,7 @@ def test_answers_before_a_waiting_request_are_not_held_back() -> None:
         assert await response(reader) == b"first"
         assert await response(reader) == b"second"
         assert not script.event.is_set()
-        other_reader, other_writer = await asyncio.open_connection("127.0.0.1", port)
-        other_writer.write(request(b"S"))
-        assert await response(other_reader) == b"set"
+        await set_the_event(port)
         assert await response(reader) == b"woke"
 
     run(scenario)
@@ -175,8 +182,7 @@ def test_a_connection_with_a_backlog_does_not_starve_a_woken_one() -> None:
     async def scenario(port: int, script: Script) -> None:
         waiter_reader, waiter_writer = await asyncio.open_connection("127.0.0.1", port)
         waiter_writer.write(request(b"W"))
-        while b"W" not in script.started:
-            await asyncio.sleep(0.01)
+        await script.started_on(b"W")
         busy_reader, busy_writer = await asyncio.open_connection("127.0.0.1", port)
         backlog = 500
         busy_writer.write(request(b"S") + b"".join(request(b"E%d" % i) for i in range(backlog)))
@@ -194,9 +200,7 @@ def test_a_request_in_flight_is_not_closed_as_idle() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(request(b"W"))
         await asyncio.sleep(0.8)  # several idle periods with the request parked (not asserted on)
-        other_reader, other_writer = await asyncio.open_connection("127.0.0.1", port)
-        other_writer.write(request(b"S"))
-        assert await response(other_reader) == b"set"
+        await set_the_event(port)
         assert await response(reader) == b"woke"
 
     run(scenario, connections_max_idle_ms=200)
