@@ -358,6 +358,7 @@ def test_live_tail_streams_what_arrives_in_the_chosen_partition(console, admin, 
         ready = stream.next()
         # From the end: the three old records are not shown.
         assert (ready.name, ready.data) == ("ready", {"positions": {"1": 3}})
+        assert ready.id == "1:3"  # where a reconnecting page goes on from, records or not
         producer.produce("live-http", value=b"elsewhere", partition=0)
         producer.produce("live-http", key=b"k", value=b"new-1", partition=1, headers=[("h", b"v")])
         producer.produce("live-http", value=b"\xff\x00", partition=1)

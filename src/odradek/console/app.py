@@ -304,7 +304,8 @@ async def live_tail(request: web.Request) -> web.StreamResponse:
         cluster = request.app[CLUSTER]
         name = request.match_info["name"]
         tail = await loop.run_in_executor(pool, cluster.live_tail, name, partition, resume)
-        await response.write(live.event({"positions": tail.positions}, "ready"))
+        start = live.format_positions(tail.positions)
+        await response.write(live.event({"positions": tail.positions}, "ready", start))
         written = loop.time()
         notice = None
         while not background.stopping.is_set() and not _gone(request):

@@ -9,10 +9,10 @@ itself) and a ``failure`` when the tail cannot go on (an unknown topic or partit
 page shows that sentence and closes the stream, where an HTTP error status would only make
 the browser's EventSource give up without a word.
 
-Each batch's event id is the next offset of every partition (``0:15,1:20``). A browser that
-lost the stream reconnects by itself and sends that id back (``Last-Event-ID``), and a page
-resuming from pause passes it as ``from``: the tail then goes on from there, so a pause or a
-dropped connection loses no record and shows none twice.
+The ``ready`` event's id and each batch's are the next offset of every partition
+(``0:15,1:20``). A browser that lost the stream reconnects by itself and sends the last id
+back (``Last-Event-ID``), and a page resuming from pause passes it as ``from``: the tail then
+goes on from there, so a pause or a dropped connection loses no record and shows none twice.
 
 Why a held Consumer and not a fetch per poll: a live tail is open for minutes, and a
 Consumer assigned once keeps its fetch session and its connection, where a new one per poll

@@ -109,8 +109,7 @@ function liveTail(section) {
     buttons(true, false);
     say("Live: connecting…");
     source.addEventListener("ready", (event) => {
-      const from = JSON.parse(event.data).positions;
-      positions = Object.entries(from).map(([p, o]) => `${p}:${o}`).join(",");
+      positions = event.lastEventId;
       say(`Live: waiting for new records (from ${positions.replaceAll(",", ", ")}).`);
     });
     source.addEventListener("message", (event) => {
