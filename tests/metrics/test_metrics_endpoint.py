@@ -11,6 +11,7 @@ import http.client
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -128,6 +129,10 @@ def test_produce_and_fetch_counters_match_what_was_sent(broker):
     assert value(found, "kafka_log_log_num_log_segments", topic="m-counts", partition="0") == 1
     assert topic("total_fetch_requests") >= 1  # the consumer may take all in one fetch
     assert topic("failed_fetch_requests") == 0
+    # A Fetch's sending (its records by sendfile) is timed as its response send time.
+    send = "kafka_network_requestmetrics_response_send_time_seconds"
+    assert total(found, send + "_count", request="Fetch") >= 1
+    assert total(found, send + "_sum", request="Fetch") > 0
 
 
 def test_all_topics_series_are_the_sum_of_the_topics(broker):
@@ -173,6 +178,23 @@ def test_produce_latency_histograms_count_every_produce_request(broker):
         - total(before, errors, request="Produce", error="NONE")
         == 7
     )
+
+
+def test_produce_requests_with_acks_0_are_counted_without_a_response(broker):
+    create_topic(broker, "m-acks0")
+    requests = "kafka_network_requestmetrics_requests_total"
+    before = total(samples(broker), requests, request="Produce")
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": 0})
+    for v in [b"a", b"b", b"c"]:
+        producer.produce("m-acks0", v)
+        assert producer.flush(30) == 0
+    # No answer says when the broker handled them: wait for the records, then the counts.
+    messages = "kafka_server_brokertopicmetrics_messages_in_total"
+    deadline = time.monotonic() + 30
+    while (found := samples(broker)) and total(found, messages, topic="m-acks0") < 3:
+        assert time.monotonic() < deadline, "the three records never arrived"
+        time.sleep(0.05)
+    assert total(found, requests, request="Produce") - before == 3
 
 
 def test_a_rejected_batch_counts_as_failed_and_rejected(broker):
