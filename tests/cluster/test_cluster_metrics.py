@@ -118,6 +118,9 @@ def test_follower_fetches_are_replication_bytes_not_bytes_out(odradek_cluster):
     assert samples(odradek_cluster, leader, out + "_total")[topic] == 0
     for node in followers:
         assert gauge(odradek_cluster, node, r_in + "_total") - before[node][1] >= appended
+    # The leader timed its followers' fetches as FetchFollower (as well as Fetch).
+    requests = samples(odradek_cluster, leader, "kafka_network_requestmetrics_requests_total")
+    assert sum(v for labels, v in requests.items() if ("request", "FetchFollower") in labels) > 0
     # As in Kafka, replication bytes have an all-topics series only.
     for node in (1, 2, 3):
         for name in (r_out, r_in):

@@ -133,6 +133,17 @@ def test_produce_and_fetch_counters_match_what_was_sent(broker):
     send = "kafka_network_requestmetrics_response_send_time_seconds"
     assert total(found, send + "_count", request="Fetch") >= 1
     assert total(found, send + "_sum", request="Fetch") > 0
+    # As in Kafka, a consumer's Fetch counts as Fetch and as FetchConsumer (no follower here),
+    # its errors under Fetch only.
+    requests = "kafka_network_requestmetrics_requests_total"
+    fetches = total(found, requests, request="Fetch")
+    assert total(found, requests, request="FetchConsumer") == fetches >= 1
+    assert total(found, requests, request="FetchFollower") == 0
+    time_count = "kafka_network_requestmetrics_total_time_seconds_count"
+    assert total(found, time_count, request="FetchConsumer") == fetches
+    errors = "kafka_network_requestmetrics_errors_total"
+    assert total(found, errors, request="Fetch") >= fetches
+    assert total(found, errors, request="FetchConsumer") == 0
 
 
 def test_all_topics_series_are_the_sum_of_the_topics(broker):

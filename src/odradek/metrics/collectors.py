@@ -177,8 +177,8 @@ class BrokerCollector:
         by_error: Counter[tuple[str, str]] = Counter()
         histograms: dict[str, list[tuple[dict[str, str], Histogram]]] = {}
         stats: RequestStats
-        for (api_key, version), stats in metrics:
-            labels = {"request": request_name(api_key), "version": str(version)}
+        for (api_key, version, kind), stats in metrics:
+            labels = {"request": request_name(api_key) + kind, "version": str(version)}
             requests.add_metric(list(labels.values()), stats.requests)
             for code, n in stats.errors.items():
                 by_error[labels["request"], error_name(code)] += n

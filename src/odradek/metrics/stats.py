@@ -241,19 +241,23 @@ class RequestStats:
 
 
 class RequestMetrics:
-    """RequestStats by (api key, version), created on first use."""
+    """RequestStats by (api key, version, kind), created on first use.
+
+    ``kind`` is '' for every request, and "Consumer" or "Follower" for the second count Kafka
+    keeps of each Fetch (its FetchConsumer and FetchFollower request metrics).
+    """
 
     def __init__(self) -> None:
-        self.by_version: dict[tuple[int, int], RequestStats] = {}
+        self.by_version: dict[tuple[int, int, str], RequestStats] = {}
 
-    def stats(self, api_key: int, api_version: int) -> RequestStats:
-        key = (api_key, api_version)
+    def stats(self, api_key: int, api_version: int, kind: str = "") -> RequestStats:
+        key = (api_key, api_version, kind)
         stats = self.by_version.get(key)
         if stats is None:
             stats = self.by_version[key] = RequestStats()
         return stats
 
-    def __iter__(self) -> Iterator[tuple[tuple[int, int], RequestStats]]:
+    def __iter__(self) -> Iterator[tuple[tuple[int, int, str], RequestStats]]:
         return iter(sorted(self.by_version.items()))
 
 

@@ -45,6 +45,7 @@ from odradek.protocol.response import EncodedResponse
 from odradek.server.apis import API_TABLE, ApiSpec
 from odradek.server.context import BrokerServices, RequestContext
 from odradek.server.handlers.api_versions import api_versions_response
+from odradek.server.handlers.fetch import replica
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -162,16 +163,18 @@ class RequestChannel:
         out = _with_header(response, api_key, correlation_id, flexible)
         response_size = out.size + SIZE_PREFIX_LEN
 
+        # Kafka times a Fetch twice: as Fetch, and as FetchFollower or FetchConsumer (errors
+        # are counted under Fetch only), so consumers' latency is not lost among long polls.
+        kind = None
+        if api_key == ApiKey.FETCH:
+            follower = replica(request)[0] >= 0
+            kind = metrics.stats(api_key, api_version, "Follower" if follower else "Consumer")
+
         def sent(writing: float, written: float) -> None:
-            stats.record(
-                written - started,
-                waited,
-                writing - handled,
-                written - writing,
-                request_size,
-                response_size,
-                errors,
-            )
+            times = (written - started, waited, writing - handled, written - writing)
+            stats.record(*times, request_size, response_size, errors)
+            if kind is not None:
+                kind.record(*times, request_size, response_size, None)
 
         out.on_sent = sent
         return out

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.fetch import FetchPartitionResponse, FetchTopicResponse, encode_fetch_response
@@ -80,7 +81,7 @@ async def handle(ctx: RequestContext, request):
         return encode_fetch_response(ctx.api_version, [], error_code=e.error_code, session_id=0)
     incremental = session is not None and session_epoch > 0
 
-    replica_id, replica_epoch = _replica(request)
+    replica_id, replica_epoch = replica(request)
     denied = _unauthorized_topics(ctx, wanted, replica_id)
     deadline = time.monotonic() + request.max_wait.total_seconds()
     while True:
@@ -163,7 +164,7 @@ def _requested_partitions(
     return wanted
 
 
-def _replica(request) -> tuple[int, int]:
+def replica(request: Any) -> tuple[int, int]:
     """(replica id, broker epoch) of a follower's fetch; replica id -1 for a consumer's."""
     state = getattr(request, "replica_state", None)
     if state is not None:
