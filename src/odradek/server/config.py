@@ -1110,6 +1110,13 @@ _DEFS = [
         importance="high",
     ),
     ConfigDef(
+        "transaction.two.phase.commit.enable",
+        "boolean",
+        "false",
+        "Let producers ask for two-phase commit (KIP-939): no timeout, kept across restarts.",
+        importance="high",
+    ),
+    ConfigDef(
         "transactional.id.expiration.ms",
         "int",
         "604800000",

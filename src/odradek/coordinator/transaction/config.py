@@ -18,16 +18,20 @@ class TransactionConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     #: Where AddOffsetsToTxn finds a group's partition.
     offsets_topic_num_partitions: int = 50
+    #: KIP-939: whether producers may ask for two-phase commit (InitProducerId v6 Enable2Pc).
+    transaction_two_phase_commit_enable: bool = False
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> TransactionConfig:
         """Pick our keys out of broker properties ("transaction.max.timeout.ms" -> ...)."""
-        values = {
-            name: int(str(props[key]).strip())
-            for name in cls.__dataclass_fields__
-            if props.get(key := name.replace("_", ".")) is not None
-        }
-        return cls(**values)
+        values: dict[str, object] = {}
+        for name, spec in cls.__dataclass_fields__.items():
+            raw = props.get(name.replace("_", "."))
+            if raw is None:
+                continue
+            text = str(raw).strip()
+            values[name] = text.lower() == "true" if spec.type in (bool, "bool") else int(text)
+        return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type
 
     @property
     def config_names(self) -> tuple[str, ...]:

@@ -29,12 +29,14 @@ from odradek.coordinator.batches import CoordinatorRecord
 from odradek.coordinator.hashing import partition_for
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.transaction import records as rec
+from odradek.coordinator.transaction import two_phase
 from odradek.coordinator.transaction.config import TransactionConfig
 from odradek.coordinator.transaction.metadata import (
     COMPLETED,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
+    TWO_PHASE_TIMEOUT_MS,
     TransactionMetadata,
     TransactionState,
 )
@@ -51,6 +53,9 @@ class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+    #: KIP-939 (KeepPreparedTxn): the kept transaction's own producer id and epoch.
+    ongoing_producer_id: int = NO_PRODUCER_ID
+    ongoing_producer_epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +174,14 @@ class TransactionCoordinator:
         expected_producer_epoch: int,
         *,
         now_ms: int,
+        enable_two_phase: bool = False,
+        keep_prepared: bool = False,
     ) -> InitProducerIdResult:
-        """Kafka's handleInitProducerId for a transactional id."""
-        if not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
+        """Kafka's handleInitProducerId for a transactional id; with ``enable_two_phase`` and
+        ``keep_prepared``, KIP-939's (see two_phase.py; the handler checked the flags)."""
+        if enable_two_phase:
+            transaction_timeout_ms = TWO_PHASE_TIMEOUT_MS  # no timeout to validate or apply
+        elif not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
             return InitProducerIdResult(ErrorCode.invalid_transaction_timeout)
         meta = self.transactions.get(transactional_id)
         if meta is None:
@@ -189,6 +199,13 @@ class TransactionCoordinator:
             return InitProducerIdResult(ErrorCode.none, meta.producer_id, meta.producer_epoch)
         if meta.state in PREPARED or meta.state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
             return InitProducerIdResult(ErrorCode.concurrent_transactions)
+        if keep_prepared and meta.state == S.ONGOING:
+            error, epoch = two_phase.keep_prepared(meta, expected_producer_id, now_ms)
+            if error != ErrorCode.none:
+                return InitProducerIdResult(error)
+            return InitProducerIdResult(
+                ErrorCode.none, meta.producer_id, epoch, meta.producer_id, meta.producer_epoch
+            )
         if expected_producer_id != NO_PRODUCER_ID:
             # KIP-360: a live producer bumping its own epoch; a retry of a bump already done
             # gets the current id and epoch again.
@@ -230,7 +247,7 @@ class TransactionCoordinator:
         meta = self.transactions.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping, None
-        if meta.producer_epoch != producer_epoch:
+        if meta.producer_epoch != producer_epoch or two_phase.fenced_by_next_epoch(meta):
             return ErrorCode.producer_fenced, None
         return ErrorCode.none, meta
 
@@ -314,6 +331,9 @@ class TransactionCoordinator:
         now_ms: int,
     ) -> ErrorCode:
         """Kafka's handleEndTransaction (transaction version 0/1)."""
+        kept = self.transactions.get(transactional_id)
+        if kept is not None:
+            two_phase.take_over(kept, producer_id, producer_epoch)
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if meta is None:
             return error
@@ -361,6 +381,7 @@ class TransactionCoordinator:
         """Kafka's prepareFenceProducerEpoch then an abort not from the client: the epoch is
         bumped (unless exhausted) so the old producer is fenced by the markers and the
         coordinator alike; only the PrepareAbort record is written."""
+        two_phase.retire_next_epoch(meta)
         meta.transition(S.PREPARE_EPOCH_FENCE, now_ms)
         if not meta.epoch_exhausted():
             meta.bump_epoch(meta.last_producer_epoch)
@@ -400,7 +421,7 @@ class TransactionCoordinator:
             due += [
                 ("abort", tid)
                 for tid, m in self.transactions.items()
-                if m.state == S.ONGOING and m.deadline_ms() <= now_ms
+                if m.state == S.ONGOING and not m.is_two_phase() and m.deadline_ms() <= now_ms
             ]
             self._next_abort_check_ms = (
                 now_ms + self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
@@ -424,7 +445,12 @@ class TransactionCoordinator:
     def abort_timed_out(self, transactional_id: str, *, now_ms: int) -> None:
         """Kafka's abortTimedOutTransactions for one id: fence its producer and abort."""
         meta = self.transactions.get(transactional_id)
-        if meta is not None and meta.state == S.ONGOING and meta.deadline_ms() <= now_ms:
+        if (
+            meta is not None
+            and meta.state == S.ONGOING
+            and not meta.is_two_phase()
+            and meta.deadline_ms() <= now_ms
+        ):
             self._fence_and_abort(meta, now_ms)
 
     def expire(self, transactional_id: str, *, now_ms: int) -> None:

@@ -24,6 +24,9 @@ from odradek.storage import TopicPartition
 MAX_EPOCH = 32767 - 1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+#: The transaction timeout of a two-phase commit (KIP-939) transaction: Kafka stores
+#: Integer.MAX_VALUE, and that value is what marks the transaction as one no timeout aborts.
+TWO_PHASE_TIMEOUT_MS = 2**31 - 1
 
 
 class TransactionState(enum.Enum):
@@ -95,6 +98,10 @@ class TransactionMetadata:
     #: The epoch before the last bump, so a producer retrying a bump (KIP-360) is recognized.
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     client_transaction_version: int = 0
+    #: KIP-939: the epoch handed to the client that took over a prepared two-phase commit
+    #: transaction (InitProducerId with KeepPreparedTxn); -1 when none did. Only that epoch may
+    #: end the transaction, which keeps its own epoch until then (see two_phase.py).
+    next_producer_epoch: int = NO_PRODUCER_EPOCH
 
     def copy(self) -> TransactionMetadata:
         return replace(self, topic_partitions=set(self.topic_partitions))
@@ -114,6 +121,10 @@ class TransactionMetadata:
         a new instance fences the old one, so that the old one cannot pass for a retry."""
         self.last_producer_epoch = last_producer_epoch
         self.producer_epoch += 1
+
+    def is_two_phase(self) -> bool:
+        """A two-phase commit transaction: it waits for its external coordinator, never timing out."""
+        return self.txn_timeout_ms == TWO_PHASE_TIMEOUT_MS
 
     def epoch_exhausted(self) -> bool:
         return self.producer_epoch >= MAX_EPOCH

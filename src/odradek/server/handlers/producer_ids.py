@@ -3,14 +3,9 @@
 An idempotent producer (no transactional id) gets a fresh id at epoch 0 here; a
 transactional id goes to the transaction coordinator (handlers/transactions.py).
 
-v6 adds KIP-939's two-phase commit flags. This broker runs no transaction
-coordinator with 2PC, so it answers as Kafka's TransactionCoordinator does with
-``transaction.two.phase.commit.enable=false`` (Kafka's default): a transactional
-producer asking for Enable2Pc gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, one asking
-to KeepPreparedTxn gets UNSUPPORTED_VERSION (Kafka does not implement keeping a
-prepared transaction either), and OngoingTxnProducerId/Epoch are always -1.
-An idempotent producer (no transactional id) is granted an id whatever the flags,
-as Kafka's coordinator grants it before looking at them.
+v6 adds KIP-939's two-phase commit flags, Enable2Pc and KeepPreparedTxn, and answers the
+kept transaction's producer id and epoch in OngoingTxnProducerId/Epoch (-1 when none was
+kept); coordinator/transaction/two_phase.py has the rules and the errors.
 
 Authorization first, as KafkaApis.handleInitProducerIdRequest: a transactional id needs
 WRITE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
@@ -23,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from odradek.coordinator.transaction import two_phase
+from odradek.coordinator.transaction.coordinator import InitProducerIdResult
 from odradek.metadata.producer_ids import ProducerIdManager
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
@@ -35,9 +32,11 @@ from odradek.server.authorization import (
     authorize_cluster,
 )
 from odradek.server.context import RequestContext
-from odradek.server.handlers.transactions import init_transactional_producer_id
+from odradek.server.handlers.transactions import init_transactional_producer_id, service
 
 STATE_FILE = "__producer_ids.json"
+#: InitProducerId v6 adds KIP-939's flags and the ongoing transaction's id and epoch.
+TWO_PHASE_SINCE = 6
 
 
 class ProducerIds:
@@ -68,18 +67,6 @@ def _authorization_error(ctx: RequestContext, transactional_id: str | None) -> E
     return ErrorCode.cluster_authorization_failed
 
 
-def _two_phase_commit_error(request) -> ErrorCode | None:
-    """The error of a v6 request using KIP-939's flags on a broker without 2PC, checked as Kafka's
-    coordinator does after the null and empty transactional id cases."""
-    if not request.transactional_id:
-        return None
-    if getattr(request, "enable2_pc", False):
-        return ErrorCode.transactional_id_authorization_failed
-    if getattr(request, "keep_prepared_txn", False):
-        return ErrorCode.unsupported_version
-    return None
-
-
 async def handle_init_producer_id(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.INIT_PRODUCER_ID, ctx.api_version)
     manager: ProducerIdManager = ctx.broker.components["producer_ids"].manager
@@ -88,7 +75,12 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> object:
         # Kafka's TransactionCoordinator: null means idempotent only; empty is a malformed request
         refused = ErrorCode.invalid_request
     if refused is None:
-        refused = _two_phase_commit_error(request)
+        refused = two_phase.request_error(
+            request.transactional_id,
+            getattr(request, "enable2_pc", False),
+            getattr(request, "keep_prepared_txn", False),
+            service(ctx).config.transaction_two_phase_commit_enable,
+        )
     if refused is not None:
         return schemas.build(
             module.InitProducerIdResponse,
@@ -98,14 +90,23 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> object:
             producer_epoch=-1,
         )
     if request.transactional_id is None:
-        error, producer_id, epoch = ErrorCode.none, manager.generate_producer_id(), 0
+        granted = InitProducerIdResult(ErrorCode.none, manager.generate_producer_id(), 0)
     else:
         granted = await init_transactional_producer_id(ctx, request)
-        error, producer_id, epoch = granted.error, granted.producer_id, granted.producer_epoch
+    ok = granted.error == ErrorCode.none
+    ongoing = (
+        {
+            "ongoing_txn_producer_id": granted.ongoing_producer_id if ok else -1,
+            "ongoing_txn_producer_epoch": granted.ongoing_producer_epoch if ok else -1,
+        }
+        if ctx.api_version >= TWO_PHASE_SINCE
+        else {}
+    )
     return schemas.build(
         module.InitProducerIdResponse,
         throttle_time=0,
-        error_code=error,
-        producer_id=producer_id if error == ErrorCode.none else -1,
-        producer_epoch=epoch if error == ErrorCode.none else -1,
+        error_code=granted.error,
+        producer_id=granted.producer_id if ok else -1,
+        producer_epoch=granted.producer_epoch if ok else -1,
+        **ongoing,
     )

@@ -22,6 +22,7 @@ describe; ListTransactions lists only the ids the caller may describe.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -70,13 +71,15 @@ def _for_version(ctx: RequestContext, api_key: int, error: int) -> ErrorCode:
     return ErrorCode(error)
 
 
-async def _write(svc: TransactionCoordinatorService, fn: Any, tid: str, *args: Any) -> Any:
+async def _write(
+    svc: TransactionCoordinatorService, fn: Any, tid: str, *args: Any, **kwargs: Any
+) -> Any:
     """Run ``fn`` for ``tid`` and wait for its record's replication; returns its result, or the
     error code of a failed write (an int) in its place."""
     if not svc.coordinates(tid):
         return ErrorCode.not_coordinator
     try:
-        result = svc.call(fn, [tid], tid, *args)
+        result = svc.call(fn, [tid], tid, *args, **kwargs)
     except CoordinatorWriteError as exc:
         return exc.error_code
     replicated = await svc.await_replicated(WRITE_TIMEOUT_MS)
@@ -93,12 +96,12 @@ async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> I
         request.transaction_timeout // datetime.timedelta(milliseconds=1),
         getattr(request, "producer_id", -1),
         getattr(request, "producer_epoch", -1),
+        enable_two_phase=getattr(request, "enable2_pc", False),
+        keep_prepared=getattr(request, "keep_prepared_txn", False),
     )
     if isinstance(result, InitProducerIdResult):
-        return InitProducerIdResult(
-            _for_version(ctx, ApiKey.INIT_PRODUCER_ID, result.error),
-            result.producer_id,
-            result.producer_epoch,
+        return dataclasses.replace(
+            result, error=_for_version(ctx, ApiKey.INIT_PRODUCER_ID, result.error)
         )
     return InitProducerIdResult(ErrorCode(result))
 
