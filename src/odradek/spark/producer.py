@@ -139,6 +139,8 @@ class ProducerState:
     leaders: dict[tuple[str, int], int] = field(default_factory=dict)
     partition_counts: dict[str, int] = field(default_factory=dict)
     in_flight: dict[int, _InFlight] = field(default_factory=dict)
+    #: Set by the exactly-once sink's subclass: Produce requests and batches carry it.
+    transactional_id: str | None = None
 
     def close(self) -> None:
         for connection in self.connections.values():
@@ -228,6 +230,7 @@ class ProducerState:
                 producer_epoch=self.producer_epoch,
                 base_sequence=sequence,
                 codec=self.settings.codec,
+                transactional=self.transactional_id is not None,
             )
             self.sequences[tp] = (sequence + stop - start) % _SEQUENCE_MODULUS
             self._send(tp, batch)
@@ -247,7 +250,7 @@ class ProducerState:
                 module = load_payload_module(PRODUCE, version, EntityType.request)
                 request = schemas.build(
                     module.ProduceRequest,
-                    transactional_id=None,
+                    transactional_id=self.transactional_id,
                     acks=ACKS_ALL,
                     timeout=int(self.settings.request_timeout_s * 1000),
                     topic_data=(
@@ -334,16 +337,8 @@ def _state(options: SinkOptions) -> ProducerState:
     with _states_lock:
         state = _states.get(key)
         if state is None:
-            config = options.producer_config_dict()
-            metadata = Consumer(
-                {
-                    "bootstrap.servers": config["bootstrap.servers"],
-                    "group.id": f"spark-odradek-sink-{uuid.uuid4()}",
-                    "allow.auto.create.topics": True,
-                }
-            )
             state = _states[key] = ProducerState(
-                options, ProduceSettings.from_options(options), metadata
+                options, ProduceSettings.from_options(options), metadata_consumer(options)
             )
         return state
 
@@ -403,33 +398,49 @@ def produce_arrow(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> in
     """Produce every row, wait for every acknowledgement, and return the row count."""
     state = _state(options)
     state.partition_counts.clear()  # partitions added since the last task count from this one on
-    count = 0
     try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            if options.topic is None:
-                topic_column = batch.column("topic")
-                if topic_column.null_count:
-                    raise ValueError(
-                        "Null topic present in the data. Use the topic option for setting a "
-                        "default topic."
-                    )
-                topics = pc.unique(topic_column).to_pylist()
-            else:
-                topics = [options.topic]
-            for topic in topics:
-                rows = (
-                    batch
-                    if len(topics) == 1
-                    else batch.filter(pc.equal(batch.column("topic"), topic))
-                )
-                _produce_topic(state, topic, rows)
-            count += batch.num_rows
-        state.flush()
+        return produce_into(state, batches, options)
     except BaseException:
         _forget(options, state)
         raise
+
+
+def metadata_consumer(options: SinkOptions) -> Consumer:
+    """The librdkafka consumer a producer asks for leaders and partition counts."""
+    return Consumer(
+        {
+            "bootstrap.servers": options.producer_config_dict()["bootstrap.servers"],
+            "group.id": f"spark-odradek-sink-{uuid.uuid4()}",
+            "allow.auto.create.topics": True,
+        }
+    )
+
+
+def produce_into(
+    state: ProducerState, batches: Iterator[pa.RecordBatch], options: SinkOptions
+) -> int:
+    """Produce every row through ``state`` and wait for every acknowledgement: the row count."""
+    count = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if options.topic is None:
+            topic_column = batch.column("topic")
+            if topic_column.null_count:
+                raise ValueError(
+                    "Null topic present in the data. Use the topic option for setting a "
+                    "default topic."
+                )
+            topics = pc.unique(topic_column).to_pylist()
+        else:
+            topics = [options.topic]
+        for topic in topics:
+            rows = (
+                batch if len(topics) == 1 else batch.filter(pc.equal(batch.column("topic"), topic))
+            )
+            _produce_topic(state, topic, rows)
+        count += batch.num_rows
+    state.flush()
     return count
 
 

@@ -121,8 +121,10 @@ def build_batch(
     base_sequence: int = rb.NO_SEQUENCE,
     codec: int = 0,
     timestamp_ms: int | None = None,
+    transactional: bool = False,
 ) -> bytes:
-    """One v2 batch of the rows (binary keys and values, nulls allowed), base offset 0, CreateTime now."""
+    """One v2 batch of the rows (binary keys and values, nulls allowed), base offset 0, CreateTime now;
+    ``transactional`` sets the attribute bit of a batch written inside a transaction."""
     n = len(values)
     if n == 0:
         raise ValueError("a record batch holds at least one record")
@@ -163,7 +165,7 @@ def build_batch(
     now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     return rb.new_batch(
         payload,
-        attributes=codec,
+        attributes=codec | (rb.TRANSACTIONAL_MASK if transactional else 0),
         last_offset_delta=n - 1,
         base_timestamp=now,
         max_timestamp=now,
