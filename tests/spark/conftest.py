@@ -18,6 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek import EmbeddedBroker
+
 
 def _spark_unavailable() -> str | None:
     """Why Spark cannot run on this machine, or None."""
@@ -70,13 +72,19 @@ def _session(SparkSession):
     )
 
 
+#: The exactly-once sink is KIP-939's external coordinator: the broker must allow two-phase commit.
+SPARK_BROKER_CONFIG = {"transaction.two.phase.commit.enable": "true"}
+
+
 @pytest.fixture(scope="session")
-def bootstrap(request) -> str:
+def bootstrap() -> Iterator[str]:
     """Odradek's broker, or any Kafka-compatible one named by ODRADEK_SPARK_TEST_BOOTSTRAP_SERVERS."""
     external = os.environ.get("ODRADEK_SPARK_TEST_BOOTSTRAP_SERVERS")
     if external:
-        return external
-    return request.getfixturevalue("odradek_broker").bootstrap_servers
+        yield external
+        return
+    with EmbeddedBroker(config=SPARK_BROKER_CONFIG) as broker:
+        yield broker.bootstrap_servers
 
 
 @pytest.fixture

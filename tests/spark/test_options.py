@@ -155,3 +155,23 @@ def test_only_options_the_fetch_reader_honours_keep_it():
     assert can_fetch(source(subscribe="t", **{"kafka.security.protocol": "PLAINTEXT"}))
     assert not can_fetch(source(subscribe="t", **{"kafka.security.protocol": "SSL"}))
     assert not can_fetch(source(subscribe="t", **{"kafka.sasl.mechanism": "PLAIN"}))
+
+
+def test_exactly_once_option():
+    from odradek.spark.sink import check_exactly_once
+
+    opts = parse_sink_options({**BOOT, "topic": "out", "Transactional.Id.Prefix": " q1 "})
+    assert opts.transactional_id_prefix == "q1"
+    assert parse_sink_options({**BOOT, "topic": "out"}).transactional_id_prefix is None
+    check_exactly_once(opts, streaming=True)
+    with pytest.raises(ValueError, match="streaming queries only"):
+        check_exactly_once(opts, streaming=False)
+    librdkafka_only = parse_sink_options(
+        {**BOOT, "transactional.id.prefix": "q1", "kafka.queue.buffering.max.messages": "9"}
+    )
+    with pytest.raises(ValueError, match="sink's own producer"):
+        check_exactly_once(librdkafka_only, streaming=True)
+    with pytest.raises(ValueError, match="must not be empty"):
+        parse_sink_options({**BOOT, "transactional.id.prefix": " "})
+    with pytest.raises(ValueError, match="transactional.id.prefix"):
+        parse_sink_options({**BOOT, "kafka.transactional.id": "shared"})

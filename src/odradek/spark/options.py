@@ -38,7 +38,7 @@ _SOURCE_OPTIONS = {
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
 }
-_SINK_OPTIONS = {"topic", "includeheaders"}
+_SINK_OPTIONS = {"topic", "includeheaders", "transactional.id.prefix"}
 # Options Spark itself adds to a query's options; never the user's mistake.
 _SPARK_OPTIONS = {"path", "checkpointlocation"}
 
@@ -76,6 +76,11 @@ _PRODUCER_REJECTED = {
     "value.serializer": (
         "Kafka option 'value.serializer' is not supported as value are serialized with "
         "ByteArraySerializer."
+    ),
+    # One id shared by every task would have each task fence the others.
+    "transactional.id": (
+        "Kafka option 'transactional.id' is not supported: set the sink option "
+        "'transactional.id.prefix' to write exactly once, each task with its own transactional id."
     ),
 }
 
@@ -140,6 +145,8 @@ class SourceOptions:
 class SinkOptions:
     topic: str | None
     producer_config: tuple[tuple[str, str], ...]
+    #: Exactly-once writing (streaming): tasks' transactional ids start with it (exactly_once.py).
+    transactional_id_prefix: str | None = None
 
     def producer_config_dict(self) -> dict[str, str]:
         return dict(self.producer_config)
@@ -397,4 +404,11 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     _check_unknown(options, _SINK_OPTIONS)
     producer_config = _kafka_params(options, _PRODUCER_REJECTED, raw)
     topic = options.get("topic")
-    return SinkOptions(topic=topic.strip() if topic else None, producer_config=producer_config)
+    prefix = options.get("transactional.id.prefix")
+    if prefix is not None and not prefix.strip():
+        raise ValueError("Option 'transactional.id.prefix' must not be empty")
+    return SinkOptions(
+        topic=topic.strip() if topic else None,
+        producer_config=producer_config,
+        transactional_id_prefix=prefix.strip() if prefix else None,
+    )

@@ -1,4 +1,4 @@
-"""The sink, batch and streaming, as Spark's Kafka sink: at-least-once.
+"""The sink, batch and streaming, as Spark's Kafka sink: at-least-once, or exactly-once.
 
 Columns: value (required), key, topic, partition, headers. The `topic`
 option, when set, overrides the topic column. Each task produces its rows
@@ -7,6 +7,10 @@ committed task's records are on the broker; a task retried by Spark may
 write its records again (at-least-once, exactly as Spark's Kafka sink).
 The producer is odradek.spark.producer (whole Arrow batches as record
 batches) when the sink's kafka.* options allow it, else librdkafka's.
+
+With the `transactional.id.prefix` option a streaming query writes exactly once,
+each micro-batch in prepared transactions its driver commits (exactly_once.py);
+that needs odradek.spark.producer, so kafka.* options it does not honour are refused.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from odradek.spark import exactly_once
 from odradek.spark.options import SinkOptions
-from odradek.spark.producer import can_produce, produce_arrow
+from odradek.spark.producer import PRODUCE_OPTIONS, can_produce, produce_arrow
 
 FLUSH_TIMEOUT_S = 120.0
 
@@ -209,9 +214,27 @@ def produce_rows(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> int
     return count
 
 
+def check_exactly_once(options: SinkOptions, streaming: bool) -> None:
+    """Exactly-once writing needs a streaming query (a batch id to decide) and our own producer."""
+    if options.transactional_id_prefix is None:
+        return
+    if not streaming:
+        raise ValueError(
+            "Option 'transactional.id.prefix' applies to streaming queries only: a batch write "
+            "has no micro-batch id to record its commit under"
+        )
+    if not can_produce(options):
+        raise ValueError(
+            "Option 'transactional.id.prefix' writes through the sink's own producer, which "
+            "honours acks=all, idempotence, the murmur2_random partitioner, PLAINTEXT and only "
+            f"these kafka.* options: {', '.join(sorted(PRODUCE_OPTIONS))}"
+        )
+
+
 class OdradekBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
         check_sink_schema(schema, options)
+        check_exactly_once(options, streaming=False)
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedRecords:
@@ -221,13 +244,22 @@ class OdradekBatchWriter(DataSourceArrowWriter):
 class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
         check_sink_schema(schema, options)
+        check_exactly_once(options, streaming=True)
         self.options = options
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedRecords:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.transactional_id_prefix is not None:
+            return exactly_once.prepare(iterator, self.options)
         return ProducedRecords(produce_batches(iterator, self.options))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Every task flushed before it reported success; nothing is left to commit."""
+        """At-least-once: every task flushed before it reported success, nothing is left to
+        commit. Exactly-once: decide and commit the micro-batch's prepared transactions."""
+        if self.options.transactional_id_prefix is not None:
+            exactly_once.commit_batch(self.options, batchId, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records already produced stay: the sink is at-least-once, as Spark's Kafka sink."""
+        """At-least-once: records already produced stay, as with Spark's Kafka sink.
+        Exactly-once: the micro-batch's prepared transactions are aborted."""
+        if self.options.transactional_id_prefix is not None:
+            exactly_once.abort_batch(self.options, messages)
