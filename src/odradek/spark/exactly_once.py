@@ -18,9 +18,10 @@ batch in its checkpoint's commit log. This module maps that onto two-phase commi
 3. **Commit (driver).** EndTxn commit for each transaction, with the next epoch.
 
 Recovery follows the decision, whoever finds an open transaction of the prefix: a task
-starting (its id's transaction is still open), or the driver after a commit (ids no task
-of this run used, found by ListTransactions). A transaction the latest decision names is
-committed; any other is aborted. So when the driver dies
+starting (its id's transaction is still open), or the driver before it decides (ids no task
+of the micro-batch used, found by ListTransactions), so that no decision replaces one whose
+transactions are still open. A transaction the latest decision names is committed; any
+other is aborted. So when the driver dies
 
 * before the decision: the restarted query runs the micro-batch again (Spark did not record
   it) and the first write's transactions are aborted, by the tasks that take their ids over
@@ -146,12 +147,18 @@ def _begin(client: TransactionClient, prefix: str, tid: str) -> ProducerIdentity
 
 
 def prepare(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> PreparedTransaction:
-    """Write this task's rows in a transaction of its own and leave it prepared (flushed, not ended)."""
-    prefix = _prefix(options)
+    """Write this Spark task's rows in a transaction of its own and leave it prepared."""
     context = TaskContext.get()
     if context is None:
         raise RuntimeError("exactly-once writes run in Spark tasks")
-    task = context.partitionId()
+    return prepare_partition(batches, options, context.partitionId())
+
+
+def prepare_partition(
+    batches: Iterator[pa.RecordBatch], options: SinkOptions, task: int
+) -> PreparedTransaction:
+    """Write task partition ``task``'s rows in its transaction, flushed and not ended."""
+    prefix = _prefix(options)
     tid = transactional_id(prefix, task)
     client = _client(options)
     state = TransactionalProducerState(
@@ -194,34 +201,36 @@ def commit_batch(
     prefix = _prefix(options)
     prepared = _prepared(messages)
     with _client(options) as client:
-        decision, taken = decide(client, prefix, batch_id, prepared)
+        taken = decide(client, prefix, batch_id, prepared)
         for m in prepared:
             if m.task_partition in taken:
                 identity = taken[m.task_partition]
                 tid = transactional_id(prefix, m.task_partition)
                 client.end_txn(tid, identity.producer_id, identity.producer_epoch, commit=True)
-        _sweep(client, prefix, decision, {m.task_partition for m in prepared})
 
 
 def decide(
     client: TransactionClient, prefix: str, batch_id: int, prepared: list[PreparedTransaction]
-) -> tuple[dec.Decision | None, dict[int, ProducerIdentity]]:
-    """Take the prepared transactions over and record the decision to commit them: the latest
-    decision, and the identities to commit each with (none when an earlier run of the query
+) -> dict[int, ProducerIdentity]:
+    """Take the prepared transactions over and record the decision to commit them: the
+    identities to commit each with, by task partition (none when an earlier run of the query
     decided this batch already, whose rerun's transactions are then aborted)."""
     decision = read_decision(client, prefix)
+    # What the latest decision left open on ids no task of this batch used (a dead driver's,
+    # a run with more tasks) ends as it says before a newer decision replaces it.
+    _sweep(client, prefix, decision, {m.task_partition for m in prepared})
     if decision is not None and decision.batch_id >= batch_id:
         _abort(client, prefix, prepared, decision)
-        return decision, {}
+        return {}
     if not prepared:
-        return decision, {}
+        return {}
     taken = _take_over(client, prefix, prepared)
     decision = dec.Decision.of(
         batch_id, {m.task_partition: (m.producer_id, m.producer_epoch) for m in prepared}
     )
     topic = prepared[0].topics[0]
     client.commit_offsets(prefix, topic, dec.encode(decision, client.cluster(topic)[1]))
-    return decision, taken
+    return taken
 
 
 def abort_batch(options: SinkOptions, messages: list[WriterCommitMessage | None]) -> None:
@@ -275,8 +284,7 @@ def _sweep(
     decision: dec.Decision | None,
     done: set[int],
 ) -> None:
-    """Resolve the prefix's open transactions on ids no task of this micro-batch used (left by
-    a run with more tasks, or by a driver that died)."""
+    """Resolve the prefix's open transactions on ids not in ``done``."""
     for tid in client.ongoing_transactions(client.cluster(None)[0]):
         task = _task_partition(prefix, tid)
         if task is not None and task not in done:

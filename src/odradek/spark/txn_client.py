@@ -224,14 +224,13 @@ class TransactionClient:
                     schemas.build(module.AddPartitionsToTxnTopic, name=topic, partitions=parts),
                 ),
             )
-            codes = {
+            # OPERATION_NOT_ATTEMPTED accompanies the error of another partition.
+            return _first_error(
                 ErrorCode(p.partition_error_code)
                 for t in response.results_by_topic_v3_and_below
                 for p in t.results_by_partition
-            }
-            # OPERATION_NOT_ATTEMPTED accompanies the error of another partition.
-            codes.discard(ErrorCode.operation_not_attempted)
-            return max(codes, key=lambda c: c != ErrorCode.none) if codes else ErrorCode.none
+                if p.partition_error_code != ErrorCode.operation_not_attempted
+            )
 
         self._retrying(f"AddPartitionsToTxn {topic}{list(parts)} for {transactional_id}", attempt)
 
@@ -306,8 +305,9 @@ class TransactionClient:
                     ),
                 ),
             )
-            codes = {ErrorCode(p.error_code) for t in response.topics for p in t.partitions}
-            return max(codes, key=lambda c: c != ErrorCode.none) if codes else ErrorCode.none
+            return _first_error(
+                ErrorCode(p.error_code) for t in response.topics for p in t.partitions
+            )
 
         self._retrying(f"OffsetCommit for group {group_id}", attempt)
 
@@ -344,6 +344,11 @@ class TransactionClient:
             return (ErrorCode.concurrent_transactions if unstable else code), rows
 
         return self._retrying(f"OffsetFetch for group {group_id}", attempt)
+
+
+def _first_error(codes: Iterable[ErrorCode]) -> ErrorCode:
+    """The first error among per-partition codes, NONE when there is none."""
+    return next((c for c in codes if c != ErrorCode.none), ErrorCode.none)
 
 
 def _host_port(server: str) -> tuple[str, int]:
