@@ -40,9 +40,10 @@ the driver is about to commit, and the commit then fails the micro-batch loudly.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -53,8 +54,8 @@ from odradek.spark.options import SinkOptions
 from odradek.spark.producer import (
     ProducerState,
     ProduceSettings,
-    metadata_consumer,
     produce_into,
+    shared_metadata,
 )
 from odradek.spark.txn_client import ProducerIdentity, TransactionClient
 
@@ -118,15 +119,19 @@ def resolve(
 # ---- task side -----------------------------------------------------------------------------
 
 
+@dataclass
 class TransactionalProducerState(ProducerState):
     """The sink's producer inside one transaction: partitions join it before their first batch."""
 
-    client: TransactionClient
-    added: set[tuple[str, int]]
+    client: TransactionClient | None = None
+    #: The partitions in the transaction.
+    added: set[tuple[str, int]] = field(default_factory=set)
 
-    def produce(self, topic, partition, keys, values, headers) -> None:  # type: ignore[no-untyped-def]
+    def produce(
+        self, topic: str, partition: int, keys: pa.Array, values: pa.Array, headers: pa.Array | None
+    ) -> None:
         if (topic, partition) not in self.added:
-            assert self.transactional_id is not None
+            assert self.transactional_id is not None and self.client is not None
             self.client.add_partitions(
                 self.transactional_id, self.producer_id, self.producer_epoch, topic, [partition]
             )
@@ -162,11 +167,12 @@ def prepare_partition(
     tid = transactional_id(prefix, task)
     client = _client(options)
     state = TransactionalProducerState(
-        options, ProduceSettings.from_options(options), metadata_consumer(options)
+        options,
+        ProduceSettings.from_options(options),
+        shared_metadata(options),
+        transactional_id=tid,
+        client=client,
     )
-    state.transactional_id = tid
-    state.client = client
-    state.added = set()
     try:
         identity = _begin(client, prefix, tid)
         state.producer_id, state.producer_epoch = identity.producer_id, identity.producer_epoch
@@ -174,14 +180,11 @@ def prepare_partition(
     except BaseException:
         # Abort now rather than leave a transaction that no timeout ends open until a retry.
         if state.producer_id >= 0 and state.added:
-            try:
+            with contextlib.suppress(Exception):  # the task's own error is the one to report
                 client.end_txn(tid, state.producer_id, state.producer_epoch, commit=False)
-            except Exception:  # the task's own error is the one to report
-                pass
         raise
     finally:
         state.close()
-        state.metadata.close()
         client.close()
     topics = tuple(sorted({topic for topic, _ in state.added}))
     return PreparedTransaction(task, identity.producer_id, identity.producer_epoch, topics, count)

@@ -337,8 +337,16 @@ def _state(options: SinkOptions) -> ProducerState:
     with _states_lock:
         state = _states.get(key)
         if state is None:
+            config = options.producer_config_dict()
+            metadata = Consumer(
+                {
+                    "bootstrap.servers": config["bootstrap.servers"],
+                    "group.id": f"spark-odradek-sink-{uuid.uuid4()}",
+                    "allow.auto.create.topics": True,
+                }
+            )
             state = _states[key] = ProducerState(
-                options, ProduceSettings.from_options(options), metadata_consumer(options)
+                options, ProduceSettings.from_options(options), metadata
             )
         return state
 
@@ -405,15 +413,10 @@ def produce_arrow(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> in
         raise
 
 
-def metadata_consumer(options: SinkOptions) -> Consumer:
-    """The librdkafka consumer a producer asks for leaders and partition counts."""
-    return Consumer(
-        {
-            "bootstrap.servers": options.producer_config_dict()["bootstrap.servers"],
-            "group.id": f"spark-odradek-sink-{uuid.uuid4()}",
-            "allow.auto.create.topics": True,
-        }
-    )
+def shared_metadata(options: SinkOptions) -> Consumer:
+    """The librdkafka consumer this worker's producer for ``options`` asks for leaders and
+    partition counts, for another producer of the same options to share (one task at a time)."""
+    return _state(options).metadata
 
 
 def produce_into(
