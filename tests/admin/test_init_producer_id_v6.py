@@ -191,8 +191,9 @@ def test_a_prepared_transaction_is_kept_and_committed_by_the_next_epoch(
         ).transaction_states
         assert state.transaction_state in ("PrepareCommit", "CompleteCommit")
     # Nothing open any more: KeepPreparedTxn is an ordinary epoch bump.
-    after = init(broker, tid, enable2_pc=True, keep_prepared_txn=True)
-    while after.error_code == ErrorCode.concurrent_transactions:  # markers still being written
+    for _ in range(1000):  # CONCURRENT_TRANSACTIONS while the markers are being written
         after = init(broker, tid, enable2_pc=True, keep_prepared_txn=True)
+        if after.error_code != ErrorCode.concurrent_transactions:
+            break
     assert after.error_code == ErrorCode.none
     assert (after.ongoing_txn_producer_id, after.ongoing_txn_producer_epoch) == (-1, -1)
