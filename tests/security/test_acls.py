@@ -62,6 +62,7 @@ def broker_config() -> dict[str, str]:
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
         "auto.create.topics.enable": "true",
+        "transaction.two.phase.commit.enable": "true",
     }
 
 
@@ -1592,3 +1593,59 @@ def test_transactional_records_need_write_on_the_transactional_id(
         clear(admin)
     error = response.responses[0].partition_responses[0].error_code
     assert error == ErrorCode.transactional_id_authorization_failed
+
+
+def test_two_phase_commit_needs_its_own_operation_besides_write(
+    broker: EmbeddedBroker, admin: AdminClient
+) -> None:
+    """KIP-939: InitProducerId with Enable2Pc needs TWO_PHASE_COMMIT on the transactional id as
+    well as WRITE. confluent-kafka has no name for the operation (code 15): its ACL goes over
+    the wire."""
+    name = TXN + "-2pc"
+    acl = {
+        "resource_type": ResourceType.TRANSACTIONAL_ID,
+        "resource_name": name,
+        "principal": "User:alice",
+        "host": "*",
+        "operation": AclOperation.TWO_PHASE_COMMIT,
+        "permission_type": 3,  # ALLOW
+    }
+    A, D = ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS
+    clear(admin)
+    create(admin, binding(ResourceType.TRANSACTIONAL_ID, name, AclOperation.WRITE))
+    superuser, alice = login(broker, "admin"), login(broker, "alice")
+
+    def init(enable2_pc: bool) -> int:
+        request = build(
+            ApiKey.INIT_PRODUCER_ID,
+            6,
+            "InitProducerIdRequest",
+            transactional_id=name,
+            transaction_timeout=60_000,
+            enable2_pc=enable2_pc,
+        )
+        return alice.call(request).error_code
+
+    try:
+        assert init(False) == ErrorCode.none
+        assert init(True) == ErrorCode.transactional_id_authorization_failed
+        created = superuser.call(
+            build(A, 3, "CreateAclsRequest", creations=(build(A, 3, "AclCreation", **acl),))
+        )
+        assert [r.error_code for r in created.results] == [ErrorCode.none]
+        assert init(True) == ErrorCode.none
+    finally:
+        filters = {
+            "resource_type_filter": acl["resource_type"],
+            "resource_name_filter": name,
+            "principal_filter": None,
+            "host_filter": None,
+            "operation": acl["operation"],
+            "permission_type": acl["permission_type"],
+        }
+        superuser.call(
+            build(D, 3, "DeleteAclsRequest", filters=(build(D, 3, "DeleteAclsFilter", **filters),))
+        )
+        superuser.close()
+        alice.close()
+        clear(admin)

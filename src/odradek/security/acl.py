@@ -38,6 +38,8 @@ class AclOperation(IntEnum):
     IDEMPOTENT_WRITE = 12
     CREATE_TOKENS = 13
     DESCRIBE_TOKENS = 14
+    #: KIP-939: InitProducerId with Enable2Pc needs it on the transactional id, besides WRITE.
+    TWO_PHASE_COMMIT = 15
 
 
 class AclPermissionType(IntEnum):
@@ -107,7 +109,7 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
             _Op.DESCRIBE,
         }
     ),
-    ResourceType.TRANSACTIONAL_ID: frozenset({_Op.DESCRIBE, _Op.WRITE}),
+    ResourceType.TRANSACTIONAL_ID: frozenset({_Op.DESCRIBE, _Op.WRITE, _Op.TWO_PHASE_COMMIT}),
     ResourceType.DELEGATION_TOKEN: frozenset({_Op.DESCRIBE}),
     ResourceType.USER: frozenset({_Op.CREATE_TOKENS, _Op.DESCRIBE_TOKENS}),
 }

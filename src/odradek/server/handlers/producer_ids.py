@@ -8,7 +8,8 @@ kept transaction's producer id and epoch in OngoingTxnProducerId/Epoch (-1 when 
 kept); coordinator/transaction/two_phase.py has the rules and the errors.
 
 Authorization first, as KafkaApis.handleInitProducerIdRequest: a transactional id needs
-WRITE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+WRITE on it, and TWO_PHASE_COMMIT too with Enable2Pc (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679's authorizeByResourceType),
 else CLUSTER_AUTHORIZATION_FAILED. (Kafka 4's Produce no longer checks IDEMPOTENT_WRITE:
 this is where an idempotent producer is admitted.)
@@ -55,9 +56,15 @@ class ProducerIds:
         pass
 
 
-def _authorization_error(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+def _authorization_error(ctx: RequestContext, request) -> ErrorCode | None:
+    transactional_id = request.transactional_id
     if transactional_id is not None:
-        if authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        needed = [AclOperation.WRITE]
+        if getattr(request, "enable2_pc", False):
+            needed.append(AclOperation.TWO_PHASE_COMMIT)
+        if all(
+            authorize(ctx, op, ResourceType.TRANSACTIONAL_ID, transactional_id) for op in needed
+        ):
             return None
         return ErrorCode.transactional_id_authorization_failed
     if authorize_cluster(
@@ -70,7 +77,7 @@ def _authorization_error(ctx: RequestContext, transactional_id: str | None) -> E
 async def handle_init_producer_id(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.INIT_PRODUCER_ID, ctx.api_version)
     manager: ProducerIdManager = ctx.broker.components["producer_ids"].manager
-    refused = _authorization_error(ctx, request.transactional_id)
+    refused = _authorization_error(ctx, request)
     if refused is None and request.transactional_id == "":
         # Kafka's TransactionCoordinator: null means idempotent only; empty is a malformed request
         refused = ErrorCode.invalid_request
