@@ -76,6 +76,17 @@ def test_a_batch_commits_once_and_its_rerun_is_aborted(sink, bootstrap):
     assert read(bootstrap, topic, "read_uncommitted") == [b"a", b"a", b"b", b"b", b"c"]
 
 
+def test_a_query_behind_the_prefixs_decisions_fails_and_writes_nothing(sink, bootstrap):
+    """The prefix of another query, or a checkpoint replaced by an older one: batch 0 after a
+    decision of batch 3 would be a duplicate if committed and a loss if quietly skipped."""
+    options, topic = sink
+    eo.commit_batch(options, 3, [eo.prepare_partition(rows(b"x"), options, 0)])
+    late = [eo.prepare_partition(rows(b"y"), options, 0)]
+    with pytest.raises(eo.ForeignDecision, match="prefix of its own"):
+        eo.commit_batch(options, 0, late)
+    assert read(bootstrap, topic, "read_committed") == [b"x"]
+
+
 def test_a_dead_drivers_transactions_are_ended_as_decided(sink, bootstrap):
     options, topic = sink
     prefix = options.transactional_id_prefix

@@ -71,6 +71,10 @@ class PreparedTransaction(WriterCommitMessage):
     count: int
 
 
+class ForeignDecision(RuntimeError):
+    """The prefix's decisions are ahead of the query: not this query's, or its checkpoint's."""
+
+
 class PreparedTransactionLost(RuntimeError):
     """A prepared transaction was ended by someone else before the driver could commit it."""
 
@@ -224,6 +228,14 @@ def decide(
     _sweep(client, prefix, decision, {m.task_partition for m in prepared})
     if decision is not None and decision.batch_id >= batch_id:
         _abort(client, prefix, prepared, decision)
+        if decision.batch_id > batch_id:
+            # Batches are decided in order: a later one means another query's prefix, or a
+            # checkpoint older than the decisions. Committing could duplicate, skipping lose.
+            raise ForeignDecision(
+                f"transactional.id.prefix {prefix!r} has decided batch {decision.batch_id}, "
+                f"after this query's batch {batch_id}: the prefix belongs to another query or "
+                "the checkpoint was replaced; give this query a prefix of its own"
+            )
         return {}
     if not prepared:
         return {}
