@@ -84,8 +84,8 @@ def decode(rows: list[tuple[str, int, int, str | None]]) -> Decision | None:
         if not metadata or not metadata.startswith(MAGIC + " "):
             continue
         _, position, body = metadata.split(" ", 2)
-        index, _, count = position.partition("/")
-        chunks[offset][int(index)] = (int(count), body)
+        chunk, _, count = position.partition("/")
+        chunks[offset][int(chunk)] = (int(count), body)
     if not chunks:
         return None
     batch_id = max(chunks)

@@ -105,7 +105,7 @@ class TransactionClient:
                 failure = exc
         raise ConnectionError(f"no bootstrap server reachable: {failure}")
 
-    def _send(self, connection: BrokerConnection, api_key: int, **fields: Any) -> Any:
+    def _send(self, connection: BrokerConnection, api_key: ApiKey, **fields: Any) -> Any:
         version = connection.version(api_key, VERSIONS[api_key], VERSIONS[api_key])
         return connection.request(schemas.build(schemas.request_schema(api_key, version), **fields))
 
