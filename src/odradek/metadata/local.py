@@ -78,7 +78,12 @@ class LocalMetadataStore(MetadataStore):
         replication_factor: int,
         configs: Mapping[str, str] | None = None,
         internal: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicImage:
+        # A single node: the only valid manual assignment names this node once per partition,
+        # which is what every partition gets anyway.
+        if assignment is not None:
+            partitions, replication_factor = len(assignment), 1
         if name in self._topics or name in self._pending:
             raise TopicExists(f"Topic '{name}' already exists.")
         if partitions < 1:

@@ -140,11 +140,15 @@ class MetadataStore(ABC):
         replication_factor: int,
         configs: Mapping[str, str] | None = None,
         internal: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicImage:
         """Reserve ``name`` and return the image the topic will have, without publishing it.
 
+        ``assignment``, when given, is each partition's replicas in order (CreateTopics'
+        manual assignment; the first replica is the preferred leader) and takes the place
+        of ``partitions`` and ``replication_factor``; otherwise the store assigns them.
         TopicExists if the name is taken or already reserved, InvalidPartitions,
-        InvalidReplicationFactor. Name rules and config validation are the
+        InvalidReplicationFactor. Name rules, config and assignment validation are the
         caller's job (the admin API and auto creation apply them first). The
         reservation lets the partitions' logs be created while other requests
         are served: a second creation of the name is refused meanwhile, and

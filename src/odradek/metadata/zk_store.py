@@ -659,17 +659,21 @@ class ZkMetadataStore(MetadataStore):
         replication_factor: int,
         configs: Mapping[str, str] | None = None,
         internal: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicImage:
         if name in self._topics or name in self._pending or name in self._assignments:
             raise TopicExists(f"Topic '{name}' already exists.")
-        if replication_factor < 1:
+        if assignment is not None:
+            replicas = {p: tuple(r) for p, r in enumerate(assignment)}
+        elif replication_factor < 1:
             raise InvalidReplicationFactor("Replication factor must be larger than 0.")
-        assignment = assign_replicas(self.brokers(), partitions, replication_factor)
+        else:
+            replicas = assign_replicas(self.brokers(), partitions, replication_factor)
         self._pending.add(name)
         return TopicImage(
             name=name,
             topic_id=uuid.uuid4(),
-            partitions=self._proposed(assignment),
+            partitions=self._proposed(replicas),
             configs=dict(configs or {}),
             internal=internal,
         )

@@ -261,13 +261,16 @@ class ReplicaManager:
         replication_factor: int,
         configs: Mapping[str, str] | None = None,
         internal: bool = False,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicImage:
         """Create a topic without holding the event loop; published once its logs exist.
 
         Errors as ``MetadataStore.new_topic``, or the storage error that stopped
         the logs' creation (the logs already made are removed again).
         """
-        topic = self.metadata.new_topic(name, partitions, replication_factor, configs, internal)
+        topic = self.metadata.new_topic(
+            name, partitions, replication_factor, configs, internal, assignment
+        )
         try:
             await self._create_logs(topic, topic.partitions)
         except BaseException:

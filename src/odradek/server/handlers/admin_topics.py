@@ -176,7 +176,11 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
                 image = None
             else:
                 image = await ctx.broker.replica_manager.create_topic(
-                    topic.name, partitions, replication, configs
+                    topic.name,
+                    partitions,
+                    replication,
+                    configs,
+                    assignment=[list(a.broker_ids) for a in topic.assignments] or None,
                 )
                 fields["topic_id"] = image.topic_id
             fields.update(
