@@ -226,6 +226,31 @@ def test_acks_all_after_the_isr_shrank_below_min_insync_is_not_enough_after_appe
     assert p.check_enough_replicas_reach_offset(3, 0) == (False, ErrorCode.none)
 
 
+def test_acks_all_waits_on_across_a_controller_isr_change_that_bumps_the_epoch() -> None:
+    """ZooKeeper mode: the controller removes a dead follower from the ISR by writing a new
+    leader epoch with the same leader. The leader never followed, so the append it waits
+    for is still in its log: it completes once the rest of the ISR has it (Kafka's
+    DelayedProduce does not look at epochs)."""
+    p = leader()
+    produce(p, 2, acks=-1)
+    fetch(p, 1, 2)
+    p.apply_state(PartitionState(0, 1, (0, 1), ALL, 1), T0)  # broker 2 died
+    assert p.check_enough_replicas_reach_offset(2, 0) == (True, ErrorCode.none)
+    produce(p, 1, acks=-1)
+    assert p.check_enough_replicas_reach_offset(3, 1) == (False, ErrorCode.none)
+
+
+def test_acks_all_across_a_lost_and_regained_leadership_fails_as_not_leader() -> None:
+    p = leader()
+    produce(p, 1, acks=-1)
+    p.apply_state(PartitionState(1, 1, (0, 1), ALL, 1), T0)
+    p.apply_state(PartitionState(0, 2, (0, 1), ALL, 2), T0)
+    assert p.check_enough_replicas_reach_offset(1, 0) == (
+        True,
+        ErrorCode.not_leader_or_follower,
+    )
+
+
 def test_acks_all_of_an_earlier_leadership_fails_as_not_leader() -> None:
     p = leader()
     produce(p, 1, acks=-1)

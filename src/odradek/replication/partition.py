@@ -161,6 +161,10 @@ class Partition(Generic[LogT]):
         self._remote: dict[int, FollowerReplica] = {}
         #: The log end offset when this broker became leader of the current epoch.
         self.leader_epoch_start_offset = -1
+        #: The first leader epoch of this broker's current, uninterrupted leadership: a
+        #: controller's ISR change bumps the epoch (ZooKeeper mode) without this broker ever
+        #: following, so its log, and the appends waiting for replication, stay as they were.
+        self.leader_since_epoch = -1
         #: A follower must find its divergence point before it fetches.
         self._truncating = False
         if state.replicas == (node_id,):
@@ -241,6 +245,8 @@ class Partition(Generic[LogT]):
             ISR_CHANGES.changed(self._isr_state.isr, frozenset(state.isr))
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
+        if self.is_leader and not was_leader:
+            self.leader_since_epoch = state.leader_epoch
         self.partition_epoch = state.partition_epoch
         self.replicas = state.replicas
         self._isr_state = IsrState.committed(frozenset(state.isr))
@@ -410,11 +416,13 @@ class Partition(Generic[LogT]):
         """Is an acks=all append, made in ``leader_epoch`` and ending before ``required_offset``,
         complete? (Kafka's checkEnoughReplicasReachOffset for DelayedProduce.)
 
-        A partition that stopped leading that epoch answers NOT_LEADER_OR_FOLLOWER (Kafka
-        completes the delayed produces of a partition that becomes a follower); the ISR
-        shrinking below min.insync.replicas meanwhile gives NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        A partition that stopped leading since that epoch answers NOT_LEADER_OR_FOLLOWER
+        (Kafka completes the delayed produces of a partition that becomes a follower); a
+        later epoch of the same leadership (the controller removed a dead follower from the
+        ISR) keeps waiting, as Kafka's DelayedProduce does. The ISR shrinking below
+        min.insync.replicas meanwhile gives NOT_ENOUGH_REPLICAS_AFTER_APPEND.
         """
-        if self.leader_id != self.node_id or self.leader_epoch != leader_epoch:
+        if not self.is_leader or not self.leader_since_epoch <= leader_epoch <= self.leader_epoch:
             return True, ErrorCode.not_leader_or_follower
         if self.high_watermark < required_offset:
             return False, ErrorCode.none
