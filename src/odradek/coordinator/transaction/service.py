@@ -17,7 +17,10 @@ connection; then the
 transaction is completed. A marker that cannot be written yet (no leader, the
 leader down, a replication timeout) is retried after a back-off, as Kafka's
 TransactionMarkerChannelManager retries; a partition deleted meanwhile is
-skipped, as Kafka drops markers for unknown partitions. Once a marker in a
+skipped, as Kafka drops markers for unknown partitions. A transaction queued
+again while its task runs (its partition re-elected here under a new leader epoch)
+gets no second task, and the tasks of different transactions take turns on the one
+connection to each broker (it carries one request at a time). Once a marker in a
 ``__consumer_offsets`` partition is replicated, the group coordinator (one of the
 ReplicaManager's ``txn_marker_listeners``) applies or drops the transaction's pending
 offsets.
@@ -77,8 +80,13 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         #: __transaction_state partition -> the leader epoch it was loaded in (the
         #: coordinator epoch markers carry).
         self.coordinator_epochs: dict[int, int] = {}
-        self._marker_tasks: set[asyncio.Task[None]] = set()
+        #: One task per prepared transaction whose markers are being written: a transaction
+        #: queued again meanwhile (its partition re-elected here) is not written twice.
+        self._marker_tasks: dict[TxnMarkers, asyncio.Task[None]] = {}
         self._connections: dict[int, AsyncBrokerConnection] = {}
+        #: A connection carries one request at a time: marker writes of different
+        #: transactions to the same broker take turns.
+        self._connection_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     def _generate_producer_id(self) -> int:
         return int(self.broker.components["producer_ids"].manager.generate_producer_id())
@@ -91,7 +99,7 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
 
     async def stop(self) -> None:
         await super().stop()
-        for task in list(self._marker_tasks):
+        for task in list(self._marker_tasks.values()):
             task.cancel()
         for connection in self._connections.values():
             connection.close()
@@ -127,6 +135,8 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         super().on_resignation(partition)
 
     def load_partition(self, partition: int) -> int:
+        if partition in self.loaded_partitions:
+            return 0  # a new leader epoch of a partition led here already: nothing to load
         count = super().load_partition(partition)
         self.core.loaded(partition)
         self._start_markers()
@@ -151,9 +161,11 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
             return
         appends = list(self._last_appends)
         for entry in markers:
+            if entry in self._marker_tasks:
+                continue
             task = asyncio.get_running_loop().create_task(self._write_markers(entry, appends))
-            self._marker_tasks.add(task)
-            task.add_done_callback(self._marker_tasks.discard)
+            self._marker_tasks[entry] = task
+            task.add_done_callback(lambda _, entry=entry: self._marker_tasks.pop(entry, None))
 
     async def _write_markers(self, entry: TxnMarkers, prepare_appends: list[Any]) -> None:
         """Write ``entry``'s markers until every partition has one, then complete it."""
@@ -240,33 +252,8 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
     ) -> set[TopicPartition]:
         """WriteTxnMarkers to ``leader`` for ``partitions``; those it did not write."""
         try:
-            connection = await self._connect(leader)
-            version = connection.version(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSIONS[1])
-            if version is None or version < WRITE_TXN_MARKERS_VERSIONS[0]:
-                raise BrokerConnectionError(f"broker {leader} does not serve WriteTxnMarkers v1")
-            module = schemas.request_module(ApiKey.WRITE_TXN_MARKERS, version)
-            by_topic: dict[str, list[int]] = defaultdict(list)
-            for tp in partitions:
-                by_topic[tp.topic].append(tp.partition)
-            request = schemas.build(
-                module.WriteTxnMarkersRequest,
-                markers=(
-                    schemas.build(
-                        module.WritableTxnMarker,
-                        producer_id=entry.producer_id,
-                        producer_epoch=entry.producer_epoch,
-                        transaction_result=entry.commit,
-                        topics=tuple(
-                            schemas.build(
-                                module.WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps)
-                            )
-                            for t, ps in by_topic.items()
-                        ),
-                        coordinator_epoch=coordinator_epoch,
-                    ),
-                ),
-            )
-            response = await connection.request(request, MARKER_TIMEOUT_MS / 1000)
+            async with self._connection_locks[leader]:
+                response = await self._send_markers(leader, entry, partitions, coordinator_epoch)
         except BrokerConnectionError as exc:
             self._connections.pop(leader, None)
             log.info("markers of %s to broker %d: %s", entry.transactional_id, leader, exc)
@@ -278,6 +265,42 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
                     if p.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
                         failed.add(TopicPartition(topic.name, p.partition_index))
         return failed
+
+    async def _send_markers(
+        self,
+        leader: int,
+        entry: TxnMarkers,
+        partitions: list[TopicPartition],
+        coordinator_epoch: int,
+    ) -> Any:
+        """One WriteTxnMarkers request to ``leader`` and its response."""
+        connection = await self._connect(leader)
+        version = connection.version(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSIONS[1])
+        if version is None or version < WRITE_TXN_MARKERS_VERSIONS[0]:
+            raise BrokerConnectionError(f"broker {leader} does not serve WriteTxnMarkers v1")
+        module = schemas.request_module(ApiKey.WRITE_TXN_MARKERS, version)
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in partitions:
+            by_topic[tp.topic].append(tp.partition)
+        request = schemas.build(
+            module.WriteTxnMarkersRequest,
+            markers=(
+                schemas.build(
+                    module.WritableTxnMarker,
+                    producer_id=entry.producer_id,
+                    producer_epoch=entry.producer_epoch,
+                    transaction_result=entry.commit,
+                    topics=tuple(
+                        schemas.build(
+                            module.WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps)
+                        )
+                        for t, ps in by_topic.items()
+                    ),
+                    coordinator_epoch=coordinator_epoch,
+                ),
+            ),
+        )
+        return await connection.request(request, MARKER_TIMEOUT_MS / 1000)
 
     async def _connect(self, node_id: int) -> AsyncBrokerConnection:
         connection = self._connections.get(node_id)
