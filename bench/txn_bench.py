@@ -111,6 +111,8 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int, isolation
             "enable.auto.commit": False,
             "isolation.level": isolation,
             "fetch.max.bytes": 52_428_800,
+            # As bench/run.py: librdkafka's local-queue backoff must not set the pace.
+            "fetch.queue.backoff.ms": 1,
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
