@@ -467,8 +467,11 @@ def test_coordinator_killed_between_commit_and_markers(odradek_cluster, admin):
     )
     committed = [b"prepared-%d" % i for i in range(10)]
     assert sorted(read(odradek_cluster, tps, "read_committed")) == sorted(committed)
-    # One COMMIT marker per partition, however often the markers were sent.
-    assert high_watermarks(odradek_cluster, tps) == [6, 6]
+    # Five records and a COMMIT marker in each; the old coordinator may have written the
+    # marker of ``replicated`` before it was killed, and the new one writes it again (as
+    # Kafka's does: a repeated marker changes nothing for readers).
+    alone_end, replicated_end = high_watermarks(odradek_cluster, tps)
+    assert alone_end == 6 and replicated_end in (6, 7)
 
     restart_and_rejoin(odradek_cluster, admin, coordinator)
     p.begin_transaction()
