@@ -52,15 +52,16 @@ def broker_cpu_s(pid: int) -> float:
 
 @dataclass
 class Side:
-    """One side of a comparison: its rates and the broker's CPU seconds per run."""
+    """One side of a comparison: its rates, and the broker's CPU milliseconds per 100,000
+    records of each run."""
 
     rates: list[float] = field(default_factory=list)
-    cpu_s: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
 
     def measure(self, pid: int, records: int, run: Callable[[], float]) -> None:
         before = broker_cpu_s(pid)
         self.rates.append(run())
-        self.cpu_s.append((broker_cpu_s(pid) - before) * 100_000 / records)
+        self.cpu_ms.append((broker_cpu_s(pid) - before) * 1000 * 100_000 / records)
 
 
 def produce_all(producer: Producer, topic: str, partition: int) -> None:
@@ -168,15 +169,15 @@ def main() -> None:
                 side.measure(pid, args.records, run)
     print(
         f"{'benchmark (median of ' + str(args.rounds) + ')':44} {'rec/s':>12} {'baseline':>12}"
-        f" {'ratio':>6} {'broker CPU s/100k':>18}"
+        f" {'ratio':>6} {'broker CPU ms/100k':>19}"
     )
     for name, side, base in (
         ("produce transactional vs idempotent", txn, idem),
         ("consume read_committed vs read_uncommitted", committed, uncommitted),
     ):
         rate, base_rate = statistics.median(side.rates), statistics.median(base.rates)
-        cpu = f"{statistics.median(side.cpu_s):.2f} vs {statistics.median(base.cpu_s):.2f}"
-        print(f"{name:44} {rate:12,.0f} {base_rate:12,.0f} {rate / base_rate:6.2f} {cpu:>18}")
+        cpu = f"{statistics.median(side.cpu_ms):.0f} vs {statistics.median(base.cpu_ms):.0f}"
+        print(f"{name:44} {rate:12,.0f} {base_rate:12,.0f} {rate / base_rate:6.2f} {cpu:>19}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
