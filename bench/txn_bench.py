@@ -11,8 +11,9 @@ is idempotent by definition, so the only difference is the transaction: AddParti
 when a transaction first writes to a partition, EndTxn and the markers at each commit, and
 the wait for the commit before the next transaction begins. Rounds alternate which side goes
 first; the median of each side is printed, with the load average before and after (the
-machine may be shared), and the broker's CPU time (user + system, from /proc) per 100,000
-records, which the load of other processes disturbs far less than the rates.
+machine may be shared), the rates of every round, and the CPU time (user + system) per
+100,000 records of the broker (from /proc) and of the client (this process), which the load
+of other processes disturbs far less than the rates.
 
 Usage: python bench/txn_bench.py [--records 1000000] [--partitions 4] [--rounds 3]
 """
@@ -52,16 +53,19 @@ def broker_cpu_s(pid: int) -> float:
 
 @dataclass
 class Side:
-    """One side of a comparison: its rates, and the broker's CPU milliseconds per 100,000
-    records of each run."""
+    """One side of a comparison: its rates, and the CPU milliseconds per 100,000 records of
+    each run spent by the broker and by the client (this process: librdkafka's threads)."""
 
     rates: list[float] = field(default_factory=list)
     cpu_ms: list[float] = field(default_factory=list)
+    client_cpu_ms: list[float] = field(default_factory=list)
 
     def measure(self, pid: int, records: int, run: Callable[[], float]) -> None:
-        before = broker_cpu_s(pid)
+        broker, client = broker_cpu_s(pid), time.process_time()
         self.rates.append(run())
-        self.cpu_ms.append((broker_cpu_s(pid) - before) * 1000 * 100_000 / records)
+        scale = 1000 * 100_000 / records
+        self.cpu_ms.append((broker_cpu_s(pid) - broker) * scale)
+        self.client_cpu_ms.append((time.process_time() - client) * scale)
 
 
 def produce_all(producer: Producer, topic: str, partition: int) -> None:
@@ -169,7 +173,7 @@ def main() -> None:
                 side.measure(pid, args.records, run)
     print(
         f"{'benchmark (median of ' + str(args.rounds) + ')':44} {'rec/s':>12} {'baseline':>12}"
-        f" {'ratio':>6} {'broker CPU ms/100k':>19}"
+        f" {'ratio':>6} {'broker CPU ms/100k':>19} {'client CPU ms/100k':>19}"
     )
     for name, side, base in (
         ("produce transactional vs idempotent", txn, idem),
@@ -177,7 +181,21 @@ def main() -> None:
     ):
         rate, base_rate = statistics.median(side.rates), statistics.median(base.rates)
         cpu = f"{statistics.median(side.cpu_ms):.0f} vs {statistics.median(base.cpu_ms):.0f}"
-        print(f"{name:44} {rate:12,.0f} {base_rate:12,.0f} {rate / base_rate:6.2f} {cpu:>19}")
+        client = (
+            f"{statistics.median(side.client_cpu_ms):.0f} vs "
+            f"{statistics.median(base.client_cpu_ms):.0f}"
+        )
+        print(
+            f"{name:44} {rate:12,.0f} {base_rate:12,.0f} {rate / base_rate:6.2f} "
+            f"{cpu:>19} {client:>19}"
+        )
+    for name, side in (
+        ("transactional", txn),
+        ("idempotent", idem),
+        ("read_committed", committed),
+        ("read_uncommitted", uncommitted),
+    ):
+        print(f"  {name} rec/s by round: {', '.join(f'{r:,.0f}' for r in side.rates)}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
