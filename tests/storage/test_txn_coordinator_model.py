@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hypothesis import settings
@@ -57,6 +57,26 @@ CONFIG = TransactionConfig(
 )
 #: Small segments: rolls, producer snapshots and .txnindex files across segments.
 LOG_CONFIG = LogConfig(segment_bytes=700)
+
+
+def test_a_fence_leaves_no_epoch_for_a_late_retry() -> None:
+    """A directed case the random walk reaches rarely: a producer bumps its own epoch
+    (KIP-360), its transaction then times out and the coordinator fences it with a bumped
+    epoch; a late retry of the first bump must be fenced, not handed the new epoch (Kafka's
+    prepareFenceProducerEpoch forgets the last epoch)."""
+    ids = itertools.count(1000)
+    core = TransactionCoordinator(CONFIG, lambda: next(ids))
+    pid = core.init_producer_id("a", TXN_TIMEOUT_MS, -1, -1, now_ms=NOW).producer_id
+    bumped = core.init_producer_id("a", TXN_TIMEOUT_MS, pid, 0, now_ms=NOW)
+    assert (bumped.error, bumped.producer_epoch) == (ErrorCode.none, 1)
+    assert core.add_partitions("a", pid, 1, [PARTITIONS[0]], now_ms=NOW) == ErrorCode.none
+    later = NOW + 2 * TXN_TIMEOUT_MS
+    assert core.due_transactions(later) == [("abort", "a")]
+    core.abort_timed_out("a", now_ms=later)
+    (markers,) = core.drain_markers()
+    core.complete_markers("a", pid, markers.producer_epoch, False, now_ms=later)
+    late = core.init_producer_id("a", TXN_TIMEOUT_MS, pid, 0, now_ms=later)
+    assert late.error == ErrorCode.producer_fenced
 
 
 @dataclass(eq=False)
@@ -108,6 +128,11 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
         self.current: dict[str, Txn] = {}
         self.txns: list[Txn] = []
         self.keys = 0
+        #: Per id, the (producer id, epoch) a late retry of the last own epoch bump may name
+        #: and still be answered (Kafka's lastProducerEpoch); any fence clears it.
+        self.retryable: dict[str, tuple[int, int]] = {}
+        #: Own epoch bumps sent, whose retries may arrive late.
+        self.bumps: list[tuple[str, int, int]] = []
 
     def teardown(self) -> None:
         if hasattr(self, "logs"):
@@ -131,13 +156,17 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
         self.pending += [(m, set(m.partitions)) for m in self.core.drain_markers()]
 
     def _fence(self, tid: str) -> None:
+        self.retryable.pop(tid, None)
         instance = self.instances.pop(tid, None)
         if instance is not None and instance.txn is not None and instance.txn.outcome is False:
             self._zombie(instance)
 
     def _zombie(self, instance: Instance) -> None:
-        if instance not in self.zombies:
-            self.zombies.append(instance)
+        """Remember ``instance`` as it is now (its epoch, sequences and aborted transaction):
+        a request it sent may still arrive, even after the instance itself moved on."""
+        assert instance.txn is not None
+        if not any(z.txn is instance.txn and z.epoch == instance.epoch for z in self.zombies):
+            self.zombies.append(replace(instance, sequences=dict(instance.sequences)))
 
     def _decide(self, txn: Txn, commit: bool) -> None:
         assert txn.outcome is None
@@ -151,19 +180,84 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
         txn = self.current.get(tid)
         result = self.core.init_producer_id(tid, TXN_TIMEOUT_MS, -1, -1, now_ms=self._tick())
         self._drain()
-        if txn is not None and txn.outcome is None and txn.partitions:
-            # Its open transaction is aborted with a bumped epoch; the new instance retries.
-            assert result.error == ErrorCode.concurrent_transactions
-            self._decide(txn, False)
-            self._fence(tid)
-            return
-        if txn is not None and not txn.completed and txn.outcome is not None:
-            assert result.error == ErrorCode.concurrent_transactions
+        if self._aborts_or_waits(tid, txn, result.error):
             return
         assert result.error == ErrorCode.none
         self._fence(tid)
         self.current.pop(tid, None)
         self.instances[tid] = Instance(tid, result.producer_id, result.producer_epoch)
+
+    def _aborts_or_waits(self, tid: str, txn: Txn | None, error: ErrorCode) -> bool:
+        """What any InitProducerId meets first: an open transaction is fenced and aborted, a
+        decided one not yet completed makes it wait; both answer CONCURRENT_TRANSACTIONS."""
+        if txn is not None and txn.outcome is None and txn.partitions:
+            # Aborted with a bumped epoch: whoever holds the old one is fenced.
+            assert error == ErrorCode.concurrent_transactions
+            self._decide(txn, False)
+            self._fence(tid)
+            return True
+        if txn is not None and not txn.completed and txn.outcome is not None:
+            assert error == ErrorCode.concurrent_transactions
+            return True
+        return False
+
+    @rule(tid=st.sampled_from(TIDS))
+    def bump_own_epoch(self, tid: str) -> None:
+        """The live instance asks for a new epoch with its own id and epoch (KIP-360, as
+        librdkafka does after an abortable error): an open transaction is aborted first
+        (the instance retries), a bump already made by a timeout is handed back, and the
+        instance goes on with its id under the new epoch."""
+        instance = self.instances.get(tid)
+        if instance is None:
+            return
+        txn = self.current.get(tid)
+        result = self.core.init_producer_id(
+            tid, TXN_TIMEOUT_MS, instance.producer_id, instance.epoch, now_ms=self._tick()
+        )
+        self._drain()
+        if self._aborts_or_waits(tid, txn, result.error):
+            return
+        if instance.txn is not None and instance.txn.outcome is False:
+            # Its transaction timed out: the coordinator's fence bumped the epoch past it.
+            assert result.error == ErrorCode.producer_fenced
+            self._fence(tid)
+            return
+        assert result.error == ErrorCode.none
+        assert result.producer_id == instance.producer_id
+        assert result.producer_epoch == instance.epoch + 1
+        self.bumps.append((tid, instance.producer_id, instance.epoch))
+        self.retryable[tid] = (instance.producer_id, instance.epoch)
+        self.current.pop(tid, None)
+        instance.epoch = result.producer_epoch
+        instance.sequences.clear()
+        instance.txn = None
+
+    @precondition(lambda self: self.bumps)
+    @rule(data=st.data())
+    def late_retry_of_an_own_bump(self, data: st.DataObject) -> None:
+        """An own epoch bump's request arrives again: while nothing fenced the producer
+        since (and the coordinator did not reload: the last epoch is not in its records, as
+        in Kafka), it is answered the current epoch, no second bump, and like any
+        InitProducerId it aborts an open transaction; otherwise PRODUCER_FENCED. (Kafka
+        would abort an open transaction before looking at the epoch; here a stale epoch is
+        fenced first.)"""
+        tid, producer_id, epoch = data.draw(st.sampled_from(self.bumps))
+        txn = self.current.get(tid)
+        result = self.core.init_producer_id(
+            tid, TXN_TIMEOUT_MS, producer_id, epoch, now_ms=self._tick()
+        )
+        self._drain()
+        if txn is not None and not txn.completed and txn.outcome is not None:
+            assert result.error == ErrorCode.concurrent_transactions
+            return
+        if self.retryable.get(tid) != (producer_id, epoch):
+            assert result.error == ErrorCode.producer_fenced
+            return
+        if self._aborts_or_waits(tid, txn, result.error):
+            return
+        assert result.error == ErrorCode.none
+        live = self.instances[tid]
+        assert (result.producer_id, result.producer_epoch) == (live.producer_id, live.epoch)
 
     @rule(tid=st.sampled_from(TIDS), tp=st.sampled_from(PARTITIONS), count=st.integers(1, 3))
     def produce(self, tid: str, tp: TopicPartition, count: int) -> None:
@@ -274,6 +368,7 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
             self._drain()
             txn = self.current[tid]
             self._decide(txn, False)
+            self.retryable.pop(tid, None)  # the fence bumped the epoch
             instance = self.instances.get(tid)
             if instance is not None and instance.txn is txn:
                 self._zombie(instance)  # fenced, though it does not know it yet
@@ -322,6 +417,7 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
             self.core.load_record(record.key, record.value, self.now)
         self.core.loaded(0)
         self.coordinator_epoch += 1
+        self.retryable.clear()
         self.pending = []
         self._drain()
 

@@ -380,11 +380,12 @@ class TransactionCoordinator:
     def _fence_and_abort(self, meta: TransactionMetadata, now_ms: int) -> None:
         """Kafka's prepareFenceProducerEpoch then an abort not from the client: the epoch is
         bumped (unless exhausted) so the old producer is fenced by the markers and the
-        coordinator alike; only the PrepareAbort record is written."""
+        coordinator alike, and no last epoch is kept, so that no earlier epoch passes for a
+        retry of an InitProducerId afterwards; only the PrepareAbort record is written."""
         two_phase.retire_next_epoch(meta)
         meta.transition(S.PREPARE_EPOCH_FENCE, now_ms)
         if not meta.epoch_exhausted():
-            meta.bump_epoch(meta.last_producer_epoch)
+            meta.bump_epoch(NO_PRODUCER_EPOCH)
         self._prepare(meta, False, now_ms)
 
     def _queue_markers(self, meta: TransactionMetadata) -> None:
