@@ -4,8 +4,9 @@ The sans-I/O TransactionCoordinator decides; two partition Logs in a temp dir ho
 data and the markers; this test is the glue a broker is (markers written to the logs
 when the test chooses, in any order and partially, then ``complete_markers``), and the
 clients: producers of three transactional ids, each begins, produces, commits or aborts,
-a second instance fences the first, transactions time out, and a fenced instance's
-request still in flight may reach a log late. The coordinator may crash and reload from
+a second instance fences the first, an instance bumps its own epoch (KIP-360) and a retry
+of that request may arrive late, transactions time out, and a fenced instance's produce
+still in flight may reach a log late. The coordinator may crash and reload from
 the records it wrote (its pending markers are lost, the reload queues them again), and a
 log may crash or restart cleanly.
 
