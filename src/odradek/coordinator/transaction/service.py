@@ -37,6 +37,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from odradek.coordinator.runtime import (
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 MARKER_RETRY_BACKOFF_MS = 100
 #: How long a marker write waits for replication or a remote broker's answer.
 MARKER_TIMEOUT_MS = 30_000
+#: What ``await_replication`` answers once the high watermark has passed an append.
+_BELOW_HIGH_WATERMARK = (ErrorCode.none, ErrorCode.not_enough_replicas_after_append)
 #: WriteTxnMarkers versions this coordinator sends (v0 is gone from Kafka 4).
 WRITE_TXN_MARKERS_VERSIONS = (1, 1)
 
@@ -165,19 +168,32 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
                 continue
             task = asyncio.get_running_loop().create_task(self._write_markers(entry, appends))
             self._marker_tasks[entry] = task
-            task.add_done_callback(lambda _, entry=entry: self._marker_tasks.pop(entry, None))
+            task.add_done_callback(partial(self._forget_marker_task, entry))
+
+    def _forget_marker_task(self, entry: TxnMarkers, _: asyncio.Task[None]) -> None:
+        self._marker_tasks.pop(entry, None)
 
     async def _write_markers(self, entry: TxnMarkers, prepare_appends: list[Any]) -> None:
         """Write ``entry``'s markers until every partition has one, then complete it."""
         tid = entry.transactional_id
-        if prepare_appends:
+        while prepare_appends:
             # The Prepare record must be durable before any marker is: a failover that lost
-            # it would leave markers of a transaction the new coordinator thinks open.
+            # it would leave markers of a transaction the new coordinator thinks open (and
+            # aborts by timeout), committed on some partitions and aborted on others. So no
+            # marker goes out until the high watermark has passed it (an ISR shrunk below
+            # min.insync.replicas still moves it, and no clean election loses what is below
+            # it); if this broker stops leading the partition meanwhile, the new leader writes
+            # the markers if its log has the record.
+            if not self.coordinates(tid):
+                return
             errors = await self._replica_manager.await_replication(
                 prepare_appends, MARKER_TIMEOUT_MS
             )
-            if any(e != ErrorCode.none for e in errors):
-                log.warning("%s: prepare record not replicated (%s)", tid, errors)
+            if all(e in _BELOW_HIGH_WATERMARK for e in errors):
+                break
+            log.warning("%s: prepare record not replicated yet (%s); markers wait", tid, errors)
+            if ErrorCode.request_timed_out not in errors:
+                await asyncio.sleep(MARKER_RETRY_BACKOFF_MS / 1000)
         pending = set(entry.partitions)
         while pending:
             if not self.coordinates(tid):
