@@ -81,6 +81,7 @@ import socket
 import ssl
 import time
 import types
+from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -92,6 +93,7 @@ from odradek.network.principal import ANONYMOUS, KafkaPrincipal
 from odradek.network.sasl_authenticator import SaslServerAuthenticator
 from odradek.network.sasl_channel import SaslChannel
 from odradek.network.ssl_channel import SslChannel
+from odradek.network.unmute import MAX_IN_FLIGHT, ChannelUnmuted
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.frames import SIZE_PREFIX_LEN, InvalidFrame, size_prefix
 from odradek.protocol.header import peek_api
@@ -99,6 +101,9 @@ from odradek.protocol.response import EncodedResponse, Region
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+#: What a request's handling gives the request loop: a response, none (acks=0), or the task
+#: of a request that unmuted the connection and answers later.
+_Answer = EncodedResponse | asyncio.Task[EncodedResponse | None] | None
 
 #: Requests answered back to back before the connection yields the event loop to others.
 MAX_BURST = 16
@@ -368,6 +373,8 @@ class _Connection(asyncio.BufferedProtocol):
         #: Set while the request loop waits for frames, for writability or for the stream's end.
         self._wakeup: asyncio.Future[None] | None = None
         self._busy = False  # a request is being handled
+        #: Requests that unmuted the connection (``unmute``) and wait, oldest first.
+        self._in_flight: deque[asyncio.Task[EncodedResponse | None]] = deque()
         self._closed = False  # the transport is gone or going
         self._eof = False  # the peer has finished sending
         self._reading = True  # the transport is reading (neither reason below holds)
@@ -520,7 +527,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def stop(self) -> None:
         """Listener shutdown: an idle connection closes now, a busy one after answering."""
-        if not self._busy:
+        if not (self._busy or self._in_flight):
             self.abort()
         else:
             self._wake()
@@ -557,7 +564,7 @@ class _Connection(asyncio.BufferedProtocol):
         quiet = self._loop.time() - self._last_active
         if self._closed:
             return
-        if self._busy or self._reader.frames or quiet < idle:
+        if self._busy or self._in_flight or self._reader.frames or quiet < idle:
             self._arm_idle_timer(max(idle - quiet, 0.001) if not self._busy else idle)
             return
         what = "truncated frame: no bytes" if self._reader.partial else "idle"
@@ -578,6 +585,8 @@ class _Connection(asyncio.BufferedProtocol):
         burst = 0
         try:
             while not self._closed:
+                if self._in_flight and self._in_flight[0].done():
+                    await self._answer_in_flight(only_done=True)
                 if not reader.frames:
                     self._flush()
                     if self._eof or listener._stopping:
@@ -614,14 +623,15 @@ class _Connection(asyncio.BufferedProtocol):
                         self._held -= handled
                         self._pool.release(handled)
                     del frame
-                if response is not None:
-                    if not self._closed:
-                        await self._queue(response)
-                    elif response.on_sent is not None:  # dropped with the connection
-                        now = time.perf_counter()
-                        response.on_sent(now, now)
+                if isinstance(response, asyncio.Task):
+                    response.add_done_callback(lambda _: self._wake())
+                    self._in_flight.append(response)
+                elif response is not None:
+                    await self._answer_in_flight()
+                    await self._deliver(response)
                 if listener._stopping or close:
                     break
+            await self._answer_in_flight()
             self._flush()
         except CloseConnection as e:
             log.warning("closing connection %s: %s", info.connection_id, e)
@@ -632,10 +642,33 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("closing connection %s after an unexpected error", info.connection_id)
         finally:
             self._closed = True
+            for task in self._in_flight:
+                task.cancel()
             self._flush()  # nothing is written now; the responses' on_sent learn they are done
             self._transport.close()
 
-    async def _authenticate_frame(self, frame: memoryview) -> tuple[EncodedResponse | None, bool]:
+    async def _deliver(self, response: EncodedResponse) -> None:
+        if not self._closed:
+            await self._queue(response)
+        elif response.on_sent is not None:  # dropped with the connection
+            now = time.perf_counter()
+            response.on_sent(now, now)
+
+    async def _answer_in_flight(self, only_done: bool = False) -> None:
+        """Deliver the responses of the requests that unmuted the connection, oldest first:
+        all of them (waiting for each), or only those at the head that are done."""
+        while self._in_flight:
+            task = self._in_flight[0]
+            if only_done and not task.done():
+                return
+            try:
+                response = await task
+            finally:
+                self._in_flight.popleft()
+            if response is not None:
+                await self._deliver(response)
+
+    async def _authenticate_frame(self, frame: memoryview) -> tuple[_Answer, bool]:
         """A frame received before authentication is complete, or on a session that expires:
         (the answer, close after it)."""
         if self._sasl is None:
@@ -682,20 +715,23 @@ class _Connection(asyncio.BufferedProtocol):
             response.add(step.response)
         return response, step.close
 
-    async def _dispatch_eagerly(
-        self, coro: Coroutine[Any, Any, EncodedResponse | None]
-    ) -> EncodedResponse | None:
+    async def _dispatch_eagerly(self, coro: Coroutine[Any, Any, EncodedResponse | None]) -> _Answer:
         """Run the handler within this step; only if it must wait, flush the queued responses first.
 
         Most requests complete without ever suspending, and their answers then wait
         in ``_out`` to leave with the next ones; a request that does suspend (a long
-        poll) must not hold back the answers to the requests before it.
+        poll) must not hold back the answers to the requests before it. A handler whose
+        first suspension unmutes the connection (``unmute``) goes on in a task of its own,
+        which is returned, unless ``MAX_IN_FLIGHT`` requests already wait that way.
         """
         try:
             pending = coro.send(None)
         except StopIteration as done:
             response: EncodedResponse | None = done.value
             return response
+        if pending.__class__ is ChannelUnmuted and len(self._in_flight) < MAX_IN_FLIGHT:
+            return self._loop.create_task(_finish(coro, pending))
+        await self._answer_in_flight()
         self._flush()
         return await _resume(coro, pending)
 
@@ -784,6 +820,11 @@ class _Connection(asyncio.BufferedProtocol):
             remaining -= len(chunk)
             while not self._writable and not self._closed:
                 await self._sleep_until_woken()
+
+
+async def _finish(coro: Coroutine[Any, Any, _T], pending: Any) -> _T:
+    """The rest of a handler that unmuted its connection, in a task of its own."""
+    return await _resume(coro, pending)
 
 
 @types.coroutine

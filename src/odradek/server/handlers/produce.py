@@ -22,7 +22,9 @@ meanwhile, and NOT_LEADER_OR_FOLLOWER when leadership moved). The request waits 
 the produce purgatory, woken by high watermark moves, until every partition is
 complete or the request's timeout passes (REQUEST_TIMED_OUT for those that are
 not): ``ReplicaManager.await_replication``. A partition whose ISR is this broker alone (every partition of a single node)
-is complete at its append: no wait, no purgatory entry.
+is complete at its append: no wait, no purgatory entry. While a request waits, its
+connection handles the next ones (it unmutes the channel, ``network/unmute.py``), and
+still answers them in order.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import logging
 import uuid
 from collections import Counter
 
+from odradek.network.unmute import unmute_channel
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.produce import (
     FIRST_TOPIC_ID_VERSION,
@@ -140,6 +143,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
                     delayed.append((tp, end, epoch))
                     delayed_results.append(result)
     if delayed:
+        # Every partition is appended: the connection's next requests may go ahead
+        # while this one waits for its followers (network/unmute.py).
+        await unmute_channel()
         errors = await replicas.await_replication(delayed, request.timeout_ms)
         for result, error in zip(delayed_results, errors):
             result.error_code = error
