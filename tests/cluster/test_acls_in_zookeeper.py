@@ -29,6 +29,10 @@ from kazoo.client import KazooClient
 from security.clients import plain_login
 
 from odradek.metadata import zk_acls
+from odradek.metadata.zk_notifications import (
+    CHANGE_EXPIRATION_MS,
+    purge_obsolete_notifications,
+)
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -251,3 +255,23 @@ def test_change_notifications_in_kafkas_encoding() -> None:
     assert zk_acls.resource_path(prefixed) == "/kafka-acl-extended/prefixed/Group/app-"
     with pytest.raises(ValueError):
         zk_acls.decode_change(zk_acls.LITERAL_CHANGES, b"no separator")
+
+
+def test_change_notifications_older_than_fifteen_minutes_are_purged(zk: KazooClient) -> None:
+    path = "/purge-test"
+    zk.ensure_path(path)
+    names = [
+        zk.create(f"{path}/acl_changes_", b"Topic:x", sequence=True).rsplit("/", 1)[1]
+        for _ in range(3)
+    ]
+    created = [zk.exists(f"{path}/{n}").ctime for n in names]
+    # Now: nothing has expired.
+    assert purge_obsolete_notifications(zk, path, names, now_ms=created[-1]) == []
+    # Fifteen minutes and a millisecond after the second one: the first two go, the third stays.
+    later = created[1] + CHANGE_EXPIRATION_MS + 1
+    assert purge_obsolete_notifications(zk, path, reversed(names), now_ms=later) == names[:2]
+    assert sorted(zk.get_children(path)) == names[2:]
+    # A notification another broker purged meanwhile is skipped.
+    far = created[2] + CHANGE_EXPIRATION_MS + 1
+    assert purge_obsolete_notifications(zk, path, names, now_ms=far) == names[2:]
+    assert zk.get_children(path) == []

@@ -15,7 +15,8 @@ node names a pattern, whose znode the broker re-reads and applies. The change no
 says *which* pattern changed, never how, so a watch that skips intermediate children (kazoo
 reports the latest list) still converges: the re-read gives the latest entries.
 
-Old change nodes are not purged yet (Kafka deletes those older than 15 minutes).
+Each broker deletes change nodes older than 15 minutes after processing a path, as Kafka
+does (zk_notifications).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.recipe.watchers import ChildrenWatch
 
+from odradek.metadata.zk_notifications import purge_obsolete_notifications
 from odradek.security.acl import (
     CONCRETE_RESOURCE_TYPES,
     AccessControlEntry,
@@ -164,6 +166,7 @@ class ZkAcls:
                 log.warning("ignoring ACL change notification %s/%s: %s", path, child, e)
                 continue
             self._reload(pattern)
+        purge_obsolete_notifications(self.client, path, children)
 
     def _read(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int]:
         """The pattern's entries and znode version (-1: no znode)."""

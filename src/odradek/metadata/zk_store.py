@@ -85,6 +85,7 @@ from odradek.metadata.topic_names import INTERNAL_TOPICS
 from odradek.metadata.zk_acls import ZkAcls
 from odradek.metadata.zk_fence import ControllerFence, ControllerMoved, check_fence, fenced
 from odradek.metadata.zk_layout import PartitionState, TopicAssignment
+from odradek.metadata.zk_notifications import purge_obsolete_notifications
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.acl import AccessControlEntry, ResourcePattern
 
@@ -849,6 +850,9 @@ class ZkMetadataStore(MetadataStore):
             f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
             layout.encode_config_change(entity_type, entity),
             sequence=True,
+        )
+        purge_obsolete_notifications(
+            self.client, layout.CONFIG_CHANGES, self.client.get_children(layout.CONFIG_CHANGES)
         )
         if stat is not None:
             self._apply_config(target, key, configs, stat)
