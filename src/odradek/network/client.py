@@ -6,6 +6,11 @@ beyond a check of the correlation id. Frames are built and read by
 ``protocol.client_codec``; the API versions both sides speak are agreed once with
 ApiVersions v0 when the connection opens.
 
+Responses are received in place (``ResponseStream``, an ``asyncio.BufferedProtocol``
+around the listener's ``FrameReader``): a follower's fetch response, a megabyte of
+records each round, goes from the socket into a buffer of its own size, instead of
+through a stream reader's buffer and a copy out of it.
+
 The connection speaks the inter-broker listener's security protocol
 (``ClientSecurity``): TLS from the first byte when it has a client context, then,
 with SASL, Kafka's client sequence after ApiVersions: SaslHandshake v1 naming the
@@ -28,11 +33,11 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
-import struct
 import time
 from typing import Any
 
 from odradek.network.client_security import PLAINTEXT, ClientSecurity
+from odradek.network.framing import FrameReader
 from odradek.network.sasl_mechanism import SaslAuthenticationError
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
@@ -44,8 +49,10 @@ from odradek.protocol.client_codec import (
     response_correlation_id,
 )
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.frames import InvalidFrame
 
-_SIZE = struct.Struct(">i")
+#: The largest response accepted: the protocol's own limit (a size prefix is an int32).
+MAX_RESPONSE_BYTES = 2**31 - 1
 #: SaslHandshake v1 carries the tokens in SaslAuthenticate; v0's bare tokens are not spoken.
 SASL_HANDSHAKE_VERSION = 1
 #: SaslAuthenticate v1 added the session lifetime (KIP-368); v2 is the flexible form.
@@ -62,16 +69,93 @@ class SaslAuthenticationFailed(BrokerConnectionError):
     """The other broker refused this broker's SASL login (the message has its reason)."""
 
 
+class ResponseStream(asyncio.BufferedProtocol):
+    """The connection's bytes: response frames received in place, requests written with
+    flow control. A broken stream fails the waiting call with BrokerConnectionError."""
+
+    transport: asyncio.Transport
+
+    def __init__(self) -> None:
+        self._frames = FrameReader(MAX_RESPONSE_BYTES)
+        self._loop = asyncio.get_running_loop()
+        #: Set while a call waits for a frame or for the transport to take more bytes.
+        self._waiter: asyncio.Future[None] | None = None
+        self._writable = True
+        self._broken: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            self._frames.received(nbytes)
+        except InvalidFrame as e:
+            self._break(f"unreadable response: {e}")
+            self.transport.abort()
+            return
+        if self._frames.frames:
+            self._wake()
+
+    def eof_received(self) -> bool:
+        self._break("the broker closed the connection")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._break(f"connection lost: {exc!r}" if exc else "connection closed")
+
+    def pause_writing(self) -> None:
+        self._writable = False
+
+    def resume_writing(self) -> None:
+        self._writable = True
+        self._wake()
+
+    def _break(self, reason: str) -> None:
+        if self._broken is None:
+            self._broken = reason
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _wait(self) -> None:
+        if self._broken is not None:
+            raise BrokerConnectionError(self._broken)
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    async def write(self, data: bytes) -> None:
+        """Hand ``data`` to the transport, waiting while its buffer is above the high-water mark."""
+        if self._broken is not None:
+            raise BrokerConnectionError(self._broken)
+        self.transport.write(data)
+        while not self._writable:
+            await self._wait()
+
+    async def next_frame(self) -> memoryview:
+        """The next response frame (read-only, without its size prefix)."""
+        while not self._frames.frames:
+            await self._wait()
+        return self._frames.take()
+
+
 class AsyncBrokerConnection:
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        stream: ResponseStream,
         client_id: str,
         security: ClientSecurity = PLAINTEXT,
         address: str = "",
     ) -> None:
-        self._reader, self._writer = reader, writer
+        self._stream = stream
         self._client_id = client_id_field(client_id)
         self._correlation_id = 0
         self._security = security
@@ -91,15 +175,18 @@ class AsyncBrokerConnection:
     ) -> AsyncBrokerConnection:
         address = f"{host}:{port}"
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=security.ssl_context), timeout_s
+            transport, stream = await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(
+                    ResponseStream, host, port, ssl=security.ssl_context
+                ),
+                timeout_s,
             )
         except (OSError, TimeoutError) as exc:  # ssl.SSLError, a failed TLS handshake, is one
             raise BrokerConnectionError(f"cannot connect to {address}: {exc}") from None
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        connection = cls(reader, writer, client_id, security, address)
+        connection = cls(stream, client_id, security, address)
         try:
             response = await connection._send(
                 schemas.build(schemas.request_schema(API_VERSIONS, 0)), timeout_s
@@ -187,12 +274,11 @@ class AsyncBrokerConnection:
     async def _send(self, request: Any, timeout_s: float) -> Any:
         self._correlation_id += 1
         correlation_id = self._correlation_id
+        stream = self._stream
         try:
-            self._writer.write(encode_request(request, correlation_id, self._client_id))
-            await self._writer.drain()
-            size = _SIZE.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout_s))[0]
-            frame = await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
-        except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+            await stream.write(encode_request(request, correlation_id, self._client_id))
+            frame = await asyncio.wait_for(stream.next_frame(), timeout_s)
+        except (BrokerConnectionError, TimeoutError) as exc:
             self.close()
             raise BrokerConnectionError(f"request failed: {exc!r}") from None
         if response_correlation_id(frame) != correlation_id:
@@ -201,4 +287,4 @@ class AsyncBrokerConnection:
         return decode_response(request, frame)
 
     def close(self) -> None:
-        self._writer.close()
+        self._stream.transport.close()
