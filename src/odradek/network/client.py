@@ -212,13 +212,18 @@ class AsyncBrokerConnection:
     async def request(self, request: Any, timeout_s: float) -> Any:
         """Send ``request`` (a kio entity) and return its decoded response (re-authenticating
         first when the SASL session is due for renewal)."""
+        return decode_response(request, await self.request_frame(request, timeout_s))
+
+    async def request_frame(self, request: Any, timeout_s: float) -> memoryview:
+        """As ``request``, but the response frame undecoded (``client_codec.response_body``
+        finds its body), for a caller with a codec of its own."""
         if self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
             try:
                 await self._authenticate(timeout_s)
             except BaseException:
                 self.close()
                 raise
-        return await self._send(request, timeout_s)
+        return await self._send_frame(request, timeout_s)
 
     async def _authenticate(self, timeout_s: float) -> None:
         login = self._security.sasl
@@ -272,6 +277,9 @@ class AsyncBrokerConnection:
         )
 
     async def _send(self, request: Any, timeout_s: float) -> Any:
+        return decode_response(request, await self._send_frame(request, timeout_s))
+
+    async def _send_frame(self, request: Any, timeout_s: float) -> memoryview:
         self._correlation_id += 1
         correlation_id = self._correlation_id
         stream = self._stream
@@ -284,7 +292,7 @@ class AsyncBrokerConnection:
         if response_correlation_id(frame) != correlation_id:
             self.close()
             raise BrokerConnectionError("the broker answered another request")
-        return decode_response(request, frame)
+        return frame
 
     def close(self) -> None:
         self._stream.transport.close()

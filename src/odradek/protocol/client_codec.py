@@ -44,17 +44,21 @@ def response_correlation_id(frame: bytes | memoryview) -> int:
     return int(correlation_id)
 
 
+def response_body(request: Any, frame: bytes | memoryview) -> memoryview:
+    """The body of ``frame`` (a response to ``request``, size prefix removed): what follows
+    its header, read-only."""
+    view = memoryview(frame).toreadonly()  # kio reads read-only memoryviews, never bytearrays
+    flexible = request.__flexible__ and int(request.__api_key__) != API_VERSIONS
+    return view[skip_tagged_fields(view, 4) if flexible else 4 :]
+
+
 def decode_response(request: Any, frame: bytes | memoryview) -> Any:
     """The kio response entity in ``frame`` (a response to ``request``, size prefix removed).
 
     Unknown tagged fields, which kio refuses, are skipped as the protocol says.
     """
-    api_key, version = int(request.__api_key__), int(request.__version__)
-    view = memoryview(frame).toreadonly()  # kio reads read-only memoryviews, never bytearrays
-    flexible = request.__flexible__ and api_key != API_VERSIONS
-    position = skip_tagged_fields(view, 4) if flexible else 4
-    schema = schemas.response_schema(api_key, version)
-    body = view[position:]
+    schema = schemas.response_schema(int(request.__api_key__), int(request.__version__))
+    body = response_body(request, frame)
     try:
         return entity_reader(schema)(body, 0)[0]
     except KeyError:

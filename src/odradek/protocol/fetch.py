@@ -1,4 +1,5 @@
-"""Hand-written Fetch response encoder (v4-v18) whose record data are file regions.
+"""Hand-written Fetch response codec: an encoder (v4-v18) whose record data are file regions,
+and a decoder (v13-v18) whose record data are slices of the received frame.
 
 The encoder emits bytes for the fields and the storage FileRegions unchanged, so
 the network layer can sendfile record data straight from the segment files.
@@ -7,6 +8,15 @@ tests/protocol/test_fetch_versions.py. Responses v17 and v18 have v16's format:
 those versions only add tagged fields to the request (the fetching replica's
 directory id, KIP-853, and its high watermark), which kio decodes and a leader
 without followers ignores.
+
+The decoder serves the replica fetcher, which reads a megabyte of records per response:
+kio would copy each partition's records into a new ``bytes``, this hands the follower's
+log a ``memoryview`` of the frame the records arrived in (tested against kio in
+tests/protocol/test_fetch_response_decoder.py). It reads the versions that name topics
+by id, which are the ones a follower speaks (v15+), and skips the tagged fields (a
+partition's diverging epoch, current leader and snapshot id, the response's node
+endpoints): the fetcher finds its truncation point with OffsetForLeaderEpoch and its
+leaders in the metadata.
 """
 
 from __future__ import annotations
@@ -104,3 +114,74 @@ def encode_fetch_response(
         head += b"\x00"  # response tagged fields
     out.add(bytes(head))
     return out
+
+
+@dataclass(slots=True)
+class FetchedPartition:
+    """One partition of a decoded Fetch response."""
+
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    #: (producer id, first offset) pairs; None for a null array.
+    aborted_transactions: list[tuple[int, int]] | None
+    preferred_read_replica: int
+    #: A slice of the response frame (None for null records).
+    records: memoryview | None
+
+
+#: Newest Fetch response version the decoder reads.
+LAST_DECODED_VERSION = 18
+
+
+def decode_fetch_response(
+    version: int, body: memoryview
+) -> tuple[int, list[tuple[uuid.UUID, list[FetchedPartition]]]]:
+    """(the response's error code, its partitions by topic id) from a Fetch response body
+    (after the response header) of version 13 to 18. Raises ValueError on a short body."""
+    if not FIRST_TOPIC_ID_VERSION <= version <= LAST_DECODED_VERSION:
+        raise ValueError(f"Fetch response v{version} is not decoded here")
+    read_int16, read_int32, read_int64 = wire.read_int16, wire.read_int32, wire.read_int64
+    _throttle_ms, pos = read_int32(body, 0)
+    error_code, pos = read_int16(body, pos)
+    _session_id, pos = read_int32(body, pos)
+    topic_count, pos = wire.read_array_length(body, pos, True)
+    topics = []
+    for _ in range(max(topic_count, 0)):
+        topic_id, pos = wire.read_uuid(body, pos)
+        partition_count, pos = wire.read_array_length(body, pos, True)
+        partitions = []
+        for _ in range(max(partition_count, 0)):
+            index, pos = read_int32(body, pos)
+            partition_error, pos = read_int16(body, pos)
+            high_watermark, pos = read_int64(body, pos)
+            last_stable_offset, pos = read_int64(body, pos)
+            log_start_offset, pos = read_int64(body, pos)
+            aborted_count, pos = wire.read_array_length(body, pos, True)
+            aborted = []
+            for _ in range(max(aborted_count, 0)):
+                producer_id, pos = read_int64(body, pos)
+                first_offset, pos = read_int64(body, pos)
+                pos = wire.skip_tagged_fields(body, pos)
+                aborted.append((producer_id, first_offset))
+            preferred_read_replica, pos = read_int32(body, pos)
+            records, pos = wire.read_bytes(body, pos, True)
+            pos = wire.skip_tagged_fields(body, pos)
+            partitions.append(
+                FetchedPartition(
+                    index,
+                    partition_error,
+                    high_watermark,
+                    last_stable_offset,
+                    log_start_offset,
+                    None if aborted_count < 0 else aborted,
+                    preferred_read_replica,
+                    records,
+                )
+            )
+        pos = wire.skip_tagged_fields(body, pos)
+        topics.append((topic_id, partitions))
+    wire.skip_tagged_fields(body, pos)
+    return error_code, topics

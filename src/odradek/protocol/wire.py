@@ -9,6 +9,7 @@ return (value, new offset).
 from __future__ import annotations
 
 import struct
+import uuid
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -43,6 +44,11 @@ def read_int32(buf: memoryview, pos: int) -> tuple[int, int]:
 def read_int64(buf: memoryview, pos: int) -> tuple[int, int]:
     _need(buf, pos, 8)
     return _I64.unpack_from(buf, pos)[0], pos + 8
+
+
+def read_uuid(buf: memoryview, pos: int) -> tuple[uuid.UUID, int]:
+    _need(buf, pos, 16)
+    return uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:

@@ -60,7 +60,9 @@ from odradek.network.client import (
 )
 from odradek.network.client_security import PLAINTEXT, ClientSecurity
 from odradek.protocol import schemas
+from odradek.protocol.client_codec import response_body
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch import decode_fetch_response
 from odradek.replication.partition import EpochQuery, FetchPosition, Partition
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.storage import Log, TopicPartition
@@ -368,19 +370,24 @@ class ReplicaFetcher:
             rack_id="",
         )
         names = {topic_id: name for topic_id, (name, _) in by_id.items()}
-        response = await connection.request(
+        frame = await connection.request_frame(
             request, (settings.socket_timeout_ms + settings.fetch_wait_max_ms) / 1000
         )
-        if response.error_code != ErrorCode.none:
-            log.info("fetch from broker %d: %s", self.leader_id, response.error_code)
+        try:
+            error_code, topics = decode_fetch_response(version, response_body(request, frame))
+        except ValueError as e:
+            connection.close()
+            raise BrokerConnectionError(f"unreadable Fetch response: {e}") from None
+        if error_code != ErrorCode.none:
+            log.info("fetch from broker %d: error code %d", self.leader_id, error_code)
             return False
         progress = False
         now_ms = int(time.time() * 1000)
-        for topic in response.responses:
-            name = names.get(topic.topic_id)
+        for topic_id, answers in topics:
+            name = names.get(topic_id)
             if name is None:
                 continue
-            for answer in topic.partitions:
+            for answer in answers:
                 tp = TopicPartition(name, answer.partition_index)
                 found = fetches.get(tp)
                 if found is None:
