@@ -20,6 +20,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -50,14 +51,23 @@ class ScramMechanism:
         """Hi(password, salt, i) of RFC 5802: PBKDF2 with this mechanism's HMAC."""
         return hashlib.pbkdf2_hmac(self.hash_name, password.encode("utf-8"), salt, iterations)
 
+    def client_key(self, salted_password: bytes) -> bytes:
+        """ClientKey = HMAC(SaltedPassword, "Client Key"): what the client's proof hides."""
+        return self.hmac(salted_password, b"Client Key")
+
     def credential(self, salted_password: bytes, salt: bytes, iterations: int) -> ScramCredential:
-        client_key = self.hmac(salted_password, b"Client Key")
         return ScramCredential(
             salt=salt,
-            stored_key=self.hash(client_key),
+            stored_key=self.hash(self.client_key(salted_password)),
             server_key=self.hmac(salted_password, b"Server Key"),
             iterations=iterations,
         )
+
+    def proof(self, key: bytes, stored_key: bytes, auth_message: bytes) -> bytes:
+        """ClientProof = ClientKey XOR HMAC(StoredKey, AuthMessage); XOR undoes itself, so the
+        server gets the ClientKey back from a proof the same way (ValueError: wrong length)."""
+        signature = self.hmac(stored_key, auth_message)
+        return bytes(a ^ b for a, b in zip(key, signature, strict=True))
 
 
 SCRAM_SHA_256 = ScramMechanism("SCRAM-SHA-256", "sha256", ScramMechanismType.SCRAM_SHA_256)
@@ -101,6 +111,19 @@ class ScramCredential:
             )
         except ValueError as e:
             raise InvalidCredential(f"Credentials not valid: {e}") from None
+
+
+def attributes(message: str) -> dict[str, str]:
+    """``a=x,b=y`` -> {"a": "x", "b": "y"} (values may hold ``=``: base64 padding)."""
+    return dict(item.partition("=")[::2] for item in message.split(",") if item)
+
+
+def decode_message(token: bytes, error: Callable[[str], Exception]) -> str:
+    """A SCRAM message as text; ``error`` (the side's own failure) when it is not UTF-8."""
+    try:
+        return token.decode("utf-8")
+    except UnicodeDecodeError:
+        raise error("SCRAM message is not UTF-8") from None
 
 
 def new_nonce() -> str:

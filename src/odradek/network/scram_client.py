@@ -18,7 +18,13 @@ import hmac
 from collections.abc import Callable
 
 from odradek.network.sasl_mechanism import SaslAuthenticationError
-from odradek.network.scram import ScramMechanism, encode_saslname, new_nonce
+from odradek.network.scram import (
+    ScramMechanism,
+    attributes,
+    decode_message,
+    encode_saslname,
+    new_nonce,
+)
 
 _GS2_HEADER = "n,,"
 
@@ -57,9 +63,9 @@ class ScramSaslClient:
     def evaluate_challenge(self, token: bytes) -> bytes | None:
         try:
             if self._state == "final":
-                return self._client_final(_decode(token))
+                return self._client_final(decode_message(token, SaslAuthenticationError))
             if self._state == "verify":
-                self._verify(_decode(token))
+                self._verify(decode_message(token, SaslAuthenticationError))
                 return None
             raise SaslAuthenticationError(f"Unexpected SCRAM challenge in state {self._state}")
         except BaseException:
@@ -67,7 +73,7 @@ class ScramSaslClient:
             raise
 
     def _client_final(self, server_first: str) -> bytes:
-        fields = _fields(server_first)
+        fields = attributes(server_first)
         nonce, salt_text, iterations_text = fields.get("r"), fields.get("s"), fields.get("i")
         if nonce is None or salt_text is None or iterations_text is None:
             raise SaslAuthenticationError(f"Invalid SCRAM server first message: {server_first!r}")
@@ -85,19 +91,17 @@ class ScramSaslClient:
                 f"Requested iterations {iterations} is less than the minimum "
                 f"{self._scram.min_iterations} for {self._scram.name}"
             )
-        scram = self._scram
-        salted = scram.salted_password(self._password, salt, iterations)
+        salted = self._scram.salted_password(self._password, salt, iterations)
         without_proof = f"c={base64.b64encode(_GS2_HEADER.encode()).decode()},r={nonce}"
-        auth_message = f"{self._client_first_bare},{server_first},{without_proof}".encode()
-        client_key = scram.hmac(salted, b"Client Key")
-        client_signature = scram.hmac(scram.hash(client_key), auth_message)
-        proof = bytes(a ^ b for a, b in zip(client_key, client_signature, strict=True))
-        self._server_signature = scram.hmac(scram.hmac(salted, b"Server Key"), auth_message)
+        auth = f"{self._client_first_bare},{server_first},{without_proof}".encode()
+        credential = self._scram.credential(salted, salt, iterations)
+        proof = self._scram.proof(self._scram.client_key(salted), credential.stored_key, auth)
+        self._server_signature = self._scram.hmac(credential.server_key, auth)
         self._state = "verify"
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def _verify(self, server_final: str) -> None:
-        fields = _fields(server_final)
+        fields = attributes(server_final)
         if "e" in fields:
             raise SaslAuthenticationError(
                 f"Sasl authentication using {self.mechanism} failed with error: {fields['e']}"
@@ -109,15 +113,3 @@ class ScramSaslClient:
         if not hmac.compare_digest(signature, self._server_signature):
             raise SaslAuthenticationError("Invalid server signature in server final message")
         self._state = "complete"
-
-
-def _fields(message: str) -> dict[str, str]:
-    """``a=x,b=y`` -> {"a": "x", "b": "y"} (values may hold ``=``: base64 padding)."""
-    return dict(item.partition("=")[::2] for item in message.split(",") if item)
-
-
-def _decode(token: bytes) -> str:
-    try:
-        return token.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SaslAuthenticationError("SCRAM message from the server is not UTF-8") from None

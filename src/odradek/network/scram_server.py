@@ -24,7 +24,14 @@ import re
 from collections.abc import Callable
 
 from odradek.network.sasl_mechanism import InvalidCredentials, SaslAuthenticationError
-from odradek.network.scram import ScramCredential, ScramMechanism, decode_saslname, new_nonce
+from odradek.network.scram import (
+    ScramCredential,
+    ScramMechanism,
+    attributes,
+    decode_message,
+    decode_saslname,
+    new_nonce,
+)
 
 #: Looks up the stored credential of (mechanism name, user name); None when there is none.
 CredentialLookup = Callable[[str, str], ScramCredential | None]
@@ -95,13 +102,11 @@ class ScramSaslServer:
             raise
 
     def _client_first(self, token: bytes) -> bytes:
-        message = _decode(token)
+        message = decode_message(token, InvalidCredentials)
         match = _CLIENT_FIRST.fullmatch(message)
         if match is None:
             raise InvalidCredentials(f"Invalid SCRAM client first message: {message!r}")
-        extensions = dict(
-            item.partition("=")[::2] for item in match["extensions"].split(",") if item
-        )
+        extensions = attributes(match["extensions"])
         self._username = decode_saslname(match["saslname"])
         if extensions.get(TOKEN_AUTH_EXTENSION, "").lower() == "true":
             raise InvalidCredentials(
@@ -131,7 +136,7 @@ class ScramSaslServer:
         return self._server_first.encode()
 
     def _client_final(self, token: bytes) -> bytes:
-        message = _decode(token)
+        message = decode_message(token, InvalidCredentials)
         match = _CLIENT_FINAL.fullmatch(message)
         if match is None:
             raise InvalidCredentials("Authentication failed: Invalid client final message")
@@ -149,20 +154,12 @@ class ScramSaslServer:
         credential = self._credential
         assert credential is not None
         without_proof = message[: message.rindex(",p=")]
-        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
-        client_signature = self._scram.hmac(credential.stored_key, auth_message)
-        if len(proof) != len(client_signature):
-            raise InvalidCredentials("Invalid client credentials")
-        client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=True))
+        auth = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        try:
+            client_key = self._scram.proof(proof, credential.stored_key, auth)
+        except ValueError:  # a proof of another length
+            raise InvalidCredentials("Invalid client credentials") from None
         if not hmac.compare_digest(self._scram.hash(client_key), credential.stored_key):
             raise InvalidCredentials("Invalid client credentials")
-        server_signature = self._scram.hmac(credential.server_key, auth_message)
         self._state = "complete"
-        return b"v=" + base64.b64encode(server_signature)
-
-
-def _decode(token: bytes) -> str:
-    try:
-        return token.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidCredentials("SCRAM message is not UTF-8") from None
+        return b"v=" + base64.b64encode(self._scram.hmac(credential.server_key, auth))
