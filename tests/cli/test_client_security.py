@@ -13,8 +13,9 @@ from odradek.cli.client_security import librdkafka_config, wire_security
 from odradek.cli.errors import ToolError
 from odradek.cli.main import build_parser
 from odradek.java_properties import parse_properties
-from odradek.network.oauthbearer_unsecured import UnsecuredJwsValidator
-from odradek.network.sasl_client import OAuthBearerClient, PlainClient, ScramClient
+from odradek.network.client_security import SaslClientLogin
+from odradek.network.oauthbearer_unsecured import UnsecuredJwsValidator, UnsecuredLogin
+from odradek.network.sasl_client import SaslLogin
 from odradek.network.sasl_oauthbearer import OAuthBearerSaslServer
 from odradek.network.sasl_plain import PlainSaslServer
 from odradek.network.scram import SCRAM_SHA_512
@@ -224,12 +225,13 @@ def test_every_client_tool_takes_command_config() -> None:
 # ---- the kio connections' side ---------------------------------------------------------------
 
 
-def exchange(client, server) -> None:
-    """Drive a client mechanism against a server one until the client is done."""
-    message = client.respond(None)
+def exchange(login: SaslLogin, server) -> None:
+    """Drive a new client of the login against a server mechanism until the client is done."""
+    client = login.new_client()
+    message: bytes | None = client.initial_response()
     while message is not None:
-        message = client.respond(server.evaluate(message))
-    assert server.complete
+        message = client.evaluate_challenge(server.evaluate(message))
+    assert client.complete and server.complete
 
 
 def test_wire_security_sasl_ssl_with_scram(certificates: Certificates) -> None:
@@ -245,7 +247,7 @@ def test_wire_security_sasl_ssl_with_scram(certificates: Certificates) -> None:
         }
     )
     assert isinstance(security.ssl_context, ssl.SSLContext)
-    assert isinstance(security.sasl, ScramClient)
+    assert security.sasl == SaslClientLogin("SCRAM-SHA-512", "carol", "carol-secret")
     salt = b"salt-of-carol"
     credential = SCRAM_SHA_512.credential(
         SCRAM_SHA_512.salted_password("carol-secret", salt, 4096), salt, 4096
@@ -262,7 +264,8 @@ def test_wire_security_plain_and_unsecured_oauthbearer() -> None:
             "sasl.password": "a",
         }
     )
-    assert plain.ssl_context is None and isinstance(plain.sasl, PlainClient)
+    assert plain.ssl_context is None
+    assert plain.sasl == SaslClientLogin("PLAIN", "alice", "a")
     exchange(plain.sasl, PlainSaslServer({"alice": "a"}))
     oauth = wire_security(
         librdkafka_config(
@@ -275,7 +278,7 @@ def test_wire_security_plain_and_unsecured_oauthbearer() -> None:
             }
         )
     )
-    assert isinstance(oauth.sasl, OAuthBearerClient)
+    assert oauth.sasl == UnsecuredLogin("alice", ("kafka",))
     server = OAuthBearerSaslServer(
         UnsecuredJwsValidator({"unsecuredValidatorRequiredScope": "kafka"})
     )

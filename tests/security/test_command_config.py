@@ -127,13 +127,14 @@ def test_topics_produce_consume_and_groups_over_sasl_ssl_with_scram(
 
 @pytest.mark.parametrize(
     ("login", "principal"),
-    [(PLAIN_LOGIN, "alice"), (OAUTH_LOGIN, "olivia")],
-    ids=["plain", "oauth"],
+    [(PLAIN_LOGIN, "alice"), (SCRAM_LOGIN, "carol"), (OAUTH_LOGIN, "olivia")],
+    ids=["plain", "scram", "oauth"],
 )
 def test_transactions_over_sasl_ssl(
     broker: EmbeddedBroker, certificates: Certificates, tmp_path: Path, login: str, principal: str
 ) -> None:
-    """The tool that speaks the protocol itself takes the same file."""
+    """The tool that speaks the protocol itself takes the same file, and logs in afresh on
+    each of its connections (a SCRAM exchange is good for one)."""
     config = properties(tmp_path / "client.properties", certificates, login)
     listed = odradek(broker, config, "transactions", "list")
     assert listed.returncode == 0, listed.stderr

@@ -28,8 +28,9 @@ the JSSE algorithm names) are dropped with a note on stderr: OpenSSL's defaults 
 login module; SCRAM must name its hash.
 
 ``wire_security`` reads the translated (librdkafka) settings once more for the one tool
-that speaks the protocol itself, ``odradek transactions``: a TLS context and a SASL
-client of ``network.sasl_client``, so every tool takes the same file.
+that speaks the protocol itself, ``odradek transactions``: a TLS context and a SASL login
+(``network.sasl_client.SaslLogin``, a new exchange on each connection), so every tool
+takes the same file.
 """
 
 from __future__ import annotations
@@ -43,19 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from odradek.cli.errors import ToolError
+from odradek.network.client_security import SaslClientLogin
 from odradek.network.jaas_config import JaasConfigError, LoginModuleEntry, parse_single_module
-from odradek.network.sasl_client import (
-    OAuthBearerClient,
-    PlainClient,
-    SaslClient,
-    ScramClient,
-    unsecured_token,
-)
+from odradek.network.oauthbearer_unsecured import UnsecuredLogin
+from odradek.network.sasl_client import SaslLogin
 from odradek.network.sasl_oauthbearer import OAUTHBEARER_LOGIN_MODULE
 from odradek.network.sasl_plain import PLAIN_LOGIN_MODULE
-from odradek.network.scram import SCRAM_MECHANISMS
+from odradek.network.scram import SCRAM_LOGIN_MODULE, SCRAM_MECHANISMS
 
-SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 #: Java settings librdkafka has no counterpart for; OpenSSL's defaults apply instead.
 _DROPPED = (
     "ssl.protocol",
@@ -167,7 +163,7 @@ def _login_module(config: dict[str, str], text: str) -> None:
         entry = parse_single_module(text, "sasl.jaas.config")
     except JaasConfigError as e:
         raise ToolError(str(e)) from None
-    if entry.login_module in (PLAIN_LOGIN_MODULE, SCRAM_MODULE):
+    if entry.login_module in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
         _password_login(config, entry)
     elif entry.login_module == OAUTHBEARER_LOGIN_MODULE:
         config.setdefault("sasl.mechanism", "OAUTHBEARER")
@@ -254,7 +250,7 @@ class WireSecurity:
     """How the tools' own kio connections (``spark.connection``) connect: TLS and SASL."""
 
     ssl_context: ssl.SSLContext | None = None
-    sasl: SaslClient | None = None
+    sasl: SaslLogin | None = None
 
 
 def wire_security(config: Mapping[str, Any]) -> WireSecurity:
@@ -264,7 +260,7 @@ def wire_security(config: Mapping[str, Any]) -> WireSecurity:
     if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         raise ToolError(f"security.protocol {protocol} is not one of Kafka's four")
     context = _ssl_context(config) if protocol in ("SSL", "SASL_SSL") else None
-    sasl = _sasl_client(config) if protocol.startswith("SASL_") else None
+    sasl = _sasl_login(config) if protocol.startswith("SASL_") else None
     return WireSecurity(context, sasl)
 
 
@@ -294,7 +290,7 @@ def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
     return context
 
 
-def _sasl_client(config: Mapping[str, Any]) -> SaslClient:
+def _sasl_login(config: Mapping[str, Any]) -> SaslLogin:
     mechanism = str(config.get("sasl.mechanism", "GSSAPI")).upper()
     if mechanism == "OAUTHBEARER":
         if str(config.get("enable.sasl.oauthbearer.unsecure.jwt", "false")).lower() != "true":
@@ -309,24 +305,21 @@ def _sasl_client(config: Mapping[str, Any]) -> SaslClient:
         )
         if "principal" not in settings:
             raise ToolError("OAUTHBEARER: sasl.oauthbearer.config names no principal")
-        token = unsecured_token(
+        return UnsecuredLogin(
             settings["principal"],
             tuple(s for s in settings.get("scope", "").split(",") if s),
             float(settings.get("lifeSeconds", 3600)),
             settings.get("principalClaimName", "sub"),
             settings.get("scopeClaimName", "scope"),
+            {
+                name.removeprefix("extension_"): value
+                for name, value in settings.items()
+                if name.startswith("extension_")
+            },
         )
-        extensions = {
-            name.removeprefix("extension_"): value
-            for name, value in settings.items()
-            if name.startswith("extension_")
-        }
-        return OAuthBearerClient(token, extensions)
     username, password = config.get("sasl.username"), config.get("sasl.password")
     if mechanism not in ("PLAIN", *SCRAM_MECHANISMS):
         raise ToolError(f"sasl.mechanism {mechanism} cannot be used by this tool")
     if username is None or password is None:
         raise ToolError(f"{mechanism} needs a user name and password (sasl.jaas.config)")
-    if mechanism == "PLAIN":
-        return PlainClient(str(username), str(password))
-    return ScramClient(mechanism, str(username), str(password))
+    return SaslClientLogin(mechanism, str(username), str(password))

@@ -7,7 +7,9 @@ with ``sasl.mechanism.inter.broker.protocol`` and the ``username``/``password`` 
 of the listener's JAAS entry for that mechanism
 (``listener.name.<l>.<mechanism>.sasl.jaas.config``), the entry Kafka's broker logs in
 with. The broker config builds one ``ClientSecurity`` at start-up; every broker-to-broker
-connection (follower fetchers, transaction markers) uses it.
+connection (follower fetchers, transaction markers) uses it. ``SaslClientLogin`` is also
+the PLAIN and SCRAM login of the tools that speak the protocol themselves
+(``cli.client_security``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,12 @@ import ssl
 from dataclasses import dataclass
 
 from odradek.network.jaas_config import LoginModuleEntry
-from odradek.network.sasl_mechanism import SaslClient
+from odradek.network.sasl_client import SaslClient
 from odradek.network.sasl_plain import MECHANISM as PLAIN
 from odradek.network.sasl_plain import PLAIN_LOGIN_MODULE, PlainSaslClient
-from odradek.network.scram import SCRAM_MECHANISMS
+from odradek.network.scram import SCRAM_LOGIN_MODULE, SCRAM_MECHANISMS
 from odradek.network.scram_client import ScramSaslClient
 
-#: The login module Kafka's SCRAM mechanisms are configured with.
-SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 #: The login module each client mechanism takes its credentials from.
 LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE} | dict.fromkeys(SCRAM_MECHANISMS, SCRAM_LOGIN_MODULE)
 
@@ -34,7 +34,8 @@ class ClientLoginError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class SaslClientLogin:
-    """A mechanism and the credentials this broker authenticates with."""
+    """A password mechanism (PLAIN, SCRAM) and the credentials to authenticate with: a
+    ``sasl_client.SaslLogin``."""
 
     mechanism: str
     username: str

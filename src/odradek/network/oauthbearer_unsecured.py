@@ -15,6 +15,10 @@ The checks and their messages are Kafka's: the principal claim is a non-blank st
 ``exp`` is present, ``iat`` (when present) is not in the future, the token has not
 expired, ``exp`` is after ``iat``, and the required scope is held. Sans-I/O: the time
 comes from the ``clock`` given (ms since the epoch).
+
+``UnsecuredLogin`` is the other end, Kafka's unsecured login callback handler: the unsigned
+token a client sends (as librdkafka's ``sasl.oauthbearer.config``), made afresh for each
+exchange so that its ``iat`` and ``exp`` count from that login.
 """
 
 from __future__ import annotations
@@ -24,9 +28,15 @@ import binascii
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from odradek.network.sasl_oauthbearer import InvalidToken, OAuthBearerToken
+from odradek.network.sasl_oauthbearer import (
+    MECHANISM,
+    InvalidToken,
+    OAuthBearerSaslClient,
+    OAuthBearerToken,
+)
 
 PRINCIPAL_CLAIM_NAME_OPTION = "unsecuredValidatorPrincipalClaimName"
 SCOPE_CLAIM_NAME_OPTION = "unsecuredValidatorScopeClaimName"
@@ -134,6 +144,35 @@ class UnsecuredJwsValidator:
             round(expiration * 1000),
             None if issued_at is None else round(issued_at * 1000),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class UnsecuredLogin:
+    """A client's OAUTHBEARER login with an unsigned token."""
+
+    mechanism: ClassVar[str] = MECHANISM
+    #: The principal the token names.
+    username: str
+    scope: tuple[str, ...] = ()
+    lifetime_s: float = 3600
+    principal_claim: str = "sub"
+    scope_claim: str = "scope"
+    #: SASL extensions sent with the token (Kafka's ``unsecuredLoginExtension_<name>``).
+    extensions: Mapping[str, str] = field(default_factory=dict)
+
+    def new_client(self) -> OAuthBearerSaslClient:
+        """A client with an unsigned JWS (``alg`` none) valid from now for ``lifetime_s``."""
+
+        def part(value: dict[str, object]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+        now = time.time()
+        claims: dict[str, object] = {self.principal_claim: self.username, "iat": now}
+        claims["exp"] = now + self.lifetime_s
+        if self.scope:
+            claims[self.scope_claim] = list(self.scope)
+        token = f"{part({'alg': 'none'})}.{part(claims)}."
+        return OAuthBearerSaslClient(token, self.extensions)
 
 
 def _unsecured_jws(token: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""What every SASL mechanism is to the authenticators: a token exchange, on either side.
+"""What every SASL mechanism is to the broker's authenticator: a token exchange.
 
 Kafka's authenticator drives a javax.security.sasl.SaslServer: each client token goes
 to ``evaluateResponse`` and what comes back is the server's token, until the server
@@ -9,10 +9,8 @@ A failure the client should read about raises ``SaslAuthenticationError`` with K
 message (it becomes SaslAuthenticate's error_message); the authenticator logs it with
 the client's address and closes the connection after the response.
 
-The broker is a SASL client too, of the other brokers' inter-broker listener
-(``SaslClient``: Kafka's SaslClient as its SaslClientAuthenticator drives it). The
-client speaks first; each server token gets the client's next token until the
-client has checked the server's last one (SCRAM's server signature) and is complete.
+The client's side of every mechanism is ``sasl_client.SaslClient``; a mechanism refusing
+the server's answer raises ``SaslAuthenticationError`` there too.
 """
 
 from __future__ import annotations
@@ -57,25 +55,4 @@ class SaslServer(Protocol):
 
     def evaluate(self, token: bytes) -> bytes:
         """The server's answer to the client's token (SaslAuthenticationError on failure)."""
-        ...
-
-
-class SaslClient(Protocol):
-    """The client's side of one authentication exchange."""
-
-    @property
-    def mechanism(self) -> str: ...
-
-    @property
-    def complete(self) -> bool:
-        """True once the client has sent its last token and accepted the server's."""
-        ...
-
-    def initial_response(self) -> bytes:
-        """The first token (SASL's client-first mechanisms: PLAIN, SCRAM)."""
-        ...
-
-    def evaluate_challenge(self, token: bytes) -> bytes | None:
-        """The answer to the server's token; None when there is nothing more to send
-        (SaslAuthenticationError when the server's token is not acceptable)."""
         ...

@@ -16,6 +16,9 @@ preceded by the validator's reason, so a client sees why its token was refused, 
 Kafka sends only the JSON. A malformed client message fails with Kafka's generic
 "invalid credentials" message (``InvalidCredentials``), its detail only in the log.
 
+``OAuthBearerSaslClient`` is the client's side of the same exchange, for the tools that
+speak the protocol themselves (``network.sasl_client``).
+
 The token's expiry is the credential's lifetime: the authenticator ends the session
 (KIP-368) at the earlier of it and ``connections.max.reauth.ms``, so a client with a
 token re-authenticates with a fresh one before its old one expires.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -173,3 +177,26 @@ class OAuthBearerSaslServer:
             )
         self._token = validated
         return b""
+
+
+class OAuthBearerSaslClient:
+    """Kafka's OAuthBearerSaslClient: the token and extensions in one message; an error
+    challenge (a refused token) gets RFC 7628's ``\\x01``, and the server then fails."""
+
+    def __init__(self, token: str, extensions: Mapping[str, str]) -> None:
+        pairs = "".join(f"{_SEPARATOR}{key}={value}" for key, value in extensions.items())
+        self._message = f"n,,{_SEPARATOR}auth=Bearer {token}{pairs}{_SEPARATOR * 2}".encode()
+        self.complete = False
+        self._refused = False
+
+    def initial_response(self) -> bytes:
+        return self._message
+
+    def evaluate_challenge(self, token: bytes) -> bytes | None:
+        if self._refused:
+            raise SaslAuthenticationError("the server went on after refusing the token")
+        if token:
+            self._refused = True
+            return _SEPARATOR.encode()
+        self.complete = True
+        return None

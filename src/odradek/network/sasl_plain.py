@@ -6,9 +6,10 @@ the ``user_<name>="<password>"`` options of the listener's PlainLoginModule JAAS
 reads them. Passwords are compared in constant time. The messages are Kafka's, so a
 client sees the same reason it would from a Kafka broker.
 
-``PlainSaslClient`` is the broker's own side when it connects to another broker with
-PLAIN (the ``username`` and ``password`` options of the same JAAS entry, as Kafka's
-broker logs in): one token, no authorization id, nothing to check in the answer.
+``PlainSaslClient`` is the client's side (``network.sasl_client``): the broker's own when it
+connects to another broker with PLAIN (the ``username`` and ``password`` options of the
+same JAAS entry, as Kafka's broker logs in), and the tools'. One token, no authorization
+id, nothing to check in the answer.
 """
 
 from __future__ import annotations
@@ -95,18 +96,12 @@ class PlainSaslServer:
 class PlainSaslClient:
     """The client's single PLAIN token."""
 
-    mechanism = MECHANISM
-
     def __init__(self, username: str, password: str) -> None:
         self._token = f"\u0000{username}\u0000{password}".encode()
-        self._complete = False
-
-    @property
-    def complete(self) -> bool:
-        return self._complete
+        self.complete = False
 
     def initial_response(self) -> bytes:
-        self._complete = True
+        self.complete = True
         return self._token
 
     def evaluate_challenge(self, token: bytes) -> bytes | None:

@@ -24,6 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
+#: The login module Kafka's SCRAM mechanisms are configured with.
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
 
 class ScramMechanismType(IntEnum):
     """The mechanism numbers of Describe/AlterUserScramCredentials (Kafka's ScramMechanism)."""

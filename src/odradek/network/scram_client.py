@@ -1,6 +1,7 @@
 """The client side of a SCRAM-SHA-256/512 exchange (RFC 5802), as Kafka's ScramSaslClient.
 
-The broker authenticates with it to another broker's SASL inter-broker listener. Three
+The broker authenticates with it to another broker's SASL inter-broker listener, and the
+tools that speak the protocol themselves to a SASL listener (``sasl_client``). Three
 messages: client-first ``n,,n=user,r=cnonce``; on the server-first
 ``r=nonce,s=salt,i=iterations`` the client checks that the nonce starts with its own
 and that the iterations are at least the mechanism's minimum (a server asking for fewer
@@ -45,10 +46,6 @@ class ScramSaslClient:
         self._client_first_bare = f"n={encode_saslname(username)},r={self._nonce}"
         self._server_signature = b""
         self._state = "first"
-
-    @property
-    def mechanism(self) -> str:
-        return self._scram.name
 
     @property
     def complete(self) -> bool:
@@ -104,7 +101,7 @@ class ScramSaslClient:
         fields = attributes(server_final)
         if "e" in fields:
             raise SaslAuthenticationError(
-                f"Sasl authentication using {self.mechanism} failed with error: {fields['e']}"
+                f"Sasl authentication using {self._scram.name} failed with error: {fields['e']}"
             )
         try:
             signature = base64.b64decode(fields.get("v", ""), validate=True)

@@ -3,8 +3,8 @@
 The source's Fetch reader and the sink's producer send their data-path
 requests through it; the API versions are agreed once per connection with
 ApiVersions v0, which every Kafka-compatible broker answers. A connection may be
-TLS (an ``ssl_context``) and authenticate with SASL (a ``network.sasl_client``
-mechanism: SaslHandshake v1, then SaslAuthenticate until the mechanism is done), as
+TLS (an ``ssl_context``) and authenticate with SASL (a ``network.sasl_client`` login:
+SaslHandshake v1, then SaslAuthenticate until a new client of it is done), as
 the tools that use it (``odradek transactions``) are asked to by ``--command-config``.
 """
 
@@ -15,7 +15,7 @@ import ssl
 import struct
 from typing import Any
 
-from odradek.network.sasl_client import SaslClient
+from odradek.network.sasl_client import SaslLogin
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.client_codec import (
@@ -50,7 +50,7 @@ class BrokerConnection:
         client_id: str,
         timeout_s: float,
         ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslClient | None = None,
+        sasl: SaslLogin | None = None,
     ) -> None:
         self.address = f"{host}:{port}"
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
@@ -72,23 +72,24 @@ class BrokerConnection:
         if sasl is not None:
             self._authenticate(sasl)
 
-    def _authenticate(self, sasl: SaslClient) -> None:
+    def _authenticate(self, login: SaslLogin) -> None:
         """SaslHandshake v1, then SaslAuthenticate until the mechanism has no more to say."""
         handshake = self.request(
             schemas.build(
-                schemas.request_schema(ApiKey.SASL_HANDSHAKE, 1), mechanism=sasl.mechanism
+                schemas.request_schema(ApiKey.SASL_HANDSHAKE, 1), mechanism=login.mechanism
             )
         )
         if handshake.error_code != ErrorCode.none:
             raise BrokerError(
                 ErrorCode(handshake.error_code),
                 f"SaslHandshake with {self.address}",
-                f"{sasl.mechanism} is not enabled (it enables {', '.join(handshake.mechanisms)})",
+                f"{login.mechanism} is not enabled (it enables {', '.join(handshake.mechanisms)})",
             )
         schema = schemas.request_schema(
             ApiKey.SASL_AUTHENTICATE, self.version(ApiKey.SASL_AUTHENTICATE, 1, 2)
         )
-        message = sasl.respond(None)
+        client = login.new_client()
+        message: bytes | None = client.initial_response()
         while message is not None:
             answer = self.request(schemas.build(schema, auth_bytes=message))
             if answer.error_code != ErrorCode.none:
@@ -97,7 +98,7 @@ class BrokerConnection:
                     f"authentication with {self.address}",
                     answer.error_message,
                 )
-            message = sasl.respond(bytes(answer.auth_bytes))
+            message = client.evaluate_challenge(bytes(answer.auth_bytes))
 
     def version(self, api_key: int, lowest: int, highest: int) -> int:
         """The newest version of an API both sides speak, between ``lowest`` and ``highest``."""
