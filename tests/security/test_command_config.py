@@ -161,7 +161,8 @@ def test_a_refused_login_fails_the_tool_with_the_reason(
     assert "Invalid username or password" in listed.stderr
     transactions = odradek(broker, wrong, "transactions", "list")
     assert transactions.returncode == 1
-    assert "sasl_authentication_failed (58): Authentication failed" in transactions.stderr
+    assert "authentication as alice with PLAIN" in transactions.stderr
+    assert "(SASL_AUTHENTICATION_FAILED): Authentication failed" in transactions.stderr
 
 
 def test_console_over_sasl_ssl(broker: EmbeddedBroker, scram_properties: Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from odradek.cli.client_options import add_connection_args, client_config
 from odradek.cli.client_security import WireSecurity, wire_security
 from odradek.cli.errors import ToolError
-from odradek.network.sasl_mechanism import SaslAuthenticationError
+from odradek.network.sasl_client import SaslExchangeError
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -80,7 +80,7 @@ def _connect(address: str, security: WireSecurity) -> Iterator[BrokerConnection]
             security.ssl_context,
             security.sasl,
         )
-    except (OSError, SaslAuthenticationError) as exc:
+    except (OSError, SaslExchangeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ToolError(f"cannot connect to {address}: {reason}") from None
     except BrokerError as exc:

@@ -13,34 +13,28 @@ through a stream reader's buffer and a copy out of it.
 
 The connection speaks the inter-broker listener's security protocol
 (``ClientSecurity``): TLS from the first byte when it has a client context, then,
-with SASL, Kafka's client sequence after ApiVersions: SaslHandshake v1 naming the
-mechanism, and SaslAuthenticate (v1 or later, the versions that carry an error
-message and the session lifetime) until the mechanism is complete. A refusal is
-``SaslAuthenticationFailed`` with the server's reason, so the broker's log says why
-replication does not happen.
+with SASL, Kafka's client sequence after ApiVersions (``sasl_client.SaslExchange``). A
+refusal is ``SaslAuthenticationFailed`` with the server's reason, so the broker's log
+says why replication does not happen.
 
 Re-authentication (KIP-368): when the server gives the session a lifetime, the
-connection authenticates again on the same stream before the next request once a
-random 85-95% of that lifetime has passed (Kafka's client takes the same window, so
-brokers sharing a leader do not all renew at once). The lifetime is counted from
-before the last SaslAuthenticate was sent, so the estimate is never later than the
-server's. The server serves a SaslHandshake on an authenticated connection even after
-the session expired, so a connection idle past its lifetime renews rather than failing.
+connection runs a new exchange on the same stream before the first request after the
+exchange's ``reauthenticate_at``. The server serves a SaslHandshake on an authenticated
+connection even after the session expired, so a connection idle past its lifetime
+renews rather than failing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import socket
 import time
 from typing import Any
 
 from odradek.network.client_security import PLAINTEXT, ClientSecurity
 from odradek.network.framing import FrameReader
-from odradek.network.sasl_mechanism import SaslAuthenticationError
+from odradek.network.sasl_client import SaslExchange, SaslExchangeError
 from odradek.protocol import schemas
-from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.client_codec import (
     API_VERSIONS,
     client_id_field,
@@ -53,12 +47,6 @@ from odradek.protocol.frames import InvalidFrame
 
 #: The largest response accepted: the protocol's own limit (a size prefix is an int32).
 MAX_RESPONSE_BYTES = 2**31 - 1
-#: SaslHandshake v1 carries the tokens in SaslAuthenticate; v0's bare tokens are not spoken.
-SASL_HANDSHAKE_VERSION = 1
-#: SaslAuthenticate v1 added the session lifetime (KIP-368); v2 is the flexible form.
-SASL_AUTHENTICATE_VERSIONS = (1, 2)
-#: The part of a session's lifetime after which the client re-authenticates (Kafka's).
-REAUTH_WINDOW = (0.85, 0.95)
 
 
 class BrokerConnectionError(ConnectionError):
@@ -228,53 +216,14 @@ class AsyncBrokerConnection:
     async def _authenticate(self, timeout_s: float) -> None:
         login = self._security.sasl
         assert login is not None
-        handshake = self.version(ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION)
-        authenticate = self.version(ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSIONS[1])
-        if handshake != SASL_HANDSHAKE_VERSION or (
-            authenticate is None or authenticate < SASL_AUTHENTICATE_VERSIONS[0]
-        ):
-            raise SaslAuthenticationFailed(
-                f"{self._address} does not serve SaslHandshake v1 and SaslAuthenticate v1+"
-            )
-        module = schemas.request_module(ApiKey.SASL_HANDSHAKE, handshake)
-        response = await self._send(
-            schemas.build(module.SaslHandshakeRequest, mechanism=login.mechanism), timeout_s
-        )
-        if response.error_code != ErrorCode.none:
-            raise SaslAuthenticationFailed(
-                f"{self._address} refused SASL mechanism {login.mechanism} "
-                f"({ErrorCode(response.error_code).name.upper()}); it enables "
-                f"{', '.join(response.mechanisms) or 'none'}"
-            )
-        module = schemas.request_module(ApiKey.SASL_AUTHENTICATE, authenticate)
-        client = login.new_client()
-        token: bytes | None = client.initial_response()
-        started = time.monotonic()
-        while token is not None:
-            started = time.monotonic()
-            response = await self._send(
-                schemas.build(module.SaslAuthenticateRequest, auth_bytes=token), timeout_s
-            )
-            if response.error_code != ErrorCode.none:
-                raise SaslAuthenticationFailed(
-                    f"authentication as {login.username} with {login.mechanism} to "
-                    f"{self._address} failed ({ErrorCode(response.error_code).name.upper()}): "
-                    f"{response.error_message}"
-                )
-            try:
-                token = client.evaluate_challenge(bytes(response.auth_bytes))
-            except SaslAuthenticationError as e:
-                raise SaslAuthenticationFailed(
-                    f"authentication with {login.mechanism} to {self._address} failed: {e}"
-                ) from None
-        if not client.complete:
-            raise SaslAuthenticationFailed(
-                f"{self._address} ended the {login.mechanism} exchange before it was complete"
-            )
-        lifetime_s = response.session_lifetime.total_seconds()
-        self._reauthenticate_at = (
-            started + lifetime_s * random.uniform(*REAUTH_WINDOW) if lifetime_s > 0 else None
-        )
+        try:
+            exchange = SaslExchange(login, self.versions, self._address)
+            request = exchange.first_request()
+            while request is not None:
+                request = exchange.on_response(await self._send(request, timeout_s))
+        except SaslExchangeError as e:
+            raise SaslAuthenticationFailed(str(e)) from None
+        self._reauthenticate_at = exchange.reauthenticate_at
 
     async def _send(self, request: Any, timeout_s: float) -> Any:
         return decode_response(request, await self._send_frame(request, timeout_s))

@@ -3,8 +3,8 @@
 The source's Fetch reader and the sink's producer send their data-path
 requests through it; the API versions are agreed once per connection with
 ApiVersions v0, which every Kafka-compatible broker answers. A connection may be
-TLS (an ``ssl_context``) and authenticate with SASL (a ``network.sasl_client`` login:
-SaslHandshake v1, then SaslAuthenticate until a new client of it is done), as
+TLS (an ``ssl_context``) and authenticate with SASL (a ``network.sasl_client`` login,
+the exchange the broker's own connections run; a refusal is its SaslExchangeError), as
 the tools that use it (``odradek transactions``) are asked to by ``--command-config``.
 """
 
@@ -15,9 +15,8 @@ import ssl
 import struct
 from typing import Any
 
-from odradek.network.sasl_client import SaslLogin
+from odradek.network.sasl_client import SaslExchange, SaslLogin
 from odradek.protocol import schemas
-from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.client_codec import (
     API_VERSIONS,
     client_id_field,
@@ -73,32 +72,11 @@ class BrokerConnection:
             self._authenticate(sasl)
 
     def _authenticate(self, login: SaslLogin) -> None:
-        """SaslHandshake v1, then SaslAuthenticate until the mechanism has no more to say."""
-        handshake = self.request(
-            schemas.build(
-                schemas.request_schema(ApiKey.SASL_HANDSHAKE, 1), mechanism=login.mechanism
-            )
-        )
-        if handshake.error_code != ErrorCode.none:
-            raise BrokerError(
-                ErrorCode(handshake.error_code),
-                f"SaslHandshake with {self.address}",
-                f"{login.mechanism} is not enabled (it enables {', '.join(handshake.mechanisms)})",
-            )
-        schema = schemas.request_schema(
-            ApiKey.SASL_AUTHENTICATE, self.version(ApiKey.SASL_AUTHENTICATE, 1, 2)
-        )
-        client = login.new_client()
-        message: bytes | None = client.initial_response()
-        while message is not None:
-            answer = self.request(schemas.build(schema, auth_bytes=message))
-            if answer.error_code != ErrorCode.none:
-                raise BrokerError(
-                    ErrorCode(answer.error_code),
-                    f"authentication with {self.address}",
-                    answer.error_message,
-                )
-            message = client.evaluate_challenge(bytes(answer.auth_bytes))
+        """Kafka's client sequence (``network.sasl_client``): SaslHandshake, SaslAuthenticate."""
+        exchange = SaslExchange(login, self.versions, self.address)
+        request = exchange.first_request()
+        while request is not None:
+            request = exchange.on_response(self.request(request))
 
     def version(self, api_key: int, lowest: int, highest: int) -> int:
         """The newest version of an API both sides speak, between ``lowest`` and ``highest``."""
