@@ -1,31 +1,21 @@
-"""The client side of SASL, one exchange for every caller: Kafka's SaslClientAuthenticator,
-sans-I/O.
-
-The broker's connections to the other brokers (``network.client``, replication over a SASL
-inter-broker listener) and the tools' blocking kio connections (``spark.connection``, for
-``odradek transactions``) authenticate alike, each with its own transport::
+"""The client side of SASL, Kafka's SaslClientAuthenticator sans-I/O: one exchange that the
+broker's connections to the other brokers (``network.client``) and the tools' blocking kio
+connections (``spark.connection``) drive alike, each with its own transport::
 
     exchange = SaslExchange(login, connection.versions, address)
     request = exchange.first_request()
     while request is not None:
         request = exchange.on_response(send_and_receive(request))
 
-Kafka's client sequence after ApiVersions: SaslHandshake v1 naming the mechanism, then
-SaslAuthenticate (v1+, with an error message and the session lifetime) carrying the
-mechanism's tokens until it is complete. A refusal, or answers that do not complete the
-mechanism (a wrong SCRAM signature), raise ``SaslExchangeError`` with the reason.
-
-The mechanisms are Kafka's SaslClient (``SaslClient``): PLAIN (``sasl_plain``),
-SCRAM-SHA-256/512 (``scram_client``) and OAUTHBEARER (``sasl_oauthbearer``). A
-``SaslLogin`` holds the credentials and makes a new client for every exchange, as a SCRAM
-nonce and proof are good for one: ``SaslClientLogin`` (``client_security``, a user name
-and password) and ``UnsecuredLogin`` (``oauthbearer_unsecured``, an unsigned token).
-
-Re-authentication (KIP-368): when the server gives the session a lifetime,
-``reauthenticate_at`` is when (``time.monotonic``) the connection is to run a new exchange
-before its next request: after a random 85-95% of the lifetime, Kafka's window, so brokers
-sharing a leader do not all renew at once, counted from before the last SaslAuthenticate
-was sent, so never later than the server's.
+Kafka's sequence after ApiVersions: SaslHandshake v1 naming the mechanism, then
+SaslAuthenticate (v1+: an error message and the session lifetime) with the mechanism's
+tokens until it is complete; a refusal, or answers that do not complete the mechanism (a
+wrong SCRAM signature), raise ``SaslExchangeError`` with the reason. A ``SaslLogin``
+(``SaslClientLogin``: a password; ``UnsecuredLogin``: an unsigned token) makes a new
+``SaslClient`` (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) per exchange: a SCRAM nonce is
+good once. KIP-368: ``reauthenticate_at`` is when to authenticate again, a random 85-95%
+(Kafka's window, so that brokers do not all renew at once) of the session's lifetime after
+the last SaslAuthenticate was sent, so never later than the server's reckoning.
 """
 
 from __future__ import annotations
