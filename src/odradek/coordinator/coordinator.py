@@ -79,7 +79,7 @@ class GroupCoordinator:
         transactional one (TxnOffsetCommit) waits for its producer's marker."""
         k = rec.decode_key(key)
         if producer_id >= 0 and isinstance(k, rec.OffsetCommitKey):
-            self.offsets.replay_pending(k, value, producer_id)
+            self.offsets.replay_pending(k, value, producer_id, now_ms)
         elif isinstance(k, rec.OffsetCommitKey):
             self.offsets.replay(k, value, now_ms)
         elif isinstance(k, rec.ConsumerGroupKey):

@@ -190,11 +190,15 @@ class OffsetMetadataManager:
         return results
 
     def replay_pending(
-        self, key: rec.OffsetCommitKey, value: bytes | None, producer_id: int
+        self, key: rec.OffsetCommitKey, value: bytes | None, producer_id: int, now_ms: int
     ) -> None:
-        """A transactional OffsetCommit record read back: pending until its marker."""
+        """A transactional OffsetCommit record read back: pending until its marker. The group
+        exists from then on, as when the commit was accepted (a simple group is created
+        Empty), as Kafka's replay does."""
         if value is None:
             return
+        if key.group not in self._groups.groups:
+            self._groups.get_or_create_classic(key.group, now_ms)
         v = rec.decode_offset_commit_value(value)
         self.pending.setdefault(key.group, {}).setdefault(producer_id, {})[
             (key.topic, key.partition)
