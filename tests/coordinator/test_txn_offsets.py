@@ -30,3 +30,15 @@ def test_a_replayed_transactional_commit_creates_its_group_as_the_commit_did() -
     loaded.replay_end_transaction(record.partition, PRODUCER, True, 0)
     (om,) = loaded.fetch_offsets("simple", [("t", 0)]).values()
     assert om is not None and om.offset == 5
+
+
+def test_unloading_forgets_offsets_pending_in_transactions() -> None:
+    core = GroupCoordinator(CONFIG)
+    (record,) = txn_commit(core, "g", 5)
+    assert core.pending_transactional_offsets("g") == {("t", 0)}
+    # Leadership moves away before the record is replicated; the next leader's log lacks it.
+    core.unload_partition(record.partition)
+    assert core.pending_transactional_offsets("g") == set()
+    # Loaded again from a log without it: the producer's marker has nothing to apply.
+    core.replay_end_transaction(record.partition, PRODUCER, True, 0)
+    assert core.fetch_offsets("g", None) == {}

@@ -88,7 +88,9 @@ class GroupCoordinator:
             self.metadata.replay_classic(k.group, value, now_ms)
 
     def unload_partition(self, partition: int) -> list[str]:
-        """Forget the groups of one __consumer_offsets partition; see GroupMetadataManager."""
+        """Forget the groups of one __consumer_offsets partition and their offsets pending in
+        transactions; see GroupMetadataManager."""
+        self.offsets.unload_partition(partition)
         return self.metadata.unload_partition(partition)
 
     def replay_end_transaction(

@@ -223,6 +223,12 @@ class OffsetMetadataManager:
                     group = self._groups.get_or_create_classic(group_id, now_ms)
                 group.offsets.update(offsets)
 
+    def unload_partition(self, partition: int) -> None:
+        """Forget the pending offsets of one __consumer_offsets partition's groups: whoever
+        loads it next replays them from its log, which may have lost the unreplicated ones."""
+        for group_id in [g for g in self.pending if self._groups.partition_for(g) == partition]:
+            del self.pending[group_id]
+
     def snapshot_pending(
         self, group_ids: Iterable[str]
     ) -> dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]]:
