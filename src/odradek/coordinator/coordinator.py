@@ -20,8 +20,8 @@ __consumer_offsets records (``drain_records()``) for the shell to append.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from odradek.coordinator import records as rec
 from odradek.coordinator.assignors import Assignment
@@ -43,9 +43,29 @@ from odradek.coordinator.consumer_protocol import (
 )
 from odradek.coordinator.group_metadata import Group, GroupMetadataManager
 from odradek.coordinator.migration import GroupMigration
-from odradek.coordinator.offset_metadata import OffsetCommit, OffsetMetadataManager
+from odradek.coordinator.offset_metadata import (
+    OffsetCommit,
+    OffsetMetadataManager,
+    PendingOffsets,
+    end_transaction,
+)
 from odradek.coordinator.offsets import OffsetAndMetadata
+from odradek.coordinator.uncommitted import UncommittedWrites
 from odradek.protocol.errors import ErrorCode
+
+#: What ``snapshot`` returns: copies of the groups named (None: no such group), and their
+#: offsets pending in open transactions.
+Snapshot = tuple[dict[str, Group | None], dict[str, PendingOffsets]]
+
+
+@dataclass(slots=True)
+class GroupPreImage:
+    """A group as of the high watermark while it has uncommitted writes: a copy of it (None
+    when it did not exist) and its offsets pending in open transactions, which a marker
+    replicated meanwhile applies to the copy."""
+
+    group: Group | None
+    pending: PendingOffsets
 
 
 class GroupCoordinator:
@@ -57,6 +77,8 @@ class GroupCoordinator:
         self.classic = ClassicGroupProtocol(self.config, self.metadata)
         self.migration = GroupMigration(self.config, self.metadata, self.classic)
         self.consumer = ConsumerGroupProtocol(self.config, self.metadata, self.migration)
+        #: The groups' pre-images while their writes are above the high watermark.
+        self.uncommitted: UncommittedWrites[GroupPreImage] = UncommittedWrites()
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -88,25 +110,73 @@ class GroupCoordinator:
             self.metadata.replay_classic(k.group, value, now_ms)
 
     def unload_partition(self, partition: int) -> list[str]:
-        """Forget the groups of one __consumer_offsets partition and their offsets pending in
-        transactions; see GroupMetadataManager."""
+        """Forget the groups of one __consumer_offsets partition, their offsets pending in
+        transactions and their uncommitted writes; see GroupMetadataManager."""
+        self.uncommitted.forget(partition)
         self.offsets.unload_partition(partition)
         return self.metadata.unload_partition(partition)
 
     def replay_end_transaction(
         self, partition: int, producer_id: int, commit: bool, now_ms: int
     ) -> None:
-        """A transaction marker in __consumer_offsets ``partition`` (read back or just written)."""
+        """A transaction marker in __consumer_offsets ``partition`` (read back, or replicated
+        after it was written). A replicated marker is committed, and every uncommitted write
+        of the partition follows it in the log, so the groups' pre-images take it too."""
         self.offsets.complete_transaction(partition, producer_id, commit, now_ms)
+        if not self.uncommitted.has_writes(partition):
+            return
+        for group_id in list(self.uncommitted):
+            if self.partition_for(group_id) != partition:
+                continue
+            for pre in self.uncommitted.pre_images(group_id):
+                pre.group = end_transaction(
+                    group_id, pre.group, pre.pending, producer_id, commit, now_ms
+                )
 
-    def snapshot(self, group_ids: Iterable[str]) -> tuple[dict[str, Group | None], Any]:
+    def snapshot(self, group_ids: Iterable[str]) -> Snapshot:
         group_ids = list(group_ids)
         return self.metadata.snapshot(group_ids), self.offsets.snapshot_pending(group_ids)
 
-    def restore(self, snapshot: tuple[dict[str, Group | None], Any]) -> None:
+    def restore(self, snapshot: Snapshot) -> None:
         groups, pending = snapshot
         self.metadata.restore(groups)
         self.offsets.restore_pending(pending)
+
+    # ---- reads at the high watermark (see uncommitted.py) -----------------------------------
+
+    def written(self, partition: int, end_offset: int, snapshot: Snapshot) -> None:
+        """The records of a call, taken before it as ``snapshot``, were appended to
+        ``partition`` up to ``end_offset`` and are not replicated yet: until they are,
+        reads answer the snapshot's groups of that partition."""
+        groups, pending = snapshot
+        self.uncommitted.written(
+            partition,
+            end_offset,
+            {
+                gid: GroupPreImage(group, pending.get(gid, {}))
+                for gid, group in groups.items()
+                if self.partition_for(gid) == partition
+            },
+        )
+
+    def committed(self, partition: int, high_watermark: int) -> None:
+        """``partition``'s high watermark moved: the writes below it become visible to reads."""
+        self.uncommitted.committed(partition, high_watermark)
+
+    def committed_group(self, group_id: str) -> Group | None:
+        """The group as of the high watermark of its partition (what reads answer)."""
+        pre = self.uncommitted.pre_image(group_id)
+        return self.groups.get(group_id) if pre is None else pre.group
+
+    def committed_groups(self) -> Iterator[Group]:
+        """Every group as of the high watermark of its partition."""
+        for group_id, group in self.groups.items():
+            if self.uncommitted.pre_image(group_id) is None:
+                yield group
+        for group_id in self.uncommitted:
+            committed = self.committed_group(group_id)
+            if committed is not None:
+                yield committed
 
     # ---- classic protocol -------------------------------------------------------------------
 
@@ -323,7 +393,10 @@ class GroupCoordinator:
         )
 
     def pending_transactional_offsets(self, group_id: str) -> set[tuple[str, int]]:
-        """The partitions whose offsets open transactions are committing for ``group_id``."""
+        """The partitions whose offsets open transactions are committing for ``group_id``,
+        their TxnOffsetCommit replicated or not (Kafka's RequireStable fetch reads the latest
+        state); a marker takes effect only once replicated, so an offset stays unstable until
+        reads can see where the transaction left it."""
         return {tp for offsets in self.offsets.pending.get(group_id, {}).values() for tp in offsets}
 
     def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
@@ -332,7 +405,8 @@ class GroupCoordinator:
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[tuple[str, int]] | None
     ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
-        return self.offsets.fetch_offsets(group_id, partitions)
+        """OffsetFetch at the high watermark: the offsets asked for (None = all) as committed."""
+        return self.offsets.fetch_offsets(self.committed_group(group_id), partitions)
 
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]], now_ms: int
@@ -351,7 +425,8 @@ class GroupCoordinator:
     def list_groups(
         self, states: Iterable[str] = (), types: Iterable[str] = ()
     ) -> list[tuple[str, str, str, str]]:
-        return self.metadata.list_groups(states, types)
+        """ListGroups at the high watermark (see GroupMetadataManager.list_groups)."""
+        return self.metadata.list_groups(self.committed_groups(), states, types)
 
     def delete_groups(self, group_ids: list[str], now_ms: int) -> dict[str, int]:
         """DeleteGroups: an Empty group's offsets are tombstoned, then its metadata."""

@@ -237,14 +237,15 @@ class GroupMetadataManager:
     # ---- admin -------------------------------------------------------------------------------
 
     def list_groups(
-        self, states: Iterable[str] = (), types: Iterable[str] = ()
+        self, groups: Iterable[Group], states: Iterable[str] = (), types: Iterable[str] = ()
     ) -> list[tuple[str, str, str, str]]:
-        """(group id, protocol type, state, group type) of live groups, as Kafka's ListGroups: the
-        state and type filters (empty: all) are case-insensitive; types are "classic" and "consumer"."""
+        """(group id, protocol type, state, group type) of ``groups`` not Dead, as Kafka's
+        ListGroups: the state and type filters (empty: all) are case-insensitive; types are
+        "classic" and "consumer"."""
         wanted_states = {s.strip().lower() for s in states}
         wanted_types = {t.strip().lower() for t in types}
         listed = []
-        for g in self.groups.values():
+        for g in groups:
             if g.state is GroupState.DEAD:
                 continue
             consumer = isinstance(g, ConsumerGroup)

@@ -31,6 +31,9 @@ from odradek.coordinator.group_metadata import Group, GroupMetadataManager
 from odradek.coordinator.offsets import OffsetAndMetadata
 from odradek.protocol.errors import ErrorCode
 
+#: One group's offsets written by open transactions: producer id -> partition -> offset.
+PendingOffsets = dict[int, dict[tuple[str, int], OffsetAndMetadata]]
+
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommit:
@@ -56,7 +59,7 @@ class OffsetMetadataManager:
         self._records = records
         self._last_retention_check_ms: int | None = None
         #: group id -> producer id -> offsets written by its open transaction.
-        self.pending: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+        self.pending: dict[str, PendingOffsets] = {}
 
     def _store(
         self,
@@ -212,16 +215,16 @@ class OffsetMetadataManager:
         replayEndTransactionMarker. A group with no record of its own (one that only ever
         had offsets committed) exists from its first commit, as when OffsetCommit records
         are replayed."""
+        groups = self._groups.groups
         for group_id in [g for g in self.pending if self._groups.partition_for(g) == partition]:
             by_producer = self.pending[group_id]
-            offsets = by_producer.pop(producer_id, None)
+            group = end_transaction(
+                group_id, groups.get(group_id), by_producer, producer_id, commit, now_ms
+            )
+            if group is not None:
+                groups[group_id] = group
             if not by_producer:
                 del self.pending[group_id]
-            if commit and offsets:
-                group = self._groups.groups.get(group_id)
-                if group is None:
-                    group = self._groups.get_or_create_classic(group_id, now_ms)
-                group.offsets.update(offsets)
 
     def unload_partition(self, partition: int) -> None:
         """Forget the pending offsets of one __consumer_offsets partition's groups: whoever
@@ -229,14 +232,10 @@ class OffsetMetadataManager:
         for group_id in [g for g in self.pending if self._groups.partition_for(g) == partition]:
             del self.pending[group_id]
 
-    def snapshot_pending(
-        self, group_ids: Iterable[str]
-    ) -> dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]]:
+    def snapshot_pending(self, group_ids: Iterable[str]) -> dict[str, PendingOffsets]:
         return {g: {pid: dict(o) for pid, o in self.pending.get(g, {}).items()} for g in group_ids}
 
-    def restore_pending(
-        self, snapshot: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]]
-    ) -> None:
+    def restore_pending(self, snapshot: dict[str, PendingOffsets]) -> None:
         for group_id, by_producer in snapshot.items():
             if by_producer:
                 self.pending[group_id] = by_producer
@@ -267,10 +266,10 @@ class OffsetMetadataManager:
         return group.validate_offset_fetch(member_id, member_epoch)
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[tuple[str, int]] | None
+        self, group: Group | None, partitions: Iterable[tuple[str, int]] | None
     ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
-        """OffsetFetch: the committed offsets asked for (None = every committed one)."""
-        group = self._groups.groups.get(group_id)
+        """OffsetFetch: ``group``'s committed offsets asked for (None = every committed one);
+        the caller picks the group as of the high watermark (GroupCoordinator.committed_group)."""
         stored: dict[tuple[str, int], OffsetAndMetadata] = (
             group.offsets if group is not None and group.state is not GroupState.DEAD else {}
         )
@@ -360,3 +359,22 @@ class OffsetMetadataManager:
         ):
             self._groups.drop(group, now_ms)
         return removed
+
+
+def end_transaction(
+    group_id: str,
+    group: Group | None,
+    by_producer: PendingOffsets,
+    producer_id: int,
+    commit: bool,
+    now_ms: int,
+) -> Group | None:
+    """A transaction marker for one group: the producer's pending offsets leave ``by_producer``
+    and, on COMMIT, become ``group``'s offsets. Returns the group, created Empty when a commit
+    lands in a group that does not exist (one that only ever had offsets committed)."""
+    offsets = by_producer.pop(producer_id, None)
+    if commit and offsets:
+        if group is None:
+            group = ClassicGroup(group_id, now_ms)
+        group.offsets.update(offsets)
+    return group
