@@ -4,6 +4,7 @@ A group's coordinator is the leader of its __consumer_offsets partition: every
 broker's FindCoordinator names it, the other brokers answer NOT_COORDINATOR, and
 when it dies the partition's other replica, which has copied the partition as a
 follower, is elected and takes the group over with the offsets committed before.
+A commit its follower has not copied yet is not read by anyone until it has.
 The tests run in order; the last one kills the coordinator.
 """
 
@@ -19,15 +20,17 @@ from kio.schema.describe_groups.v5 import request as describe_groups5
 from kio.schema.find_coordinator.v3 import request as find_coordinator3
 from kio.schema.find_coordinator.v4 import request as find_coordinator4
 from kio.schema.heartbeat.v4 import request as heartbeat4
+from kio.schema.offset_commit.v8 import request as offset_commit8
 from kio.schema.offset_fetch.v1 import request as offset_fetch1
 from kio.schema.offset_fetch.v8 import request as offset_fetch8
 from kio.schema.types import GroupId, TopicName
-from kio.static.primitive import i32
+from kio.static.primitive import i32, i64
 
 from odradek.coordinator.hashing import partition_for
 from odradek.protocol.errors import ErrorCode
 from odradek.server.embedded_cluster import EmbeddedCluster
 from tests.cluster.test_cluster import create, partition_metadata, wait_until
+from tests.cluster.test_cluster_metrics import samples
 from tests.integration.wire_client import WireClient
 
 OFFSETS_PARTITIONS = 3
@@ -43,6 +46,8 @@ def odradek_cluster_config() -> dict[str, str]:
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
         # A second replica of each offsets partition, so one survives the coordinator's death.
         "offsets.topic.replication.factor": "2",
+        # To see the coordinator's log end offset.
+        "metrics.http.listener": "127.0.0.1:0",
     }
 
 
@@ -203,6 +208,68 @@ def test_other_brokers_answer_not_coordinator(odradek_cluster, coordinator):
         ]
     finally:
         client.close()
+
+
+def commit_request(offset: int) -> offset_commit8.OffsetCommitRequest:
+    """A simple consumer's OffsetCommit (no generation) of TOPIC-0 for GROUP."""
+    partition = offset_commit8.OffsetCommitRequestPartition(
+        partition_index=i32(0),
+        committed_offset=i64(offset),
+        committed_leader_epoch=i32(-1),
+        committed_metadata="",
+    )
+    return offset_commit8.OffsetCommitRequest(
+        group_id=GroupId(GROUP),
+        generation_id_or_member_epoch=i32(-1),
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            offset_commit8.OffsetCommitRequestTopic(name=TopicName(TOPIC), partitions=(partition,)),
+        ),
+    )
+
+
+def offsets_log_end(cluster: EmbeddedCluster, node: int, partition: int) -> float | None:
+    """The log end offset of __consumer_offsets-``partition`` on broker ``node``."""
+    key = frozenset({"topic": "__consumer_offsets", "partition": str(partition)}.items())
+    return samples(cluster, node, "kafka_log_log_log_end_offset").get(key)
+
+
+def test_a_commit_is_read_once_its_follower_has_it(odradek_cluster, admin, coordinator):
+    """With the follower of GROUP's partition stopped, a commit is appended to the
+    coordinator's log but cannot be replicated: another client's OffsetFetch still reads the
+    offset before it, until the follower resumes and the high watermark passes the commit."""
+    partition = partition_for(GROUP, OFFSETS_PARTITIONS)
+    (follower,) = (n for n in offsets_partition(admin).replicas if n != coordinator)
+    # Both clients talk to the coordinator only: the stopped broker answers nobody.
+    only = odradek_cluster.broker(coordinator).bootstrap_servers
+    reader = Consumer({"bootstrap.servers": only, "group.id": GROUP})
+    committer = WireClient(only)
+    try:
+        assert committed(reader) == 5
+        end = offsets_log_end(odradek_cluster, coordinator, partition)
+        odradek_cluster.pause(follower)
+        try:
+            committer.send(commit_request(8))
+            wait_until(
+                lambda: offsets_log_end(odradek_cluster, coordinator, partition) != end,
+                what="the commit appended to the coordinator's log",
+            )
+            # Kept from readers while the follower cannot fetch it (the ISR keeps the stopped
+            # follower for replica.lag.time.max.ms, 30 s, and the commit waits 5 s at most).
+            for _ in range(5):
+                assert committed(reader) == 5
+        finally:
+            odradek_cluster.resume(follower)
+        response = committer.receive(commit_request(8))
+        assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.none]
+        assert committed(reader) == 8
+        # Back to 5, the offset the next test expects the coordinator's successor to have.
+        response = committer.call(commit_request(5))
+        assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.none]
+    finally:
+        committer.close()
+        reader.close()
 
 
 def test_killed_coordinator_moves_to_the_other_replica(odradek_cluster, admin, coordinator):

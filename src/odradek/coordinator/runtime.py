@@ -22,6 +22,10 @@ its logic in a sans-I/O core. The runtime does the I/O for it:
   (the core's snapshot; Kafka reverts to its timeline snapshot), answers the call
   gave to other waiting clients are withheld (they still wait, as before), and
   CoordinatorWriteError carries the error Kafka would answer.
+- Reads answer committed state where the subclass keeps it: ``appended`` hands it the
+  state before each call whose records are not yet below the high watermark (the group
+  coordinator answers OffsetFetch, DescribeGroups, ListGroups and ConsumerGroupDescribe
+  from it until they are, as Kafka's reads at lastCommittedOffset).
 - ``wait`` runs a core method that answers through a callback (a JoinGroup waiting
   for the other members) and awaits the answer.
 - One ``loop.call_later`` timer is armed at the core's next deadline; when it fires
@@ -235,12 +239,18 @@ class CoordinatorRuntime(ABC, Generic[C]):
             if code == ErrorCode.unknown_server_error:
                 log.error("%s %s failed", self.name, getattr(fn, "__name__", fn), exc_info=exc)
             raise CoordinatorWriteError(code, str(exc)) from exc
+        self.appended(snapshot)
         held, self._held = self._held, None
         for future, answer in held:
             if not future.done():
                 future.set_result(answer)
         self._rearm()
         return result
+
+    def appended(self, snapshot: Any) -> None:
+        """A ``call``'s records (``_last_appends``) are appended; ``snapshot`` holds its keys as
+        they were before it. A coordinator whose reads answer the state at the high watermark
+        (the group coordinator) keeps it while the records are not replicated."""
 
     async def wait(self, start: Waiting[T], keys: Iterable[str]) -> T:
         """Run a core method that answers through a callback, and wait for the answer."""
@@ -287,8 +297,9 @@ class CoordinatorRuntime(ABC, Generic[C]):
         replication times out (it reverts only writes that failed to append): the records
         are in this leader's log and become durable once the followers fetch them, and if
         leadership moves first the partition is unloaded here and the new leader replays its
-        own log. Unlike Kafka, which reads coordinator state at the last replicated offset,
-        a read meanwhile (OffsetFetch) already sees the write.
+        own log. Reads meanwhile do not see the write, as in Kafka, whose reads answer the
+        state at the last replicated offset: the group coordinator keeps the state as it was
+        before the write until the high watermark passes it (``appended``; uncommitted.py).
         """
         appends, self._last_appends = self._last_appends, []
         if not appends:

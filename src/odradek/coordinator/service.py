@@ -8,6 +8,13 @@ sessions, ends join phases and applies offset retention. A transaction marker
 replicated in one of its partitions applies or drops that transaction's offsets
 (``on_txn_marker``, a ReplicaManager listener), whoever wrote it. Handlers reach it as
 ``broker.components["group_coordinator"]`` and go through ``call`` and ``wait``.
+
+Reads answer the state at the high watermark of the group's partition, as Kafka's
+scheduleReadOperation at lastCommittedOffset: a call whose records are appended above the
+high watermark leaves the core its snapshot of the groups before it (``appended``), and the
+core's reads answer those until the ReplicaManager tells of the high watermark passing the
+records (``on_high_watermark``, a ``hw_listeners`` entry). A single node's high watermark
+passes every write as it is appended, so nothing is kept there.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.coordinator.config import GroupCoordinatorConfig
-from odradek.coordinator.coordinator import GroupCoordinator
+from odradek.coordinator.coordinator import GroupCoordinator, Snapshot
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorRuntime, ensure_internal_topic, now_ms
 from odradek.storage import TopicPartition
@@ -65,6 +72,7 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
         self.ensure_offsets_topic()
         self.broker.replica_manager.add_leadership_listener(OFFSETS_TOPIC, self)
         self.broker.replica_manager.txn_marker_listeners.append(self.on_txn_marker)
+        self.broker.replica_manager.hw_listeners.append(self.on_high_watermark)
         log.info(
             "group coordinator leads %d partitions of %s",
             len(self.loaded_partitions),
@@ -90,6 +98,24 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
         not loaded here replays the marker from its log when it is loaded."""
         if tp.topic == OFFSETS_TOPIC and tp.partition in self.loaded_partitions:
             self.core.replay_end_transaction(tp.partition, producer_id, commit, now_ms())
+
+    def appended(self, snapshot: Snapshot) -> None:
+        """Records of a call not yet below their partition's high watermark: the core answers
+        reads from ``snapshot`` (its groups before the call) until they are."""
+        replica_manager = self.broker.replica_manager
+        for tp, end_offset, _ in self._last_appends:
+            high_watermark = replica_manager.high_watermark_of(tp)
+            if high_watermark is not None and high_watermark < end_offset:
+                self.core.written(tp.partition, end_offset, snapshot)
+
+    def on_high_watermark(self, tp: TopicPartition) -> None:
+        """``tp``'s high watermark moved (ReplicaManager.hw_listeners): the writes below it
+        become visible to reads."""
+        if tp.topic != OFFSETS_TOPIC or not self.core.uncommitted.has_writes(tp.partition):
+            return
+        high_watermark = self.broker.replica_manager.high_watermark_of(tp)
+        if high_watermark is not None:
+            self.core.committed(tp.partition, high_watermark)
 
     def due_work(self, now_ms: int) -> list[tuple[Callable[..., object], str]]:
         """Each due group's deadlines, and once per retention interval every group's offsets."""

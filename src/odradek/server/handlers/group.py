@@ -6,7 +6,11 @@ the response for the request's version. A group's coordinator is the leader of
 its __consumer_offsets partition: FindCoordinator names that broker, and every
 other group API answers NOT_COORDINATOR for a group whose partition is not loaded
 here (calls through the service check it; the handlers that only read the core
-check ``coordinates`` themselves, per group where Kafka answers per group).
+check ``coordinates`` themselves, per group where Kafka answers per group). Reads
+(OffsetFetch, DescribeGroups, ListGroups, ConsumerGroupDescribe) answer the groups as of
+their partition's high watermark, as Kafka's (see coordinator/uncommitted.py); OffsetFetch
+checks the member asking against the live group, because the answers to heartbeats here
+do not wait for replication and the member may already hold an epoch still being replicated.
 
 Authorization, as KafkaApis: joining, syncing, heartbeats, leaving and committing need
 READ on the group, fetching offsets and describing need DESCRIBE, deleting groups and
@@ -621,7 +625,7 @@ async def handle_describe_groups(ctx: RequestContext, request):
                 )
             )
             continue
-        group = core.groups.get(group_id)
+        group = core.committed_group(group_id)
         if not isinstance(group, ClassicGroup) or group.state is GroupState.DEAD:
             # KIP-1043: v6+ says why (unknown, or not a classic group); older versions answer Dead.
             missing = ctx.api_version >= DESCRIBE_GROUPS_NOT_FOUND_SINCE
@@ -835,7 +839,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, request):
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             described.append(undescribed(group_id, ErrorCode.group_authorization_failed, None, ""))
             continue
-        group = core.groups.get(group_id)
+        group = core.committed_group(group_id)
         if not svc.coordinates(group_id):
             described.append(undescribed(group_id, ErrorCode.not_coordinator, None, ""))
             continue
