@@ -4,9 +4,10 @@ The core is driven as its runtime drives it: each call's records go to a model o
 __consumer_offsets partitions' logs, with the call's snapshot handed to ``written`` while
 they are above the high watermark; markers take effect once replicated, as
 ``on_txn_marker``; a failover truncates a partition's log to its high watermark and loads
-it again. Whatever happens, OffsetFetch and ListGroups answer exactly what a coordinator
-loading the logs up to their high watermarks answers: never an unreplicated write, every
-replicated one.
+it again, or loads all of it on a replica that knows an older high watermark. Whatever
+happens, OffsetFetch and ListGroups answer exactly what a coordinator loading the logs up
+to their high watermarks answers (up to the high watermark at the load, for a partition
+loaded with records above it, until it passes them all): never an unreplicated write.
 """
 
 from __future__ import annotations
@@ -59,11 +60,11 @@ def replay(core: GroupCoordinator, partition: int, items) -> None:
             core.load_record(*item[:2], NOW, item[2])
 
 
-def committed_core(logs: dict[int, PartitionLog]) -> GroupCoordinator:
-    """A coordinator loading every partition up to its high watermark (a failover's winner)."""
+def committed_core(logs: dict[int, PartitionLog], offsets: dict[int, int]) -> GroupCoordinator:
+    """A coordinator loading each partition up to ``offsets`` (its high watermark)."""
     core = GroupCoordinator(CONFIG)
     for partition, log in logs.items():
-        replay(core, partition, log.items[: log.high_watermark])
+        replay(core, partition, log.items[: offsets[partition]])
     return core
 
 
@@ -83,6 +84,18 @@ class CommittedReads(RuleBasedStateMachine):
         self.open: set[tuple[str, int]] = set()
         #: Markers not yet replicated: (partition, offset after it, producer id).
         self.markers: set[tuple[int, int, int]] = set()
+        #: Per partition loaded with records above its high watermark: (the high watermark
+        #: then, the log end offset then). Until the high watermark passes the second, reads
+        #: answer the first.
+        self.tails: dict[int, tuple[int, int]] = {}
+
+    def read_offsets(self) -> dict[int, int]:
+        """Per partition, the offset reads answer the state at."""
+        offsets = {}
+        for partition, log in self.logs.items():
+            loaded_at, end = self.tails.get(partition, (0, 0))
+            offsets[partition] = loaded_at if log.high_watermark < end else log.high_watermark
+        return offsets
 
     def write(self, group: str, fn: Callable[..., object], *args: object) -> None:
         """One call as CoordinatorRuntime.call makes it: snapshot, run, append, ``written``."""
@@ -139,7 +152,9 @@ class CommittedReads(RuleBasedStateMachine):
 
     @rule(partition=st.integers(0, 1), batches=st.integers(1, 3))
     def replicate(self, partition: int, batches: int) -> None:
-        """The followers fetch: the high watermark moves, then replicated markers apply."""
+        """The followers fetch: the high watermark moves, then the markers this leader wrote
+        and saw replicated apply (ReplicaManager.txn_marker_listeners); one loaded from the
+        log took effect at the load."""
         log = self.logs[partition]
         before = log.high_watermark
         ahead = [end for end in log.batch_ends if end > before]
@@ -147,9 +162,12 @@ class CommittedReads(RuleBasedStateMachine):
             return
         log.high_watermark = ahead[min(batches, len(ahead)) - 1]
         self.core.committed(partition, log.high_watermark)
-        self.markers = {m for m in self.markers if m[0] != partition or m[1] > log.high_watermark}
-        for item in log.items[before : log.high_watermark]:
-            if isinstance(item, Marker):
+        for marker in sorted(self.markers):
+            marker_partition, end, _ = marker
+            if marker_partition == partition and end <= log.high_watermark:
+                self.markers.discard(marker)
+                item = log.items[end - 1]
+                assert isinstance(item, Marker)
                 self.core.replay_end_transaction(partition, item.producer_id, item.commit, NOW)
 
     @rule(partition=st.integers(0, 1))
@@ -159,21 +177,40 @@ class CommittedReads(RuleBasedStateMachine):
         del log.items[log.high_watermark :]
         log.batch_ends = [end for end in log.batch_ends if end <= log.high_watermark]
         self.markers = {m for m in self.markers if m[0] != partition}
+        self.tails.pop(partition, None)
         self.core.unload_partition(partition)
         replay(self.core, partition, log.items)
         self.open = {
             (g, p) for g, by_producer in self.core.offsets.pending.items() for p in by_producer
         }
 
+    @rule(partition=st.integers(0, 1))
+    def failover_keeping_the_tail(self, partition: int) -> None:
+        """Leadership moves to a replica that has the whole log but knows an older high
+        watermark (CoordinatorRuntime.load_partition and GroupCoordinatorService's
+        load_uncommitted): the records above it are loaded and kept from reads."""
+        log = self.logs[partition]
+        self.core.unload_partition(partition)
+        replay(self.core, partition, log.items[: log.high_watermark])
+        before = self.core.snapshot_partition(partition)
+        replay(self.core, partition, log.items[log.high_watermark :])
+        self.core.loaded_uncommitted(partition, len(log.items), before)
+        # The markers loaded took effect; their writer's wait for replication failed.
+        self.markers = {m for m in self.markers if m[0] != partition}
+        self.tails[partition] = (log.high_watermark, len(log.items))
+        self.open = {
+            (g, p) for g, by_producer in self.core.offsets.pending.items() for p in by_producer
+        }
+
     @invariant()
     def reads_answer_the_high_watermark(self) -> None:
-        assert reads(self.core) == reads(committed_core(self.logs))
+        assert reads(self.core) == reads(committed_core(self.logs, self.read_offsets()))
 
     @invariant()
     def pending_offsets_are_unstable(self) -> None:
         """A RequireStable fetch gets UNSTABLE_OFFSET_COMMIT for every offset a transaction
         left pending as of the high watermark (and for those written since)."""
-        committed = committed_core(self.logs)
+        committed = committed_core(self.logs, self.read_offsets())
         for group in GROUPS:
             at_high_watermark = committed.pending_transactional_offsets(group)
             assert at_high_watermark <= self.core.pending_transactional_offsets(group)

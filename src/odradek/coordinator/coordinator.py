@@ -159,6 +159,22 @@ class GroupCoordinator:
             },
         )
 
+    def snapshot_partition(self, partition: int) -> Snapshot:
+        """Every group of ``partition`` as it is now: before a load replays the records above
+        the high watermark (see ``loaded_uncommitted``)."""
+        return self.snapshot(self.metadata.group_ids_in(partition))
+
+    def loaded_uncommitted(self, partition: int, end_offset: int, before: Snapshot) -> None:
+        """A load replayed ``partition``'s records above its high watermark, up to
+        ``end_offset``; ``before`` is ``snapshot_partition`` from before them. Reads answer
+        the partition's groups as they were then (a group created since: not at all) until the
+        high watermark reaches ``end_offset``: later than each record is replicated, as Kafka's
+        loader snapshots every batch, but never earlier."""
+        groups, _ = before
+        for gid in self.metadata.group_ids_in(partition):
+            groups.setdefault(gid, None)
+        self.written(partition, end_offset, before)
+
     def committed(self, partition: int, high_watermark: int) -> None:
         """``partition``'s high watermark moved: the writes below it become visible to reads."""
         self.uncommitted.committed(partition, high_watermark)
@@ -393,11 +409,15 @@ class GroupCoordinator:
         )
 
     def pending_transactional_offsets(self, group_id: str) -> set[tuple[str, int]]:
-        """The partitions whose offsets open transactions are committing for ``group_id``,
-        their TxnOffsetCommit replicated or not (Kafka's RequireStable fetch reads the latest
-        state); a marker takes effect only once replicated, so an offset stays unstable until
-        reads can see where the transaction left it."""
-        return {tp for offsets in self.offsets.pending.get(group_id, {}).values() for tp in offsets}
+        """The partitions whose offsets open transactions are committing for ``group_id``:
+        their TxnOffsetCommit written, replicated or not (Kafka's RequireStable fetch reads the
+        latest state), and their marker not yet replicated (a marker loaded above the high
+        watermark), so that a RequireStable fetch never reads an offset about to move."""
+        pending = [self.offsets.pending.get(group_id, {})]
+        pre = self.uncommitted.pre_image(group_id)
+        if pre is not None:
+            pending.append(pre.pending)
+        return {tp for by_producer in pending for offsets in by_producer.values() for tp in offsets}
 
     def check_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         return self.offsets.check_offset_fetch(group_id, member_id, member_epoch)

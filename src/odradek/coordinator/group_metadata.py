@@ -172,13 +172,17 @@ class GroupMetadataManager:
             self.groups[k.group] = group = converted
         cgr.replay(group, k, key, value, self.config.group_consumer_session_timeout_ms, now_ms)
 
+    def group_ids_in(self, partition: int) -> list[str]:
+        """The groups of one __consumer_offsets partition."""
+        return [gid for gid in self.groups if self.partition_for(gid) == partition]
+
     def unload_partition(self, partition: int) -> list[str]:
         """Forget the groups of one __consumer_offsets partition (another broker leads it now).
 
         Members waiting on a join or sync are answered NOT_COORDINATOR, as Kafka's onUnloaded
         does, so they look the coordinator up again. Returns the ids of the groups dropped.
         """
-        dropped = [gid for gid in self.groups if self.partition_for(gid) == partition]
+        dropped = self.group_ids_in(partition)
         for gid in dropped:
             group = self.groups.pop(gid)
             if isinstance(group, ClassicGroup):

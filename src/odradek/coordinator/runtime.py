@@ -23,9 +23,10 @@ its logic in a sans-I/O core. The runtime does the I/O for it:
   gave to other waiting clients are withheld (they still wait, as before), and
   CoordinatorWriteError carries the error Kafka would answer.
 - Reads answer committed state where the subclass keeps it: ``appended`` hands it the
-  state before each call whose records are not yet below the high watermark (the group
-  coordinator answers OffsetFetch, DescribeGroups, ListGroups and ConsumerGroupDescribe
-  from it until they are, as Kafka's reads at lastCommittedOffset).
+  state before each call whose records are not yet below the high watermark, and
+  ``load_uncommitted`` replays what a loaded log holds above it (the group coordinator
+  answers OffsetFetch, DescribeGroups, ListGroups and ConsumerGroupDescribe from the state
+  before them until the high watermark passes them, as Kafka's reads at lastCommittedOffset).
 - ``wait`` runs a core method that answers through a callback (a JoinGroup waiting
   for the other members) and awaits the answer.
 - One ``loop.call_later`` timer is armed at the core's next deadline; when it fires
@@ -163,29 +164,50 @@ class CoordinatorRuntime(ABC, Generic[C]):
         is newer than or equal to what the log holds)."""
         if partition in self.loaded_partitions:
             return 0
+        replica = self._replica_manager.partition(TopicPartition(self.topic, partition))
+        start = now_ms()
+        committed = replica.high_watermark
+        count = self.replay(partition, replica.log_start_offset, committed, start)
+        if committed < replica.log_end_offset:
+            count += self.load_uncommitted(partition, committed, replica.log_end_offset, start)
+        self.loaded_partitions.add(partition)
+        log.debug("%s loaded %d records of %s-%d", self.name, count, self.topic, partition)
+        self._rearm()
+        return count
+
+    def replay(self, partition: int, start_offset: int, end_offset: int, now_ms: int) -> int:
+        """Replay the records of ``partition`` from ``start_offset`` up to ``end_offset`` into
+        the core; how many there were."""
         log_ = self._replica_manager.partition(TopicPartition(self.topic, partition)).log
         count = 0
-        start = now_ms()
-        offset = log_.log_start_offset
-        while offset < log_.log_end_offset:
+        offset = start_offset
+        while offset < end_offset:
             data = b"".join(r.read_bytes() for r in log_.read(offset, LOAD_BUFFER_BYTES).regions)
             if not data:
                 break
             for item in decode_log(data):
                 if item.offset < offset:
                     continue
+                if item.offset >= end_offset:
+                    return count
                 if isinstance(item, LoadedMarker):
                     self.core.replay_end_transaction(
-                        partition, item.producer_id, item.commit, start
+                        partition, item.producer_id, item.commit, now_ms
                     )
                 else:
-                    self.core.load_record(item.key, item.value, start, item.producer_id)
+                    self.core.load_record(item.key, item.value, now_ms, item.producer_id)
                 count += 1
                 offset = item.offset + 1
-        self.loaded_partitions.add(partition)
-        log.debug("%s loaded %d records of %s-%d", self.name, count, self.topic, partition)
-        self._rearm()
         return count
+
+    def load_uncommitted(
+        self, partition: int, high_watermark: int, log_end_offset: int, now_ms: int
+    ) -> int:
+        """Replay the records a loaded partition holds above its high watermark: a new
+        leader's log may end with records it does not know to be replicated yet (its high
+        watermark is the one it last heard of, or checkpointed). The group coordinator keeps
+        them from reads until the high watermark passes them."""
+        return self.replay(partition, high_watermark, log_end_offset, now_ms)
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating the keys of one partition: the core drops their state (the records

@@ -13,8 +13,10 @@ Reads answer the state at the high watermark of the group's partition, as Kafka'
 scheduleReadOperation at lastCommittedOffset: a call whose records are appended above the
 high watermark leaves the core its snapshot of the groups before it (``appended``), and the
 core's reads answer those until the ReplicaManager tells of the high watermark passing the
-records (``on_high_watermark``, a ``hw_listeners`` entry). A single node's high watermark
-passes every write as it is appended, so nothing is kept there.
+records (``on_high_watermark``, a ``hw_listeners`` entry). A partition loaded with records
+above its high watermark (a new leader that has not heard of the last one yet) is read as
+of that high watermark until it passes them all (``load_uncommitted``). A single node's high
+watermark passes every write as it is appended, so nothing is kept there.
 """
 
 from __future__ import annotations
@@ -107,6 +109,16 @@ class GroupCoordinatorService(CoordinatorRuntime[GroupCoordinator]):
             high_watermark = replica_manager.high_watermark_of(tp)
             if high_watermark is not None and high_watermark < end_offset:
                 self.core.written(tp.partition, end_offset, snapshot)
+
+    def load_uncommitted(
+        self, partition: int, high_watermark: int, log_end_offset: int, now_ms: int
+    ) -> int:
+        """The records above the high watermark are loaded, and kept from reads until it
+        passes them (GroupCoordinator.loaded_uncommitted)."""
+        before = self.core.snapshot_partition(partition)
+        count = super().load_uncommitted(partition, high_watermark, log_end_offset, now_ms)
+        self.core.loaded_uncommitted(partition, log_end_offset, before)
+        return count
 
     def on_high_watermark(self, tp: TopicPartition) -> None:
         """``tp``'s high watermark moved (ReplicaManager.hw_listeners): the writes below it

@@ -14,8 +14,10 @@ that cannot be appended, so keeping it costs no second copy. A read of a key ans
 the pre-image of the key's oldest uncommitted write (the state after every committed
 write, before the first one that is not), and the live state when the key has none.
 When the high watermark passes a write, its pre-images are dropped; when the partition
-is unloaded, all of them are (whoever loads it next replays its log). A single node's
-high watermark passes each write as it is appended, so nothing is ever kept there.
+is unloaded, all of them are (whoever loads it next replays its log). A load that finds
+records above the high watermark counts them as one write, whose pre-images are the
+partition's groups before them. A single node's high watermark passes each write as it is
+appended, so nothing is ever kept there.
 """
 
 from __future__ import annotations
