@@ -1,0 +1,198 @@
+"""What each (user, client id) does against its quotas, and how long to throttle it.
+
+One ``ClientQuotaManager`` per kind of quota, as Kafka has ClientQuotaManager for Produce
+and Fetch bytes, ClientRequestQuotaManager for request time and
+ControllerMutationQuotaManager for partition mutations: ``record`` adds what a request did
+to its sensor (the rate of the entity its quota comes from, ``entity.resolve``) and answers
+the throttle time when the sensor is above its bound, 0 otherwise. The value is recorded
+even when it violates the quota, as Kafka's sensors do, so a client that keeps sending is
+throttled until its rate is back under the bound.
+
+Until a quota of a kind is configured anywhere, ``enabled`` is False and the server asks
+nothing (Kafka's ``quotasEnabled``); with quotas configured, a request costs one dict
+lookup of its (user, client id), resolved once and kept until the quotas change.
+
+``throttled`` records the throttle time each sensor was given, which is what the
+``throttle-time`` metric averages; ``byte-rate`` (or ``request-time``, ``tokens``) is the
+sensor's rate. Sensors are kept for the life of the broker (Kafka expires sensors idle for
+an hour).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from odradek.quota.entity import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    MetricTags,
+    QuotaEntity,
+    quota_limit,
+    resolve,
+)
+from odradek.quota.rate import Rate, TokenBucket, throttle_time_ms, token_throttle_time_ms
+
+
+class QuotaType(Enum):
+    """A kind of client quota: Kafka's QuotaType, its metric group and its config."""
+
+    PRODUCE = ("Produce", PRODUCER_BYTE_RATE, "byte-rate")
+    FETCH = ("Fetch", CONSUMER_BYTE_RATE, "byte-rate")
+    REQUEST = ("Request", REQUEST_PERCENTAGE, "request-time")
+    CONTROLLER_MUTATION = ("ControllerMutation", CONTROLLER_MUTATION_RATE, "tokens")
+
+    def __init__(self, group: str, config: str, metric: str) -> None:
+        self.group, self.config, self.metric = group, config, metric
+
+
+@dataclass(slots=True)
+class Sensor:
+    """One (user, client id) tag pair's measurement of one kind of quota."""
+
+    rate: Rate | TokenBucket
+    #: Throttle times given and how many, over the same windows (the throttle-time average).
+    throttle_sum: Rate
+    throttle_count: Rate
+    bound: float | None = field(default=None)
+
+    def throttle_time_avg(self, now_ms: int) -> float:
+        count = self.throttle_count.total(now_ms)
+        return self.throttle_sum.total(now_ms) / count if count else 0.0
+
+    def value(self, now_ms: int) -> float:
+        """The rate per second (a byte rate, a percentage), or a token bucket's tokens."""
+        if isinstance(self.rate, TokenBucket):
+            return self.rate.measure(self.bound or 0.0, now_ms)
+        return self.rate.measure(now_ms)
+
+
+class ClientQuotaManager:
+    """The sensors and configured quotas of one QuotaType."""
+
+    def __init__(
+        self, kind: QuotaType, samples: int, window_seconds: int, bounded: bool = False
+    ) -> None:
+        self.kind = kind
+        self.samples, self.window_ms = samples, window_seconds * 1000
+        #: ClientRequestQuotaManager's bound on a throttle: one window.
+        self._max_throttle_ms = self.window_ms if bounded else None
+        self._quotas: dict[QuotaEntity, float] = {}
+        self._resolved: dict[tuple[str, str], tuple[MetricTags, float | None]] = {}
+        self.sensors: dict[MetricTags, Sensor] = {}
+        self.enabled = False
+
+    def update(self, quotas: Mapping[QuotaEntity, float]) -> None:
+        """Take this kind's configured quotas (all of them); sensors keep their history."""
+        self._quotas = dict(quotas)
+        self._resolved.clear()
+        self.enabled = bool(self._quotas)
+        for tags, sensor in self.sensors.items():
+            sensor.bound = quota_limit(self._quotas, *tags)
+
+    def quota(self, user: str, client_id: str) -> tuple[MetricTags, float | None]:
+        """The tags of the sensor ``user`` and ``client_id`` record into, and its bound."""
+        key = (user, client_id)
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolved[key] = resolve(self._quotas, user, client_id)
+        return found
+
+    def _sensor(self, tags: MetricTags, bound: float | None) -> Sensor:
+        sensor = self.sensors.get(tags)
+        if sensor is None:
+            rate: Rate | TokenBucket
+            if self.kind is QuotaType.CONTROLLER_MUTATION:
+                rate = TokenBucket(self.samples, self.window_ms)
+            else:
+                rate = Rate(self.samples, self.window_ms)
+            throttle = Rate(self.samples, self.window_ms), Rate(self.samples, self.window_ms)
+            sensor = self.sensors[tags] = Sensor(rate, *throttle, bound)
+        return sensor
+
+    def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
+        """Record ``value``; the throttle time in ms if the sensor is now above its bound."""
+        tags, bound = self.quota(user, client_id)
+        sensor = self._sensor(tags, bound)
+        rate = sensor.rate
+        if isinstance(rate, TokenBucket):
+            if bound is None:
+                return 0
+            rate.record(value, bound, now_ms)
+            tokens = rate.measure(bound, now_ms)
+            return token_throttle_time_ms(tokens, bound) if tokens < 0 else 0
+        rate.record(value, now_ms)
+        if bound is None:
+            return 0
+        measured = rate.measure(now_ms)
+        if measured <= bound:
+            return 0
+        throttle = throttle_time_ms(measured, bound, rate.window_ms(now_ms))
+        if self._max_throttle_ms is not None:
+            throttle = min(throttle, self._max_throttle_ms)
+        return max(throttle, 0)
+
+    def exceeded(self, user: str, client_id: str, now_ms: int) -> int:
+        """A strict controller mutation quota's check before any mutation (Kafka's
+        ``checkQuotas``): the throttle time when the tokens are already spent, else 0."""
+        tags, bound = self.quota(user, client_id)
+        if bound is None:
+            return 0
+        rate = self._sensor(tags, bound).rate
+        assert isinstance(rate, TokenBucket)
+        tokens = rate.measure(bound, now_ms)
+        return token_throttle_time_ms(tokens, bound) if tokens < 0 else 0
+
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back a recorded value (a throttled fetch answers no data: Kafka's
+        ``unrecordQuotaSensor``)."""
+        tags, bound = self.quota(user, client_id)
+        rate = self._sensor(tags, bound).rate
+        assert isinstance(rate, Rate)
+        rate.record(-value, now_ms)
+
+    def throttled(self, user: str, client_id: str, throttle_ms: int, now_ms: int) -> None:
+        """Count a throttle time given to this sensor (its throttle-time metric)."""
+        tags, bound = self.quota(user, client_id)
+        sensor = self._sensor(tags, bound)
+        sensor.throttle_sum.record(throttle_ms, now_ms)
+        sensor.throttle_count.record(1, now_ms)
+
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """The most a client may take in the windows before being throttled, None without a
+        quota (Kafka's getMaxValueInQuotaWindow: the bound times ``samples - 1`` windows)."""
+        bound = self.quota(user, client_id)[1]
+        if bound is None:
+            return None
+        return bound * (self.samples - 1) * self.window_ms / 1000
+
+
+class ClientQuotas:
+    """The four managers of a broker, fed the configured quotas of every entity."""
+
+    def __init__(
+        self, samples: int, window_seconds: int, controller_samples: int, controller_window: int
+    ) -> None:
+        self.produce = ClientQuotaManager(QuotaType.PRODUCE, samples, window_seconds)
+        self.fetch = ClientQuotaManager(QuotaType.FETCH, samples, window_seconds)
+        self.request = ClientQuotaManager(QuotaType.REQUEST, samples, window_seconds, True)
+        self.controller_mutation = ClientQuotaManager(
+            QuotaType.CONTROLLER_MUTATION, controller_samples, controller_window
+        )
+
+    def managers(self) -> Iterator[ClientQuotaManager]:
+        yield from (self.produce, self.fetch, self.request, self.controller_mutation)
+
+    def update(self, configured: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        """Take every entity's quota configs (what the metadata store holds)."""
+        for manager in self.managers():
+            manager.update(
+                {
+                    entity: values[manager.kind.config]
+                    for entity, values in configured.items()
+                    if manager.kind.config in values
+                }
+            )
