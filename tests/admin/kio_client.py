@@ -25,10 +25,13 @@ API_VERSIONS = 18
 
 
 class KioClient:
-    def __init__(self, bootstrap_servers: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, bootstrap_servers: str, timeout: float = 30.0, client_id: str = "kio-test"
+    ) -> None:
         host, port = bootstrap_servers.split(",")[0].rsplit(":", 1)
         self._sock = socket.create_connection((host, int(port)), timeout=timeout)
         self._correlation_id = 0
+        self._client_id = client_id
 
     def close(self) -> None:
         self._sock.close()
@@ -48,7 +51,7 @@ class KioClient:
             request_api_key=api_key,
             request_api_version=version,
             correlation_id=self._correlation_id,
-            client_id="kio-test",
+            client_id=self._client_id,
         )
         buf = io.BytesIO()
         entity_writer(header_cls)(buf, header)

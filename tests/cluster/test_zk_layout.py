@@ -117,3 +117,32 @@ def test_malformed_admin_requests_are_refused(data: bytes):
     if b"replicas" not in data:
         with pytest.raises(ValueError):
             layout.decode_preferred_replica_election(data)
+
+
+def test_client_quota_entity_paths_are_kafkas():
+    """/config/users/<user>, /config/users/<user>/clients/<client-id>, /config/clients/<client-id>
+    with ``<default>`` for a default entity and other names sanitized (Kafka's Sanitizer)."""
+    from odradek.quota.entity import DEFAULT, QuotaEntity
+
+    cases = {
+        QuotaEntity("alice"): "users/alice",
+        QuotaEntity(DEFAULT): "users/<default>",
+        QuotaEntity("CN=a b", "app"): "users/CN%3Da%20b/clients/app",
+        QuotaEntity(DEFAULT, DEFAULT): "users/<default>/clients/<default>",
+        QuotaEntity(client_id="app"): "clients/app",
+        QuotaEntity(client_id=DEFAULT): "clients/<default>",
+        QuotaEntity("<default>"): "users/%3Cdefault%3E",
+    }
+    for entity, path in cases.items():
+        assert layout.quota_entity_path(entity) == path
+        assert layout.parse_quota_entity_path(path) == entity
+    assert layout.parse_quota_entity_path("topics/t") is None
+    assert layout.encode_quota_configs(
+        {"producer_byte_rate": 1024.0, "request_percentage": 12.5}
+    ) == {
+        "producer_byte_rate": "1024",
+        "request_percentage": "12.5",
+    }
+    assert layout.decode_quota_configs(
+        {"producer_byte_rate": "1024", "SCRAM-SHA-256": "salt=...", "request_percentage": "x"}
+    ) == {"producer_byte_rate": 1024.0}

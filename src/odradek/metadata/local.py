@@ -27,6 +27,7 @@ from odradek.metadata.store import (
     UnknownTopic,
 )
 from odradek.protocol.errors import KafkaError
+from odradek.quota.entity import QuotaEntity
 from odradek.security.acl import (
     AccessControlEntry,
     PatternType,
@@ -56,6 +57,7 @@ class LocalMetadataStore(MetadataStore):
         self._broker_configs: dict[str, dict[str, str]] = {}
         #: User -> SCRAM mechanism -> credential text, as Kafka's /config/users/<user> holds them.
         self._scram_credentials: dict[str, dict[str, str]] = {}
+        self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._pending: set[str] = set()
         if self._path.exists():
             self._load()
@@ -174,6 +176,17 @@ class LocalMetadataStore(MetadataStore):
             self._scram_credentials.pop(user, None)
         self._save()
 
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        return {entity: dict(quotas) for entity, quotas in self._client_quotas.items()}
+
+    def set_client_quotas(self, entity: QuotaEntity, quotas: Mapping[str, float]) -> None:
+        if quotas:
+            self._client_quotas[entity] = dict(quotas)
+        else:
+            self._client_quotas.pop(entity, None)
+        self._save()
+        self._publish_client_quotas()
+
     def update_acls(
         self,
         pattern: ResourcePattern,
@@ -280,6 +293,9 @@ class LocalMetadataStore(MetadataStore):
             self._broker_configs[""] = state["broker_configs"]
         self._broker_configs.update(state.get("per_broker_configs", {}))
         self._scram_credentials = state.get("scram_credentials", {})
+        self._client_quotas = {
+            QuotaEntity.from_wire(q["entity"]): q["quotas"] for q in state.get("client_quotas", [])
+        }
         # Each pattern as Kafka names it in ZooKeeper, with its /kafka-acl znode's JSON.
         for resource in state.get("acls", []):
             pattern = ResourcePattern(
@@ -315,6 +331,11 @@ class LocalMetadataStore(MetadataStore):
             "broker_configs": self._broker_configs.get("", {}),
             "per_broker_configs": {name: c for name, c in self._broker_configs.items() if name},
             "scram_credentials": self._scram_credentials,
+            #: Each entity as AlterClientQuotas names it (type -> name, null: the default).
+            "client_quotas": [
+                {"entity": entity.to_wire(), "quotas": quotas}
+                for entity, quotas in self._client_quotas.items()
+            ],
             "acls": [
                 {
                     "resourceType": name_of(pattern.resource_type),

@@ -23,6 +23,7 @@ from odradek.metadata.image import (
     TopicImage,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.quota.entity import QuotaEntity
 from odradek.security.acl import AccessControlEntry, ResourcePattern
 
 
@@ -96,6 +97,9 @@ class MetadataStore(ABC):
         #: The ACLs by resource pattern; each store keeps it current and tells ``acl_listeners``.
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self.acl_listeners: list[AclListener] = []
+        #: Called after any entity's client quotas changed, through any broker (the broker's
+        #: quota managers then take ``client_quotas()`` again).
+        self.client_quota_listeners: list[Callable[[], None]] = []
 
     def subscribe(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
@@ -106,6 +110,10 @@ class MetadataStore(ABC):
 
     def _publish_broker_configs(self) -> None:
         for listener in self.broker_config_listeners:
+            listener()
+
+    def _publish_client_quotas(self) -> None:
+        for listener in self.client_quota_listeners:
             listener()
 
     @property
@@ -249,6 +257,16 @@ class MetadataStore(ABC):
     @abstractmethod
     def set_scram_credentials(self, user: str, credentials: Mapping[str, str]) -> None:
         """Replace the SCRAM credentials of ``user`` (mechanism -> text); empty removes them."""
+
+    @abstractmethod
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Every entity with client quotas -> its quota configs (Kafka names, validated values)."""
+
+    @abstractmethod
+    def set_client_quotas(self, entity: QuotaEntity, quotas: Mapping[str, float]) -> None:
+        """Replace the client quotas of ``entity`` (empty removes them), durably, then tell
+        ``client_quota_listeners``. A user's SCRAM credentials are kept (ZooKeeper keeps
+        both in the user's entity config)."""
 
     def user_scram_credentials(self, user: str) -> dict[str, str]:
         """One user's SCRAM credentials, mechanism -> text (empty when none)."""

@@ -16,7 +16,10 @@ zkCli inspection) understand an Odradek cluster:
   ``kraftControllerEpoch`` -1; ``/controller_epoch``: the epoch as a decimal string
 - ``/config/<type>/<name>``: ``{"version":1,"config":{...}}``; a change is
   announced by a persistent sequential ``/config/changes/config_change_`` node
-  ``{"version":2,"entity_path":"topics/<t>"}``
+  ``{"version":2,"entity_path":"topics/<t>"}``. Client quotas are entity configs of
+  ``users/<user>``, ``users/<user>/clients/<client-id>`` and ``clients/<client-id>``
+  (``<default>`` for a default entity, other names sanitized), values as strings
+  (``"1048576"``, ``"12.5"``); a user's config also holds its SCRAM credentials
 - ``/admin/delete_topics/<t>`` (empty), ``/isr_change_notification/isr_change_``
   (version 1 list of partitions)
 - ``/admin/reassign_partitions``: ``{"version":1,"partitions":[{"topic":t,"partition":p,
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from odradek.metadata.image import BrokerImage
+from odradek.quota.entity import DEFAULT, QUOTA_CONFIGS, EntityName, QuotaEntity
 
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
@@ -83,6 +87,7 @@ PERSISTENT_PATHS = (
 )
 #: Where a user's entity configs live (SCRAM credentials, quotas), one znode per user.
 USER_CONFIGS = "/config/users"
+CLIENT_CONFIGS = "/config/clients"
 #: The keys of a user's config that are SCRAM credentials (Kafka's mechanism names).
 SCRAM_CONFIG_KEYS = frozenset({"SCRAM-SHA-256", "SCRAM-SHA-512"})
 #: The BROKER config entity that holds cluster-wide defaults.
@@ -316,6 +321,65 @@ def desanitize(entity: str) -> str:
 
 def encode_config_change(entity_type: str, entity_name: str) -> bytes:
     return _encode({"version": 2, "entity_path": f"{entity_type}/{entity_name}"})
+
+
+def decode_config_change(data: bytes | None) -> str:
+    """The entity path a change notification names ("" if it names none)."""
+    if not data:
+        return ""
+    return str(json.loads(data).get("entity_path") or "")
+
+
+def _entity_name(name: EntityName) -> str:
+    return DEFAULT_BROKER_ENTITY if name is DEFAULT else sanitize(name)
+
+
+def _parse_entity_name(entity: str) -> EntityName:
+    return DEFAULT if entity == DEFAULT_BROKER_ENTITY else desanitize(entity)
+
+
+def quota_entity_path(entity: QuotaEntity) -> str:
+    """Where ``entity``'s configs live under /config: ``users/<u>``, ``clients/<c>`` or
+    ``users/<u>/clients/<c>`` (Kafka's ZooKeeper layout of client quotas)."""
+    if entity.user is None:
+        assert entity.client_id is not None
+        return f"clients/{_entity_name(entity.client_id)}"
+    path = f"users/{_entity_name(entity.user)}"
+    if entity.client_id is not None:
+        path += f"/clients/{_entity_name(entity.client_id)}"
+    return path
+
+
+def parse_quota_entity_path(path: str) -> QuotaEntity | None:
+    """The entity of a /config path that ``quota_entity_path`` makes; None for any other."""
+    parts = path.split("/")
+    if len(parts) == 2 and parts[0] == "users":
+        return QuotaEntity(_parse_entity_name(parts[1]))
+    if len(parts) == 2 and parts[0] == "clients":
+        return QuotaEntity(client_id=_parse_entity_name(parts[1]))
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients":
+        return QuotaEntity(_parse_entity_name(parts[1]), _parse_entity_name(parts[3]))
+    return None
+
+
+def encode_quota_configs(quotas: Mapping[str, float]) -> dict[str, str]:
+    """Quota values as Kafka writes them: integers for the byte rates, else Java's doubles."""
+    return {
+        key: str(int(value)) if QUOTA_CONFIGS.get(key) else str(float(value))
+        for key, value in quotas.items()
+    }
+
+
+def decode_quota_configs(configs: Mapping[str, str]) -> dict[str, float]:
+    """The quota configs among an entity's configs (a value that is no number is skipped)."""
+    quotas = {}
+    for key, text in configs.items():
+        if key in QUOTA_CONFIGS:
+            try:
+                quotas[key] = float(text)
+            except ValueError:
+                continue
+    return quotas
 
 
 # -- /isr_change_notification --------------------------------------------------------------

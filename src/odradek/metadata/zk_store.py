@@ -87,6 +87,7 @@ from odradek.metadata.zk_fence import ControllerFence, ControllerMoved, check_fe
 from odradek.metadata.zk_layout import PartitionState, TopicAssignment
 from odradek.metadata.zk_notifications import purge_obsolete_notifications
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.quota.entity import QUOTA_CONFIGS, QuotaEntity
 from odradek.security.acl import AccessControlEntry, ResourcePattern
 
 log = logging.getLogger(__name__)
@@ -155,8 +156,13 @@ class ZkMetadataStore(MetadataStore):
         self._states: dict[tuple[str, int], tuple[PartitionState, int, int, int]] = {}
         self._topic_configs: dict[str, tuple[dict[str, str], int]] = {}
         self._broker_configs: dict[str, tuple[dict[str, str], int]] = {}
-        #: User -> (its /config/users/<user> configs, version): SCRAM credentials among them.
+        #: User entity (its znode name: sanitized, or <default>) -> (its /config/users/<user>
+        #: configs, version): SCRAM credentials and the user's quotas among them.
         self._user_configs: dict[str, tuple[dict[str, str], int]] = {}
+        #: ``clients/<c>`` and ``users/<u>/clients/<c>`` -> (their configs, version): quotas.
+        self._client_configs: dict[str, tuple[dict[str, str], int]] = {}
+        #: The sequence number of the last /config/changes notification looked at.
+        self._last_change = -1
         self._deleting: set[str] = set()
         self._shutting_down: set[int] = set()
         #: /admin/reassign_partitions and /admin/preferred_replica_election -> (data, version,
@@ -232,6 +238,9 @@ class ZkMetadataStore(MetadataStore):
         ChildrenWatch(self.client, f"{layout.CONFIG}/brokers", self._watch_broker_config_names)
         ChildrenWatch(self.client, layout.TOPICS, self._watch_topic_names)
         ChildrenWatch(self.client, layout.USER_CONFIGS, self._watch_user_names)
+        ChildrenWatch(self.client, layout.CLIENT_CONFIGS, self._watch_client_names)
+        ChildrenWatch(self.client, layout.CONFIG_CHANGES, self._watch_config_changes)
+        await asyncio.to_thread(self._watch_user_client_configs)
         for path in (layout.REASSIGN_PARTITIONS, layout.PREFERRED_REPLICA_ELECTION):
             DataWatch(self.client, path, partial(self._watch_admin_request, path))
         await asyncio.to_thread(self._zk_acls.load_and_follow)
@@ -354,8 +363,49 @@ class ZkMetadataStore(MetadataStore):
         for entity in children:
             path = f"{layout.USER_CONFIGS}/{entity}"
             if self._watch_once(path):
-                user = layout.desanitize(entity)
-                DataWatch(self.client, path, self._config_watcher(self._user_configs, user))
+                DataWatch(self.client, path, self._config_watcher(self._user_configs, entity))
+
+    def _watch_client_names(self, children: list[str]) -> None:
+        for entity in children:
+            self._watch_client_config(f"clients/{entity}")
+
+    def _watch_client_config(self, entity_path: str) -> None:
+        path = f"{layout.CONFIG}/{entity_path}"
+        if self._watch_once(path):
+            DataWatch(self.client, path, self._config_watcher(self._client_configs, entity_path))
+
+    def _watch_user_client_configs(self) -> None:
+        """The ``users/<u>/clients/<c>`` configs there are (blocking, at start-up); later ones
+        are found through their change notifications (``_watch_config_changes``)."""
+        for user in self.client.get_children(layout.USER_CONFIGS):
+            try:
+                clients = self.client.get_children(f"{layout.USER_CONFIGS}/{user}/clients")
+            except NoNodeError:
+                continue
+            for client in clients:
+                self._watch_client_config(f"users/{user}/clients/{client}")
+
+    def _watch_config_changes(self, children: list[str]) -> None:
+        """Kafka's config change notifications name the entity changed: a user's client
+        config znode cannot be watched before it exists, so its notification brings the
+        watch. The notifications there at start are skipped: the start-up scan found their
+        znodes (it runs after this watch is set, so nothing falls between the two)."""
+        prefix = layout.CONFIG_CHANGE_PREFIX
+        numbers = sorted(int(c[len(prefix) :]) for c in children if c.startswith(prefix))
+        if self._last_change < 0:
+            self._last_change = numbers[-1] if numbers else 0
+            return
+        for number in numbers:
+            if number <= self._last_change:
+                continue
+            self._last_change = number
+            try:
+                data, _ = self.client.get(f"{layout.CONFIG_CHANGES}/{prefix}{number:010d}")
+            except NoNodeError:
+                continue
+            entity_path = layout.decode_config_change(data)
+            if entity_path.startswith("users/") and "/clients/" in entity_path:
+                self._watch_client_config(entity_path)
 
     def _watch_topic_names(self, children: list[str]) -> None:
         self._post(self._apply_topic_names, set(children))
@@ -470,6 +520,8 @@ class ZkMetadataStore(MetadataStore):
             self._reconcile(name)
         elif target is self._broker_configs:
             self._publish_broker_configs()
+        else:
+            self._publish_client_quotas()
         self._notify()
 
     def _image(self, topic: str) -> TopicImage | None:
@@ -806,21 +858,44 @@ class ZkMetadataStore(MetadataStore):
 
     def scram_credentials(self) -> dict[str, dict[str, str]]:
         users = {}
-        for user, (configs, _version) in self._user_configs.items():
+        for entity, (configs, _version) in self._user_configs.items():
             credentials = {k: v for k, v in configs.items() if k in layout.SCRAM_CONFIG_KEYS}
-            if credentials:
-                users[user] = credentials
+            if credentials and entity != layout.DEFAULT_BROKER_ENTITY:
+                users[layout.desanitize(entity)] = credentials
         return users
 
     def set_scram_credentials(self, user: str, credentials: Mapping[str, str]) -> None:
         """Kafka's ZooKeeper mode: the credentials are keys of the user's entity config, beside
         any other user configs (quotas), which are kept."""
-        held = self._user_configs.get(user)
+        entity = layout.sanitize(user)
+        held = self._user_configs.get(entity)
         kept = held[0] if held else {}
         configs = {k: v for k, v in kept.items() if k not in layout.SCRAM_CONFIG_KEYS}
         configs.update(credentials)
-        entity = layout.sanitize(user)
-        self._write_config(self._user_configs, "users", entity, user, configs)
+        self._write_config(self._user_configs, "users", entity, entity, configs)
+
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        held = [(f"users/{e}", c) for e, (c, _) in self._user_configs.items()]
+        held += [(path, c) for path, (c, _) in self._client_configs.items()]
+        quotas = {}
+        for path, configs in held:
+            entity = layout.parse_quota_entity_path(path)
+            values = layout.decode_quota_configs(configs)
+            if entity is not None and values:
+                quotas[entity] = values
+        return quotas
+
+    def set_client_quotas(self, entity: QuotaEntity, quotas: Mapping[str, float]) -> None:
+        """The entity's quota keys are replaced; its other keys (a user's SCRAM credentials)
+        are kept, as Kafka's ZooKeeper mode keeps them in the same config."""
+        path = layout.quota_entity_path(entity)
+        entity_type, _, name = path.partition("/")
+        user_only = entity.client_id is None
+        target, key = (self._user_configs, name) if user_only else (self._client_configs, path)
+        held = target.get(key)
+        configs = {k: v for k, v in (held[0] if held else {}).items() if k not in QUOTA_CONFIGS}
+        configs.update(layout.encode_quota_configs(quotas))
+        self._write_config(target, entity_type, name, key, configs)
 
     def update_acls(
         self,
@@ -844,7 +919,7 @@ class ZkMetadataStore(MetadataStore):
         try:
             stat = self.client.set(path, data)
         except NoNodeError:
-            self.client.create(path, data)
+            self.client.create(path, data, makepath=True)
             stat = self.client.exists(path)
         self.client.create(
             f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",

@@ -109,6 +109,10 @@ API_SPECS: list[ApiSpec] = [
         _H + "scram_credentials:handle_alter_user_scram_credentials",
     ),
     ApiSpec(
+        ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, _H + "client_quotas:handle_describe_client_quotas"
+    ),
+    ApiSpec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, _H + "client_quotas:handle_alter_client_quotas"),
+    ApiSpec(
         ApiKey.LIST_CONFIG_RESOURCES, 0, 1, _H + "config_resources:handle_list_config_resources"
     ),
     ApiSpec(
