@@ -1,13 +1,32 @@
-"""DescribeClientQuotas and AlterClientQuotas on a real broker process, as raw kio requests."""
+"""Client quotas on a real broker process, driven by confluent-kafka and raw kio requests.
+
+The module's broker measures quotas over 3 windows of 1 s (``quota.window.num`` 3) instead
+of Kafka's 11: a client may take ``num - 1`` windows' worth of its quota at once before
+the windowed rate throttles it, and fewer windows let the tests see the steady rate after
+that first burst within seconds. A client that sends as fast as it may takes its quota in
+bursts, a cycle of ``num`` windows long (the first request after a sample expires catches
+up), so rates are measured over whole cycles: 9 s from the 3rd second. The clients'
+requests are kept small against the windows (a request counts for at most ``num``
+windows, so one much larger than the quota allows in that time would not be held back in
+full). Each test uses client ids of its own.
+"""
 
 from __future__ import annotations
 
+import json
+import time
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.metadata.v12.request import MetadataRequest
+from prometheus_client.parser import text_string_to_metric_families
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
+from tests.admin.kio_client import KioClient
 from tests.quota.quota_requests import alter_quotas, describe_quotas, described
 
 EXACT, DEFAULT, ANY = 0, 1, 2
@@ -15,8 +34,33 @@ EXACT, DEFAULT, ANY = 0, 1, 2
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
+    config = {"metrics.http.listener": "127.0.0.1:0", "quota.window.num": "3"}
+    with EmbeddedBroker(config=config) as b:
         yield b
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+
+
+def quota_samples(broker: EmbeddedBroker) -> dict[str, dict[tuple[str, str], float]]:
+    """Quota gauges by name -> (user, client id) -> value, from /metrics."""
+    assert broker.metrics_url is not None
+    with urllib.request.urlopen(broker.metrics_url, timeout=30) as response:
+        body = response.read().decode()
+    out: dict[str, dict[tuple[str, str], float]] = {}
+    for family in text_string_to_metric_families(body):
+        for s in family.samples:
+            if "client_id" in s.labels:
+                key = (s.labels["user"], s.labels["client_id"])
+                out.setdefault(s.name, {})[key] = s.value
+    return out
+
+
+def rate_between(events: list[tuple[float, int]], start: float, end: float) -> float:
+    """Bytes per second of the (time, bytes) events within [start, end)."""
+    return sum(n for t, n in events if start <= t < end) / (end - start)
 
 
 def test_alter_and_describe_with_kafkas_matching(broker):
@@ -99,3 +143,128 @@ def test_quotas_survive_a_restart(tmp_path):
         broker.restart()
         found = described(describe_quotas(broker.bootstrap_servers, []))
     assert found == {(("user", "kept"), ("client-id", None)): {"request_percentage": 5.0}}
+
+
+def test_producer_is_held_to_its_byte_rate(broker):
+    """A confluent-kafka producer sending as fast as it can is throttled to its
+    producer_byte_rate (within 20% over several seconds), sees throttle_time_ms in its
+    statistics, and every record it was told was written is there."""
+    bootstrap, topic, quota = broker.bootstrap_servers, "quota-produce", 200_000
+    create_topic(bootstrap, topic)
+    entity = {"client-id": "throttled-producer"}
+    assert alter_quotas(bootstrap, [(entity, {"producer_byte_rate": float(quota)})]) == [(0, None)]
+    acked: list[tuple[float, int]] = []
+    throttles: list[int] = []
+
+    def stats(text: str) -> None:
+        for b in json.loads(text)["brokers"].values():
+            throttles.append(b["throttle"]["max"])
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "throttled-producer",
+            "linger.ms": 5,
+            # Requests well under the quota's windows: a 1 MB request counts for 5 s of a
+            # 200 kB/s quota, longer than 3 windows keep it.
+            "batch.size": 16384,
+            "statistics.interval.ms": 500,
+            "stats_cb": stats,
+        }
+    )
+
+    def delivered(err, msg) -> None:
+        if err is None:
+            acked.append((time.monotonic(), len(msg.value())))
+
+    payload = b"x" * 1000
+    start = time.monotonic()
+    while time.monotonic() - start < 12:
+        try:
+            producer.produce(topic, payload, on_delivery=delivered)
+        except BufferError:
+            producer.poll(0.01)
+        producer.poll(0)
+    producer.purge()
+    producer.flush(30)
+    rate = rate_between(acked, start + 3, start + 12)
+    assert 0.8 * quota <= rate <= 1.2 * quota, rate
+    assert max(throttles) > 0
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "check", "auto.offset.reset": "earliest"}
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    finally:
+        consumer.close()
+    assert high - low >= len(acked)
+
+    found = quota_samples(broker)
+    key = ("", "throttled-producer")
+    assert found["kafka_server_produce_throttle_time"][key] > 0
+    assert found["kafka_server_produce_byte_rate"][key] > 0
+
+
+def test_consumer_is_held_to_its_byte_rate(broker):
+    """A consumer reading a backlog as fast as it can gets consumer_byte_rate (within 20%),
+    and reads every record once, in order: throttled fetches lose nothing."""
+    bootstrap, topic, quota = broker.bootstrap_servers, "quota-fetch", 300_000
+    create_topic(bootstrap, topic)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 16384})
+    for i in range(8000):
+        producer.produce(topic, b"%08d" % i + b"y" * 992)
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    entity = {"client-id": "throttled-consumer"}
+    assert alter_quotas(bootstrap, [(entity, {"consumer_byte_rate": float(quota)})]) == [(0, None)]
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "throttled-consumer",
+            "group.id": "quota-fetch",
+            # Fetches small against the windows, as the producer's requests above.
+            "max.partition.fetch.bytes": 65536,
+            "fetch.max.bytes": 65536,
+            "message.max.bytes": 65536,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    received: list[tuple[float, int]] = []
+    offsets: list[int] = []
+    start = time.monotonic()
+    try:
+        consumer.subscribe([topic])
+        while time.monotonic() - start < 12:
+            message = consumer.poll(0.2)
+            if message is None or message.error():
+                continue
+            received.append((time.monotonic(), len(message.value())))
+            offsets.append(message.offset())
+    finally:
+        consumer.close()
+    rate = rate_between(received, start + 3, start + 12)
+    assert 0.8 * quota <= rate <= 1.2 * quota, rate
+    assert offsets == list(range(len(offsets)))
+    found = quota_samples(broker)
+    assert found["kafka_server_fetch_throttle_time"][("", "throttled-consumer")] > 0
+
+
+def test_request_percentage_throttles_a_busy_client(broker):
+    """request_percentage: a client whose requests take more of a handler's time than its
+    quota gets throttle_time_ms in its responses; another client id does not."""
+    bootstrap = broker.bootstrap_servers
+    entity = {"client-id": "busy"}
+    assert alter_quotas(bootstrap, [(entity, {"request_percentage": 0.01})]) == [(0, None)]
+    request = MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    with KioClient(bootstrap, client_id="busy") as busy:
+        throttled = [busy.send(request).throttle_time for _ in range(50)]
+    assert max(throttled).total_seconds() > 0
+    with KioClient(bootstrap, client_id="idle") as idle:
+        assert idle.send(request).throttle_time.total_seconds() == 0
+    found = quota_samples(broker)
+    assert found["kafka_server_request_throttle_time"][("", "busy")] > 0

@@ -65,9 +65,9 @@ TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
 #: BrokerTopicMetrics that Kafka keeps for all topics only (its per-topic MBeans lack them).
 ALL_TOPICS_ONLY = frozenset({"replication_bytes_in", "replication_bytes_out"})
 
-#: RequestMetrics time histograms: (our name, Kafka's MBean name, help). Request queue and
-#: throttle are zero by construction (docs/metrics.md says why); they are exported with
-#: every request in the zero bucket so that Kafka dashboards find all the parts.
+#: RequestMetrics time histograms: (our name, Kafka's MBean name, help). Request queue is
+#: zero by construction (docs/metrics.md says why); it is exported with every request in
+#: the zero bucket so that Kafka dashboards find all the parts.
 TIME_HISTOGRAMS = (
     ("total_time", "TotalTimeMs", "From the request's dispatch until its response is written."),
     ("local_time", "LocalTimeMs", "The handler running, decode and encode included."),
@@ -78,10 +78,14 @@ TIME_HISTOGRAMS = (
         "The response waiting in its connection for the write that sends it.",
     ),
     ("response_send_time", "ResponseSendTimeMs", "Writing the response, sendfile included."),
+    (
+        "throttle_time",
+        "ThrottleTimeMs",
+        "The connection muted afterwards for a client quota (zero without quotas).",
+    ),
 )
 ZERO_TIME_HISTOGRAMS = (
     ("request_queue_time", "RequestQueueTimeMs", "Zero: the connection's task handles its frame."),
-    ("throttle_time", "ThrottleTimeMs", "Zero: the broker has no client quotas."),
 )
 
 
@@ -132,6 +136,7 @@ class BrokerCollector:
             *self._cleaner(),
             *self._replica_manager(),
             *self._controller(),
+            *self._client_quotas(),
         ]
         topics = self._read_topic_metrics()
         logs = self._read_logs()
@@ -207,6 +212,34 @@ class BrokerCollector:
             yield family
 
     # -- socket server -------------------------------------------------------------------
+
+    def _client_quotas(self) -> Iterator[Metric]:
+        """Kafka's quota sensors (``kafka.server:type=Produce|Fetch|Request|ControllerMutation,
+        user=...,client-id=...``): each sensor's rate and its average throttle time over the
+        quota windows, per the (user, client id) tags it is kept under ("" where its quota
+        leaves a part out). A sensor exists once a quota of its kind is configured and the
+        client made a request."""
+        now_ms = int(time.time() * 1000)
+        for manager in self.broker.client_quotas.managers():
+            if not manager.sensors:
+                continue
+            kind = manager.kind
+            prefix = f"kafka_server_{kind.group.lower()}_"  # as kafka_server_replicamanager_
+            labels = ["user", "client_id"]
+            rate = GaugeMetricFamily(
+                prefix + kind.metric.replace("-", "_"),
+                f"The {kind.config} quota's measure ({kind.metric}) of each quota entity.",
+                labels=labels,
+            )
+            throttle = GaugeMetricFamily(
+                prefix + "throttle_time",
+                f"Average throttle time (ms) given for {kind.config} (throttle-time).",
+                labels=labels,
+            )
+            for (user, client_id), sensor in manager.sensors.items():
+                rate.add_metric([user, client_id], sensor.value(now_ms))
+                throttle.add_metric([user, client_id], sensor.throttle_time_avg(now_ms))
+            yield from (rate, throttle)
 
     def _socket_server(self) -> Iterator[Metric]:
         prefix = "kafka_server_socket_server_metrics_"

@@ -187,7 +187,8 @@ class RequestStats:
     ``remote`` the handler waiting (a long poll in the purgatory, a coordinator's log
     write), ``response_queue`` the encoded response waiting in its connection for the
     write that sends it (responses are coalesced), ``response_send`` that write (for a
-    Fetch, its sendfile), ``total`` all of them.
+    Fetch, its sendfile), ``total`` all of them. ``throttle`` is the time a client quota
+    then muted the connection (Kafka's ThrottleTimeMs; zero for most requests).
     """
 
     __slots__ = (
@@ -199,6 +200,7 @@ class RequestStats:
         "response_bytes",
         "response_queue_time",
         "response_send_time",
+        "throttle_time",
         "total_time",
     )
 
@@ -211,6 +213,7 @@ class RequestStats:
         self.remote_time = Histogram()
         self.response_queue_time = Histogram()
         self.response_send_time = Histogram()
+        self.throttle_time = Histogram()
         self.request_bytes = Histogram(SIZE_BUCKETS)
         self.response_bytes = Histogram(SIZE_BUCKETS)
 
@@ -223,6 +226,7 @@ class RequestStats:
         request_size: int,
         response_size: int,
         errors: dict[int, int] | None,
+        throttle_ms: int = 0,
     ) -> None:
         """One request answered: its ``total`` time and the parts of it that were not the
         handler running (so local is what remains)."""
@@ -232,6 +236,7 @@ class RequestStats:
         self.remote_time.observe(remote)
         self.response_queue_time.observe(response_queue)
         self.response_send_time.observe(response_send)
+        self.throttle_time.observe(throttle_ms / 1000)
         self.request_bytes.observe(request_size)
         self.response_bytes.observe(response_size)
         if errors:

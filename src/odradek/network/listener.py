@@ -41,6 +41,10 @@ other, as in Kafka, whose idle expiry does not look at muting: one that has sent
 nothing for ``connections.max.idle.ms`` is closed, so connections stalled in the
 middle of requests cannot hold the pool for longer than that.
 
+A response may ask to mute its connection (``EncodedResponse.mute_ms``, a client over its
+quota): once it is sent the connection neither reads nor handles anything for that long,
+as Kafka mutes a throttled channel; what the client sends meanwhile waits in the socket.
+
 A TLS listener (security protocol SSL) has an ``SslChannel``. Its acceptor
 hands each accepted socket to a handshake task of its own, so a client that
 connects and says nothing (or speaks plaintext) delays no one else; the
@@ -380,6 +384,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._reading = True  # the transport is reading (neither reason below holds)
         self._backlogged = False  # too many received requests wait to be handled
         self._pool_muted = False  # waiting for request memory
+        self._throttled = False  # muted for a client quota's throttle time
         self._writable = True  # the transport's write buffer is below its high-water mark
         self._out: list[bytes | memoryview] = []  # response bytes not yet given to the transport
         #: The ``on_sent`` of responses whose last bytes wait in ``_out``, with the time their
@@ -507,8 +512,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        """Read while neither the backlog nor the memory pool says stop."""
-        reading = not (self._backlogged or self._pool_muted)
+        """Read while neither the backlog, the memory pool nor a quota says stop."""
+        reading = not (self._backlogged or self._pool_muted or self._throttled)
         if reading != self._reading and not self._closed:
             self._reading = reading
             if reading:
@@ -648,11 +653,15 @@ class _Connection(asyncio.BufferedProtocol):
             self._transport.close()
 
     async def _deliver(self, response: EncodedResponse) -> None:
-        if not self._closed:
+        if response.silent:  # nothing to send (acks=0), maybe a quota's muting
+            pass
+        elif not self._closed:
             await self._queue(response)
         elif response.on_sent is not None:  # dropped with the connection
             now = time.perf_counter()
             response.on_sent(now, now)
+        if response.mute_ms and not self._closed:
+            await self._mute(response.mute_ms)
 
     async def _answer_in_flight(self, only_done: bool = False) -> None:
         """Deliver the responses of the requests that unmuted the connection, oldest first:
@@ -667,6 +676,20 @@ class _Connection(asyncio.BufferedProtocol):
                 self._in_flight.popleft()
             if response is not None:
                 await self._deliver(response)
+
+    async def _mute(self, mute_ms: int) -> None:
+        """Kafka's channel throttling: send what is queued (the throttled response among it),
+        then neither read nor handle anything for ``mute_ms``; the bytes a client sends
+        meanwhile wait in the socket, never dropped."""
+        self._flush()
+        self._throttled = True
+        self._update_reading()
+        try:
+            await asyncio.sleep(mute_ms / 1000)
+        finally:
+            self._throttled = False
+            self._update_reading()
+            self._last_active = self._loop.time()
 
     async def _authenticate_frame(self, frame: memoryview) -> tuple[_Answer, bool]:
         """A frame received before authentication is complete, or on a session that expires:

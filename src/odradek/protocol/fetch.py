@@ -68,7 +68,7 @@ def encode_fetch_response(
 ) -> EncodedResponse:
     """The Fetch response body; records of each partition as FileRegions (none -> empty records)."""
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
-    out = EncodedResponse()
+    out = EncodedResponse(throttle_at=(0, 0))
     head = bytearray(wire.int32(throttle_time_ms))
     if api_version >= 7:
         head += wire.int16(error_code) + wire.int32(session_id)

@@ -9,6 +9,12 @@ once, with two ``time.perf_counter()`` readings, when it started writing the res
 (responses wait in their connection to be written together) and when it had written the
 last byte (or dropped the response with its closed connection). The request metrics use
 it for Kafka's ResponseQueueTimeMs and ResponseSendTimeMs; without metrics it is None.
+
+``mute_ms`` is Kafka's channel muting for a client over its quota: once the response is
+sent, its connection reads nothing more for that long (the response's throttle_time_ms
+tells a KIP-219 client to hold back as well). ``silent`` is a response that is not sent
+at all, only mutes (Produce with acks=0). ``throttle_at`` says where the encoder put the
+throttle_time_ms field, for a throttle decided after encoding (``set_throttle_time``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,23 @@ class EncodedResponse:
     error_counts: dict[int, int] | None = None
     #: Called with (writing started, written) once the response is sent; see the module doc.
     on_sent: Callable[[float, float], None] | None = None
+    #: Milliseconds the connection reads nothing once this response is sent (quotas).
+    mute_ms: int = 0
+    #: Nothing to send: the response only carries ``mute_ms`` (Produce with acks=0).
+    silent: bool = False
+    #: (chunk index, byte offset) of the throttle_time_ms int32, if the encoder wrote one.
+    throttle_at: tuple[int, int] | None = None
+
+    def set_throttle_time(self, throttle_ms: int) -> None:
+        """Write ``throttle_ms`` into the throttle_time_ms field at ``throttle_at``."""
+        if self.throttle_at is None:
+            return
+        index, offset = self.throttle_at
+        chunk = self.chunks[index]
+        assert isinstance(chunk, (bytes, memoryview))
+        patched = bytearray(chunk)
+        patched[offset : offset + 4] = throttle_ms.to_bytes(4, "big", signed=True)
+        self.chunks[index] = bytes(patched)
 
     def add(self, chunk: bytes | memoryview) -> None:
         self.chunks.append(chunk)

@@ -36,6 +36,7 @@ from odradek.network.sasl_channel import SaslChannel
 from odradek.network.scram import InvalidCredential, ScramCredential
 from odradek.network.ssl_channel import SslChannel
 from odradek.network.ssl_engine_factory import SslConfigError
+from odradek.quota.manager import ClientQuotas
 from odradek.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from odradek.replication.purgatory import Purgatory
 from odradek.replication.replica_manager import ReplicaManager
@@ -109,6 +110,13 @@ class Broker:
         self.topic_stats = BrokerTopicStats()
         #: RequestMetrics, kept only when metrics are served (metrics.http.listener).
         self.request_metrics = RequestMetrics() if config["metrics.http.listener"] else None
+        #: Client quotas (producer and consumer bytes, request time, controller mutations).
+        self.client_quotas = ClientQuotas(
+            config["quota.window.num"],
+            config["quota.window.size.seconds"],
+            config["controller.quota.window.num"],
+            config["controller.quota.window.size.seconds"],
+        )
         self.components: dict[str, Any] = {}
         #: None, as Kafka without ``authorizer.class.name``: every operation is allowed; else
         #: the AclAuthorizer, made once the metadata (which holds the ACLs) is loaded.
@@ -152,6 +160,10 @@ class Broker:
         except InvalidCredential as e:
             log.warning("the stored %s credential of user %s is unusable: %s", mechanism, user, e)
             return None
+
+    def _update_client_quotas(self) -> None:
+        """The quota managers take the configured quotas again after any change."""
+        self.client_quotas.update(self.metadata.client_quotas())
 
     async def _dispatch(self, connection, frame):
         return await self._request_channel.dispatch(connection, frame)
@@ -226,6 +238,8 @@ class Broker:
                 self.metadata = LocalMetadataStore(
                     self.config.log_dirs[0], self.node_id, self.cluster_id, broker_image
                 )
+            self.metadata.client_quota_listeners.append(self._update_client_quotas)
+            self._update_client_quotas()
             # Before any listener serves: every request is decided from the first one.
             self.authorizer = AclAuthorizer.from_config(self.config, self.metadata)
             self.replica_manager = ReplicaManager(

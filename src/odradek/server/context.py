@@ -16,6 +16,7 @@ from odradek.metadata.store import MetadataStore
 from odradek.metrics.stats import BrokerTopicStats, RequestMetrics
 from odradek.network.listener import ConnectionInfo
 from odradek.protocol.header import RequestHeader
+from odradek.quota.manager import ClientQuotas
 from odradek.replication.purgatory import Purgatory
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.config import BrokerConfig
@@ -43,6 +44,8 @@ class BrokerServices(Protocol):
     topic_stats: BrokerTopicStats
     #: RequestMetrics by API and version; None when metrics are off (nothing is timed).
     request_metrics: RequestMetrics | None
+    #: The client quota managers, fed the configured quotas by the metadata store.
+    client_quotas: ClientQuotas
 
     @property
     def metadata(self) -> MetadataStore:

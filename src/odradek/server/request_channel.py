@@ -46,6 +46,7 @@ from odradek.server.apis import API_TABLE, ApiSpec
 from odradek.server.context import BrokerServices, RequestContext
 from odradek.server.handlers.api_versions import api_versions_response
 from odradek.server.handlers.fetch import replica
+from odradek.server.throttling import active, throttle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,6 +111,8 @@ class RequestChannel:
         self._table = table
         #: None when metrics are off (and for a channel without a broker, in network tests).
         self._metrics = getattr(broker, "request_metrics", None)
+        #: The broker's client quotas (None for a channel without a broker, as above).
+        self._quotas = getattr(broker, "client_quotas", None)
         # Resolved up front: a handler that fails to import stops start-up, not a request.
         self._handlers = {key: _resolve(spec.handler) for key, spec in table.items()}
         self._decoders = {
@@ -144,8 +147,9 @@ class RequestChannel:
                 f"malformed {ApiKey(api_key).name} v{api_version} request: {e!r}"
             ) from None
         ctx = RequestContext(self._broker, connection, header, api_version, int(time.time() * 1000))
-        metrics = self._metrics
-        if metrics is None:
+        metrics, quotas = self._metrics, self._quotas
+        throttled = quotas is not None and active(quotas)
+        if metrics is None and not throttled:
             response = await self._handlers[api_key](ctx, request)
             return (
                 None
@@ -154,13 +158,26 @@ class RequestChannel:
             )
         response, waited = await timed(self._handlers[api_key](ctx, request))
         handled = time.perf_counter()
-        errors = error_counts(response)
+        mute_ms = 0
+        if throttled:
+            assert quotas is not None
+            local = handled - started - waited
+            response, mute_ms = throttle(ctx, quotas, request, response, local, len(frame))
+        silent = isinstance(response, EncodedResponse) and response.silent
+        if metrics is None:
+            if response is None or silent:
+                return response
+            out = _with_header(response, api_key, correlation_id, flexible)
+            out.mute_ms = max(out.mute_ms, mute_ms)
+            return out
+        errors = None if silent else error_counts(response)
         stats = metrics.stats(api_key, api_version)
         request_size = len(frame) + SIZE_PREFIX_LEN
-        if response is None:  # acks=0: nothing to send, so nothing to wait for
-            stats.record(handled - started, waited, 0.0, 0.0, request_size, 0, errors)
-            return None
+        if response is None or silent:  # acks=0: nothing to send, so nothing to wait for
+            stats.record(handled - started, waited, 0.0, 0.0, request_size, 0, errors, mute_ms)
+            return response
         out = _with_header(response, api_key, correlation_id, flexible)
+        mute_ms = out.mute_ms = max(out.mute_ms, mute_ms)
         response_size = out.size + SIZE_PREFIX_LEN
 
         # Kafka times a Fetch twice: as Fetch, and as FetchFollower or FetchConsumer (errors
@@ -172,9 +189,9 @@ class RequestChannel:
 
         def sent(writing: float, written: float) -> None:
             times = (written - started, waited, writing - handled, written - writing)
-            stats.record(*times, request_size, response_size, errors)
+            stats.record(*times, request_size, response_size, errors, mute_ms)
             if kind is not None:
-                kind.record(*times, request_size, response_size, None)
+                kind.record(*times, request_size, response_size, None, mute_ms)
 
         out.on_sent = sent
         return out

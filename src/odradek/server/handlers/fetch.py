@@ -20,6 +20,15 @@ the cluster (the brokers' principal is a super user, or has that ACL), else ever
 gets TOPIC_AUTHORIZATION_FAILED; a consumer's needs READ on each topic, else that topic's
 partitions get TOPIC_AUTHORIZATION_FAILED and are not read. They stay in the fetch session,
 as in Kafka.
+
+A consumer's fetch under a ``consumer_byte_rate`` quota, as KafkaApis.handleFetchRequest:
+it asks for at most what the quota allows over its windows (Kafka's
+getMaxValueInQuotaWindow), the response's size is recorded against the quota, and a
+response that puts the client over it is not sent: the client gets an empty response
+carrying the throttle time instead (the size is taken back), its connection is muted for
+that time, and it fetches the same offsets again afterwards, so nothing is lost. The
+positions of a throttled fetch's session are left as they were (a new session is not
+created), so the next fetch's answer is complete. Followers' fetches are never throttled.
 """
 
 from __future__ import annotations
@@ -84,11 +93,21 @@ async def handle(ctx: RequestContext, request):
     replica_id, replica_epoch = replica(request)
     denied = _unauthorized_topics(ctx, wanted, replica_id)
     deadline = time.monotonic() + request.max_wait.total_seconds()
+    quota = broker.client_quotas.fetch if replica_id < 0 else None
+    user, client_id = ctx.connection.principal.name, ctx.header.client_id or ""
+    max_bytes, min_bytes = request.max_bytes, request.min_bytes
+    if quota is not None and quota.enabled:
+        allowed = quota.max_value_in_window(user, client_id)
+        if allowed is not None:
+            max_bytes = min(max_bytes, int(allowed))
+            min_bytes = min(min_bytes, max_bytes)
+    else:
+        quota = None
     while True:
         results = _read(
             broker,
             wanted,
-            request.max_bytes,
+            max_bytes,
             request.isolation_level,
             replica_id,
             replica_epoch,
@@ -98,7 +117,7 @@ async def handle(ctx: RequestContext, request):
         errors = unknown_ids or any(r.error_code for r in results.values())
         remaining = deadline - time.monotonic()
         if (
-            size >= request.min_bytes
+            size >= min_bytes
             or errors
             or remaining <= 0
             or not wanted
@@ -107,16 +126,13 @@ async def handle(ctx: RequestContext, request):
             break
         await broker.fetch_purgatory.wait(wanted.keys(), remaining)
 
-    broker.topic_stats.fetched(
-        ((tp.topic, r.error_code, r.records_size) for tp, r in results.items()), replica_id >= 0
-    )
+    sent = [
+        (tp, result)
+        for tp, result in results.items()
+        if not incremental or _has_news(wanted[tp], result)
+    ]
     topics: list[FetchTopicResponse] = []
-    for tp, result in results.items():
-        if incremental and not _has_news(wanted[tp], result):
-            continue
-        if session is not None:
-            wanted[tp].high_watermark = result.high_watermark
-            wanted[tp].log_start_offset = result.log_start_offset
+    for tp, result in sent:
         if not topics or topics[-1].topic != tp.topic:
             image = broker.metadata.topic(tp.topic)
             topics.append(
@@ -124,9 +140,30 @@ async def handle(ctx: RequestContext, request):
             )
         topics[-1].partitions.append(result)
     topics += unknown_ids
-    return encode_fetch_response(
-        ctx.api_version, topics, session_id=session.session_id if session is not None else 0
+    session_id = session.session_id if session is not None else 0
+    response = encode_fetch_response(ctx.api_version, topics, session_id=session_id)
+    if quota is not None:
+        now_ms = int(time.time() * 1000)
+        throttle_ms = quota.record(user, client_id, response.size, now_ms)
+        if throttle_ms:
+            quota.unrecord(user, client_id, response.size, now_ms)
+            quota.throttled(user, client_id, throttle_ms, now_ms)
+            if session is not None and not incremental:
+                sessions.remove(session.session_id)
+                session_id = 0
+            throttled = encode_fetch_response(
+                ctx.api_version, [], throttle_time_ms=throttle_ms, session_id=session_id
+            )
+            throttled.mute_ms = throttle_ms
+            return throttled
+    broker.topic_stats.fetched(
+        ((tp.topic, r.error_code, r.records_size) for tp, r in results.items()), replica_id >= 0
     )
+    if session is not None:
+        for tp, result in sent:
+            wanted[tp].high_watermark = result.high_watermark
+            wanted[tp].log_start_offset = result.log_start_offset
+    return response
 
 
 def _topic_name(broker, topic) -> str | None:

@@ -36,6 +36,7 @@ from collections import Counter
 from odradek.network.unmute import unmute_channel
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.produce import (
+    FIRST_FLEXIBLE_VERSION,
     FIRST_TOPIC_ID_VERSION,
     ProducePartitionResponse,
     ProduceRequest,
@@ -154,7 +155,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
     response = EncodedResponse()
     if ctx.broker.request_metrics is not None:  # counted only when someone reads them
         response.error_counts = Counter(p.error_code for _, ps in results for p in ps)
-    response.add(encode_produce_response(ctx.api_version, results))
+    body = encode_produce_response(ctx.api_version, results)
+    response.add(body)
+    # throttle_time_ms ends the body, before the flexible versions' tagged fields.
+    flexible = ctx.api_version >= FIRST_FLEXIBLE_VERSION
+    response.throttle_at = (0, len(body) - 4 - flexible)
     return response
 
 

@@ -1,0 +1,86 @@
+"""Client quotas applied to requests: record what a request did, answer the throttle time.
+
+Kafka's RequestHandlerHelper.sendResponseMaybeThrottle and the Produce handler's quota
+calls, done once a request's handler has returned (``RequestChannel`` calls ``throttle``):
+
+- Produce records the request's size against ``producer_byte_rate`` after the append,
+  acks=0 too (Kafka's ``request.sizeInBytes``);
+- every request that is not exempt records the time its handler ran against
+  ``request_percentage`` (percent of one handler's time: seconds * 100), its throttle
+  bounded by one quota window as ClientRequestQuotaManager bounds it. Exempt, as Kafka's
+  ``sendResponseExemptThrottle``: followers' fetches, WriteTxnMarkers (broker to broker),
+  SASL exchanges, Produce with acks=0;
+- Fetch has done its own ``consumer_byte_rate`` part in its handler (it must send no data
+  when throttled); its throttle is on the response already.
+
+The longer throttle wins, and that quota's ``throttle-time`` sensor counts it (Kafka's
+``throttle(quotaManager, ...)``). The response carries it as throttle_time_ms and
+``mute_ms``, so the connection reads nothing for that long after sending it; a Produce
+with acks=0 gets a ``silent`` response that only mutes. The user is the connection's
+principal name (``ANONYMOUS`` before any authentication), the client id the header's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from typing import Any
+
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.response import EncodedResponse
+from odradek.quota.manager import ClientQuotas
+from odradek.server.context import RequestContext
+from odradek.server.handlers.fetch import replica
+
+#: Never measured against request_percentage: broker-to-broker requests and SASL.
+EXEMPT_APIS = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+def active(quotas: ClientQuotas) -> bool:
+    """Whether ``throttle`` has anything to do: a produce or request quota is configured."""
+    return quotas.produce.enabled or quotas.request.enabled
+
+
+def _exempt(api_key: int, request: Any) -> bool:
+    if api_key in EXEMPT_APIS:
+        return True
+    if api_key == ApiKey.PRODUCE:
+        return bool(request.acks == 0)
+    return api_key == ApiKey.FETCH and replica(request)[0] >= 0
+
+
+def throttle(
+    ctx: RequestContext,
+    quotas: ClientQuotas,
+    request: Any,
+    response: Any,
+    handler_seconds: float,
+    request_size: int,
+) -> tuple[Any, int]:
+    """(the response, with its throttle time if throttled, and how long to mute)."""
+    api_key = ctx.header.api_key
+    user, client_id = ctx.connection.principal.name, ctx.header.client_id or ""
+    now_ms = int(time.time() * 1000)
+    produced = 0
+    if api_key == ApiKey.PRODUCE and quotas.produce.enabled:
+        produced = quotas.produce.record(user, client_id, request_size, now_ms)
+    requested = 0
+    if quotas.request.enabled and not _exempt(api_key, request):
+        requested = quotas.request.record(user, client_id, handler_seconds * 100, now_ms)
+    held = response.mute_ms if isinstance(response, EncodedResponse) else 0
+    throttle_ms = max(produced, requested)
+    if throttle_ms <= held:
+        return response, held
+    manager = quotas.produce if produced > requested else quotas.request
+    manager.throttled(user, client_id, throttle_ms, now_ms)
+    if response is None:  # acks=0: no answer, but the connection is muted all the same
+        return EncodedResponse(silent=True, mute_ms=throttle_ms), throttle_ms
+    if isinstance(response, EncodedResponse):
+        response.set_throttle_time(throttle_ms)
+        response.mute_ms = throttle_ms
+        return response, throttle_ms
+    if hasattr(response, "throttle_time"):
+        delay = datetime.timedelta(milliseconds=throttle_ms)
+        response = dataclasses.replace(response, throttle_time=delay)
+    return response, throttle_ms
