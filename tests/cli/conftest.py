@@ -13,7 +13,7 @@ TIMEOUT = 60
 
 def run_odradek(broker, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the CLI; connection options go right after the (sub)command, as with Kafka's tools."""
-    split = 2 if args[0] in ("topics", "configs", "groups", "perf") else 1
+    split = 2 if args[0] in ("topics", "configs", "groups", "perf", "quotas", "users") else 1
     argv = [*args[:split], "--bootstrap-server", broker.bootstrap_servers, *args[split:]]
     return subprocess.run(
         [sys.executable, "-m", "odradek", *argv],

@@ -27,6 +27,8 @@ COMMAND_MODULES = [
     "odradek.cli.groups",
     "odradek.cli.transactions",
     "odradek.cli.acls",
+    "odradek.cli.quotas",
+    "odradek.cli.users",
     "odradek.cli.console",
     "odradek.cli.docs",
 ]

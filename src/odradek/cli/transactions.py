@@ -2,7 +2,7 @@
 kafka-transactions.sh.
 
 confluent-kafka's AdminClient has no transaction calls, so this tool speaks the wire
-protocol itself, one blocking connection per broker (``spark.connection``, the project's
+protocol itself, one blocking connection per broker (``wire_calls``, over the project's
 kio client): ListTransactions to every broker (each lists the ids it coordinates),
 FindCoordinator then DescribeTransactions for one id, and for ``abort`` DescribeProducers
 on the partition's leader to find the producer whose open transaction starts at
@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
-from odradek.cli.client_options import add_connection_args, client_config
-from odradek.cli.client_security import WireSecurity, wire_security
+from odradek.cli import wire_calls
+from odradek.cli.client_options import add_connection_args
+from odradek.cli.client_security import WireSecurity
 from odradek.cli.errors import ToolError
-from odradek.network.sasl_client import SaslExchangeError
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.spark.connection import BrokerConnection, BrokerError
+from odradek.spark.connection import BrokerConnection
 
-TIMEOUT_S = 30.0
+CLIENT_ID = "odradek-transactions"
 KEY_TYPE_TRANSACTION = 1
 
 
@@ -60,58 +57,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_abort)
 
 
-# ---- connections ----------------------------------------------------------------------------
-
-
-def _security(args: argparse.Namespace) -> WireSecurity:
-    """TLS and SASL from --command-config and -X, read as the confluent-kafka tools read them."""
-    return wire_security(client_config(args))
-
-
-@contextmanager
-def _connect(address: str, security: WireSecurity) -> Iterator[BrokerConnection]:
-    host, _, port = address.rpartition(":")
-    try:
-        connection = BrokerConnection(
-            host,
-            int(port),
-            "odradek-transactions",
-            TIMEOUT_S,
-            security.ssl_context,
-            security.sasl,
-        )
-    except (OSError, SaslExchangeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise ToolError(f"cannot connect to {address}: {reason}") from None
-    except BrokerError as exc:
-        raise ToolError(str(exc)) from None
-    try:
-        yield connection
-    except (OSError, ConnectionError) as exc:
-        raise ToolError(f"{address}: {exc}") from None
-    finally:
-        connection.close()
-
-
-def _version(connection: BrokerConnection, api_key: int, lowest: int, highest: int) -> int:
-    try:
-        return connection.version(api_key, lowest, highest)
-    except RuntimeError as exc:  # the broker does not serve the versions this tool speaks
-        raise ToolError(str(exc)) from None
-
-
-def _call(connection: BrokerConnection, api_key: int, highest: int, **fields: Any) -> Any:
-    version = _version(connection, api_key, 0, highest)
-    return connection.request(schemas.build(schemas.request_schema(api_key, version), **fields))
-
-
 def _brokers(bootstrap: str, security: WireSecurity) -> dict[int, str]:
     """node id -> host:port of every broker the cluster lists."""
     last: ToolError | None = None
     for address in bootstrap.split(","):
         try:
-            with _connect(address.strip(), security) as c:
-                response = _call(
+            with wire_calls.connect(address.strip(), security, CLIENT_ID) as c:
+                response = wire_calls.call(
                     c,
                     ApiKey.METADATA,
                     12,
@@ -142,10 +94,10 @@ def _failed(code: int, what: str) -> ToolError:
 
 def cmd_list(args: argparse.Namespace) -> int:
     rows: list[list[object]] = []
-    security = _security(args)
+    security = wire_calls.security(args)
     for node_id, address in sorted(_brokers(args.bootstrap_server, security).items()):
-        with _connect(address, security) as c:
-            response = _call(
+        with wire_calls.connect(address, security, CLIENT_ID) as c:
+            response = wire_calls.call(
                 c,
                 ApiKey.LIST_TRANSACTIONS,
                 1,
@@ -168,16 +120,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_describe(args: argparse.Namespace) -> int:
     tid = args.transactional_id
-    security = _security(args)
+    security = wire_calls.security(args)
     brokers = _brokers(args.bootstrap_server, security)
-    with _connect(next(iter(brokers.values())), security) as c:
-        found = _call(
+    with wire_calls.connect(next(iter(brokers.values())), security, CLIENT_ID) as c:
+        found = wire_calls.call(
             c, ApiKey.FIND_COORDINATOR, 4, key_type=KEY_TYPE_TRANSACTION, coordinator_keys=(tid,)
         ).coordinators[0]
     if found.error_code != ErrorCode.none:
         raise _failed(found.error_code, f"finding the coordinator of {tid}")
-    with _connect(f"{found.host}:{found.port}", security) as c:
-        (state,) = _call(
+    with wire_calls.connect(f"{found.host}:{found.port}", security, CLIENT_ID) as c:
+        (state,) = wire_calls.call(
             c, ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=(tid,)
         ).transaction_states
     if state.error_code != ErrorCode.none:
@@ -218,9 +170,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def _leader(bootstrap: str, topic: str, partition: int, security: WireSecurity) -> str:
     for address in bootstrap.split(","):
-        with _connect(address.strip(), security) as c:
+        with wire_calls.connect(address.strip(), security, CLIENT_ID) as c:
             request_topic = schemas.request_module(ApiKey.METADATA, 12).MetadataRequestTopic
-            response = _call(
+            response = wire_calls.call(
                 c,
                 ApiKey.METADATA,
                 12,
@@ -248,16 +200,16 @@ def cmd_abort(args: argparse.Namespace) -> int:
         raise ToolError("give --start-offset, or --producer-id with its epochs")
     if by_producer and (args.producer_epoch is None or args.coordinator_epoch is None):
         raise ToolError("--producer-id needs --producer-epoch and --coordinator-epoch")
-    security = _security(args)
+    security = wire_calls.security(args)
     leader = _leader(args.bootstrap_server, args.topic, args.partition, security)
-    with _connect(leader, security) as c:
+    with wire_calls.connect(leader, security, CLIENT_ID) as c:
         if by_producer:
             producer = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
         else:
             producer = _producer_at(c, args.topic, args.partition, args.start_offset)
         pid, epoch, coordinator_epoch = producer
         module = schemas.request_module(
-            ApiKey.WRITE_TXN_MARKERS, _version(c, ApiKey.WRITE_TXN_MARKERS, 1, 1)
+            ApiKey.WRITE_TXN_MARKERS, wire_calls.version(c, ApiKey.WRITE_TXN_MARKERS, 1, 1)
         )
         marker = schemas.build(
             module.WritableTxnMarker,
@@ -289,7 +241,7 @@ def _producer_at(
     """(producer id, epoch, coordinator epoch) of the producer whose open transaction on the
     partition starts at ``start_offset``, as DescribeProducers tells."""
     module = schemas.request_module(ApiKey.DESCRIBE_PRODUCERS, 0)
-    response = _call(
+    response = wire_calls.call(
         c,
         ApiKey.DESCRIBE_PRODUCERS,
         0,
