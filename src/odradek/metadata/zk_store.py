@@ -15,7 +15,10 @@ What is watched: ``/brokers/ids`` (live brokers), ``/brokers/topics`` and, per
 topic, its assignment, its config and each partition's state, ``/controller``,
 ``/admin/delete_topics`` (for the controller), ``/controlled_shutdown`` (brokers
 asking to leave: the controller moves their leaderships, leaders stop adding them to
-ISRs), ``/config/brokers/*``. A topic is
+ISRs), ``/config/brokers/*``, ``/config/users/*`` (SCRAM credentials and users' quotas),
+``/config/clients/*`` and each ``/config/users/<user>/clients/<client-id>`` (client
+quotas; those znodes are found by the ``/config/changes`` notification Kafka writes with
+them, since a znode that does not exist yet cannot be listed). A topic is
 published to the listeners (the ReplicaManager) once the controller has written
 the state of its partitions: a partition without state has no leader yet, and
 Metadata answers LEADER_NOT_AVAILABLE for the topic meanwhile, as Kafka does.
