@@ -13,6 +13,7 @@ full). Each test uses client ids of its own.
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 import urllib.request
@@ -21,6 +22,8 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.create_topics.v5 import request as create_v5
+from kio.schema.create_topics.v7 import request as create_v7
 from kio.schema.metadata.v12.request import MetadataRequest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -34,7 +37,12 @@ EXACT, DEFAULT, ANY = 0, 1, 2
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
-    config = {"metrics.http.listener": "127.0.0.1:0", "quota.window.num": "3"}
+    config = {
+        "metrics.http.listener": "127.0.0.1:0",
+        "quota.window.num": "3",
+        # A token bucket of two windows: a burst of two partitions at 1 a second.
+        "controller.quota.window.num": "2",
+    }
     with EmbeddedBroker(config=config) as b:
         yield b
 
@@ -206,6 +214,47 @@ def test_producer_is_held_to_its_byte_rate(broker):
     assert found["kafka_server_produce_byte_rate"][key] > 0
 
 
+def test_acks_0_producer_is_held_to_its_byte_rate(broker):
+    """acks=0 gets no answer to carry a throttle time: the broker only mutes the connection,
+    and the records it appends come at the quota's rate (the high watermark's progress)."""
+    bootstrap, topic, quota = broker.bootstrap_servers, "quota-acks0", 200_000
+    create_topic(bootstrap, topic)
+    entity = {"client-id": "acks0-producer"}
+    assert alter_quotas(bootstrap, [(entity, {"producer_byte_rate": float(quota)})]) == [(0, None)]
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "acks0-producer",
+            "acks": 0,
+            "linger.ms": 5,
+            "batch.size": 16384,
+        }
+    )
+    watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": "acks0-watch"})
+    partition = TopicPartition(topic, 0)
+    marks: list[tuple[float, int]] = []  # (when, high watermark) at 3 s and at 12 s
+    payload = b"z" * 1000
+    start = time.monotonic()
+    try:
+        while (elapsed := time.monotonic() - start) < 12:
+            if elapsed >= 3 and not marks:
+                high = watcher.get_watermark_offsets(partition, timeout=10)[1]
+                marks.append((time.monotonic(), high))
+            try:
+                producer.produce(topic, payload)
+            except BufferError:
+                producer.poll(0.01)
+            producer.poll(0)
+        marks.append((time.monotonic(), watcher.get_watermark_offsets(partition, timeout=10)[1]))
+    finally:
+        watcher.close()
+        producer.purge()
+        producer.flush(30)
+    (t1, first), (t2, last) = marks
+    rate = (last - first) * len(payload) / (t2 - t1)
+    assert 0.8 * quota <= rate <= 1.2 * quota, rate
+
+
 def test_consumer_is_held_to_its_byte_rate(broker):
     """A consumer reading a backlog as fast as it can gets consumer_byte_rate (within 20%),
     and reads every record once, in order: throttled fetches lose nothing."""
@@ -268,3 +317,38 @@ def test_request_percentage_throttles_a_busy_client(broker):
         assert idle.send(request).throttle_time.total_seconds() == 0
     found = quota_samples(broker)
     assert found["kafka_server_request_throttle_time"][("", "busy")] > 0
+
+
+def _create_topics(bootstrap: str, module, partitions: dict[str, int]):
+    request = module.CreateTopicsRequest(
+        topics=tuple(
+            module.CreatableTopic(
+                name=name, num_partitions=n, replication_factor=1, assignments=(), configs=()
+            )
+            for name, n in partitions.items()
+        ),
+        timeout=datetime.timedelta(seconds=30),
+    )
+    with KioClient(bootstrap, client_id="mutator") as client:
+        return client.send(request)
+
+
+def test_controller_mutation_rate_strict_and_permissive(broker):
+    """KIP-599: CreateTopics v6+ refuses the topics after the token bucket ran dry with
+    THROTTLING_QUOTA_EXCEEDED; v5 creates them all and answers the throttle time only."""
+    bootstrap = broker.bootstrap_servers
+    entity = {"client-id": "mutator"}
+    assert alter_quotas(bootstrap, [(entity, {"controller_mutation_rate": 1.0})]) == [(0, None)]
+
+    strict = _create_topics(bootstrap, create_v7, {"m-a": 2, "m-b": 1, "m-c": 1})
+    codes = {t.name: t.error_code for t in strict.topics}
+    # The burst of two goes to m-a; m-b may still overdraw; m-c is refused.
+    assert codes == {"m-a": 0, "m-b": 0, "m-c": ErrorCode.throttling_quota_exceeded}
+    assert strict.throttle_time.total_seconds() > 0
+
+    permissive = _create_topics(bootstrap, create_v5, {"m-d": 1, "m-e": 1})
+    assert [t.error_code for t in permissive.topics] == [0, 0]
+    assert permissive.throttle_time.total_seconds() > 0
+    found = quota_samples(broker)
+    assert found["kafka_server_controllermutation_throttle_time"][("", "mutator")] > 0
+    assert alter_quotas(bootstrap, [(entity, {"controller_mutation_rate": None})]) == [(0, None)]

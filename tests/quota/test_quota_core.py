@@ -12,7 +12,12 @@ from odradek.quota.entity import (
     resolve,
     validate_value,
 )
-from odradek.quota.manager import ClientQuotaManager, ClientQuotas, QuotaType
+from odradek.quota.manager import (
+    ClientQuotaManager,
+    ClientQuotas,
+    ControllerMutationQuota,
+    QuotaType,
+)
 from odradek.quota.rate import Rate, TokenBucket, throttle_time_ms
 
 D = DEFAULT
@@ -177,3 +182,17 @@ def test_entity_from_and_to_the_wire():
     for bad in ({}, {"ip": "1.2.3.4"}, {"user": "a", "group": "g"}):
         with pytest.raises(InvalidQuota):
             QuotaEntity.from_wire(bad)
+
+
+def test_controller_mutation_quota_strict_refuses_permissive_throttles():
+    manager = ClientQuotaManager(QuotaType.CONTROLLER_MUTATION, 2, 1)
+    manager.update({QuotaEntity(client_id="c"): 1.0})
+    strict = ControllerMutationQuota(manager, "u", "c", strict=True)
+    assert strict.record(2, 10_000)  # the whole burst
+    assert strict.record(1, 10_000)  # not yet overdrawn: made, and overdraws
+    assert not strict.record(1, 10_000)
+    assert strict.throttle_time_ms(10_000) == 1000
+    assert strict.throttle_time_ms(10_400) == 600  # counted from when it was decided
+    permissive = ControllerMutationQuota(manager, "u", "c", strict=False)
+    assert permissive.record(3, 10_000)
+    assert permissive.throttle_time_ms(10_000) == 4000

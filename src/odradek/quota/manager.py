@@ -170,6 +170,45 @@ class ClientQuotaManager:
         return bound * (self.samples - 1) * self.window_ms / 1000
 
 
+class ControllerMutationQuota:
+    """One request's partition mutations against its controller_mutation_rate (KIP-599).
+
+    Strict, as Kafka's StrictControllerMutationQuota for the versions that know the error
+    (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+): a mutation is refused
+    (``record`` answers False, the topic gets THROTTLING_QUOTA_EXCEEDED) once the tokens
+    are spent, and otherwise made even if it overdraws them. Permissive for older versions
+    (PermissiveControllerMutationQuota): every mutation is made and the overdraft throttles.
+    The throttle time left is counted from when it was decided (``throttle_time_ms``).
+    """
+
+    def __init__(
+        self, manager: ClientQuotaManager, user: str, client_id: str, strict: bool
+    ) -> None:
+        self._manager, self._user, self._client_id = manager, user, client_id
+        self.strict = strict
+        self._throttle_ms = 0
+        self._decided_ms = 0
+
+    def record(self, partitions: int, now_ms: int) -> bool:
+        """Count ``partitions`` mutations; False when a strict quota refuses them."""
+        manager, user, client_id = self._manager, self._user, self._client_id
+        if self.strict:
+            spent = manager.exceeded(user, client_id, now_ms)
+            if spent:
+                self._throttle_ms, self._decided_ms = spent, now_ms
+                return False
+            manager.record(user, client_id, partitions, now_ms)
+            return True
+        throttle = manager.record(user, client_id, partitions, now_ms)
+        if throttle:
+            self._throttle_ms, self._decided_ms = throttle, now_ms
+        return True
+
+    def throttle_time_ms(self, now_ms: int) -> int:
+        """The throttle time left at ``now_ms`` (Kafka's throttleTime)."""
+        return max(0, self._throttle_ms - (now_ms - self._decided_ms))
+
+
 class ClientQuotas:
     """The four managers of a broker, fed the configured quotas of every entity."""
 

@@ -11,7 +11,9 @@ calls, done once a request's handler has returned (``RequestChannel`` calls ``th
   ``sendResponseExemptThrottle``: followers' fetches, WriteTxnMarkers (broker to broker),
   SASL exchanges, Produce with acks=0;
 - Fetch has done its own ``consumer_byte_rate`` part in its handler (it must send no data
-  when throttled); its throttle is on the response already.
+  when throttled), and CreateTopics, CreatePartitions and DeleteTopics their
+  ``controller_mutation_rate`` part (``controller_mutation_quota``: a strict quota refuses
+  topics); their throttle is on the response already.
 
 The longer throttle wins, and that quota's ``throttle-time`` sensor counts it (Kafka's
 ``throttle(quotaManager, ...)``). The response carries it as throttle_time_ms and
@@ -29,7 +31,7 @@ from typing import Any
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.response import EncodedResponse
-from odradek.quota.manager import ClientQuotas
+from odradek.quota.manager import ClientQuotas, ControllerMutationQuota
 from odradek.server.context import RequestContext
 from odradek.server.handlers.fetch import replica
 
@@ -38,8 +40,41 @@ EXEMPT_APIS = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey
 
 
 def active(quotas: ClientQuotas) -> bool:
-    """Whether ``throttle`` has anything to do: a produce or request quota is configured."""
-    return quotas.produce.enabled or quotas.request.enabled
+    """Whether ``throttle`` has anything to do: a produce, request or controller mutation
+    quota is configured (a fetch's throttle is on its EncodedResponse, muted without it)."""
+    return quotas.produce.enabled or quotas.request.enabled or quotas.controller_mutation.enabled
+
+
+def controller_mutation_quota(
+    ctx: RequestContext, strict_since: int
+) -> ControllerMutationQuota | None:
+    """The request's controller mutation quota, strict from API version ``strict_since``;
+    None while no controller_mutation_rate is configured."""
+    manager = ctx.broker.client_quotas.controller_mutation
+    if not manager.enabled:
+        return None
+    user, client_id = ctx.connection.principal.name, ctx.header.client_id or ""
+    return ControllerMutationQuota(manager, user, client_id, ctx.api_version >= strict_since)
+
+
+def mutation_throttle_ms(ctx: RequestContext, quota: ControllerMutationQuota | None) -> int:
+    """The throttle time a mutating request answers with, counted in its sensor."""
+    if quota is None:
+        return 0
+    now_ms = int(time.time() * 1000)
+    throttle_ms = quota.throttle_time_ms(now_ms)
+    if throttle_ms:
+        user, client_id = ctx.connection.principal.name, ctx.header.client_id or ""
+        ctx.broker.client_quotas.controller_mutation.throttled(user, client_id, throttle_ms, now_ms)
+    return throttle_ms
+
+
+def _held_ms(response: Any) -> int:
+    """The throttle a handler already put on its response."""
+    if isinstance(response, EncodedResponse):
+        return response.mute_ms
+    held = getattr(response, "throttle_time", None)
+    return int(held.total_seconds() * 1000) if held else 0
 
 
 def _exempt(api_key: int, request: Any) -> bool:
@@ -68,7 +103,7 @@ def throttle(
     requested = 0
     if quotas.request.enabled and not _exempt(api_key, request):
         requested = quotas.request.record(user, client_id, handler_seconds * 100, now_ms)
-    held = response.mute_ms if isinstance(response, EncodedResponse) else 0
+    held = _held_ms(response)
     throttle_ms = max(produced, requested)
     if throttle_ms <= held:
         return response, held

@@ -12,6 +12,13 @@ Authorization, as KafkaApis (TOPIC_AUTHORIZATION_FAILED, checked after duplicate
 before existence): creating needs CREATE on the cluster or on the topic, and a created
 topic's configs are returned only with DESCRIBE_CONFIGS on it; deleting needs DELETE on the
 topic (and DESCRIBE when it is named by id); adding partitions needs ALTER on the topic.
+
+Under a ``controller_mutation_rate`` quota each topic's partitions created, added or
+deleted are counted before the change (not for validate_only), as Kafka's ZkAdminManager:
+a strict quota (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+) answers
+THROTTLING_QUOTA_EXCEEDED for the topics that come after the quota ran out, an older
+version's permissive one makes every change; both answer the throttle time
+(``server.throttling``).
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ from odradek.server.authorization import (
 )
 from odradek.server.context import RequestContext
 from odradek.server.handlers.configs import describe_topic, validated_topic_config
+from odradek.server.throttling import controller_mutation_quota, mutation_throttle_ms
+
+#: The first versions that know THROTTLING_QUOTA_EXCEEDED: their quota is strict (KIP-599).
+STRICT_CREATE_TOPICS, STRICT_DELETE_TOPICS, STRICT_CREATE_PARTITIONS = 6, 5, 3
 
 
 class InvalidRequest(KafkaError):
@@ -56,6 +67,16 @@ class InvalidReplicaAssignment(KafkaError):
 
 class TopicAuthorizationFailed(KafkaError):
     error_code = ErrorCode.topic_authorization_failed
+
+
+class ThrottlingQuotaExceeded(KafkaError):
+    error_code = ErrorCode.throttling_quota_exceeded
+
+
+def _count_mutations(ctx: RequestContext, quota, partitions: int) -> None:
+    """ThrottlingQuotaExceeded when the request's strict quota refuses ``partitions``."""
+    if quota is not None and not quota.record(partitions, ctx.now_ms):
+        raise ThrottlingQuotaExceeded("The throttling quota has been exceeded.")
 
 
 class TopicDeletionDisabled(KafkaError):
@@ -156,6 +177,7 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
         if authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
         else filter_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     )
+    quota = controller_mutation_quota(ctx, STRICT_CREATE_TOPICS)
     results = []
     for topic in request.topics:
         fields: dict = {
@@ -175,6 +197,7 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
             if request.validate_only:
                 image = None
             else:
+                _count_mutations(ctx, quota, partitions)
                 image = await ctx.broker.replica_manager.create_topic(
                     topic.name,
                     partitions,
@@ -195,7 +218,11 @@ async def handle_create_topics(ctx: RequestContext, request) -> object:
         except KafkaError as exc:
             fields.update(error_code=exc.error_code, error_message=str(exc))
         results.append(schemas.build(module.CreatableTopicResult, **fields))
-    return schemas.build(module.CreateTopicsResponse, throttle_time=0, topics=tuple(results))
+    return schemas.build(
+        module.CreateTopicsResponse,
+        throttle_time=mutation_throttle_ms(ctx, quota),
+        topics=tuple(results),
+    )
 
 
 def _draft_image(name: str, configs: dict[str, str]) -> TopicImage:
@@ -243,6 +270,7 @@ async def handle_delete_topics(ctx: RequestContext, request) -> object:
         wanted = [(name, None) for name in request.topic_names]
     else:
         wanted = [(t.name, t.topic_id) for t in request.topics]
+    quota = controller_mutation_quota(ctx, STRICT_DELETE_TOPICS)
     responses = []
     for name, topic_id in wanted:
         fields: dict = {"name": name, "topic_id": topic_id, "error_message": None}
@@ -260,12 +288,17 @@ async def handle_delete_topics(ctx: RequestContext, request) -> object:
             ):  # named by id: the name is not disclosed to whoever may not describe it
                 raise TopicAuthorizationFailed("Authorization failed.")
             fields.update(name=topic.name, topic_id=topic.topic_id)
+            _count_mutations(ctx, quota, len(topic.partitions))
             ctx.broker.metadata.delete_topic(topic.name)
             fields["error_code"] = ErrorCode.none
         except KafkaError as exc:
             fields.update(error_code=exc.error_code, error_message=str(exc))
         responses.append(schemas.build(module.DeletableTopicResult, **fields))
-    return schemas.build(module.DeleteTopicsResponse, throttle_time=0, responses=tuple(responses))
+    return schemas.build(
+        module.DeleteTopicsResponse,
+        throttle_time=mutation_throttle_ms(ctx, quota),
+        responses=tuple(responses),
+    )
 
 
 # -- CreatePartitions ----------------------------------------------------------------------
@@ -274,6 +307,7 @@ async def handle_delete_topics(ctx: RequestContext, request) -> object:
 async def handle_create_partitions(ctx: RequestContext, request) -> object:
     module = schemas.response_module(ApiKey.CREATE_PARTITIONS, ctx.api_version)
     duplicates = _duplicates([t.name for t in request.topics])
+    quota = controller_mutation_quota(ctx, STRICT_CREATE_PARTITIONS)
     results = []
     for topic in request.topics:
         error, message = ErrorCode.none, None
@@ -300,6 +334,7 @@ async def handle_create_partitions(ctx: RequestContext, request) -> object:
                     )
                 _check_assignments(ctx, topic.assignments, existing)
             if not request.validate_only:
+                _count_mutations(ctx, quota, topic.count - existing)
                 await ctx.broker.replica_manager.create_partitions(topic.name, topic.count)
         except KafkaError as exc:
             error, message = exc.error_code, str(exc)
@@ -311,4 +346,8 @@ async def handle_create_partitions(ctx: RequestContext, request) -> object:
                 error_message=message,
             )
         )
-    return schemas.build(module.CreatePartitionsResponse, throttle_time=0, results=tuple(results))
+    return schemas.build(
+        module.CreatePartitionsResponse,
+        throttle_time=mutation_throttle_ms(ctx, quota),
+        results=tuple(results),
+    )
