@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
 
 from odradek import EmbeddedBroker
+from tests.cluster.test_scram_credentials_in_zookeeper import logs_in
 from tests.quota.quota_requests import describe_quotas, described
+
+#: The entity of the quota tests: user alice with the default client id.
+ALICE_DEFAULT = ("--entity-type", "users", "--entity-name", "alice")
+ALICE_DEFAULT += ("--entity-type", "clients", "--entity-default")
 
 
 @pytest.fixture(scope="module")
@@ -23,40 +27,9 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def logs_in(address: str, mechanism: str, user: str, password: str) -> bool:
-    errors: list = []
-    producer = Producer(
-        {
-            "bootstrap.servers": address,
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": mechanism,
-            "sasl.username": user,
-            "sasl.password": password,
-            "error_cb": errors.append,
-        }
-    )
-    try:
-        producer.list_topics(timeout=10)
-        return not errors
-    except Exception:  # KafkaException: the login never got through
-        return False
-
-
 def test_quotas_alter_and_describe(odradek, broker) -> None:
-    done = odradek(
-        broker,
-        "quotas",
-        "alter",
-        "--entity-type",
-        "users",
-        "--entity-name",
-        "alice",
-        "--entity-type",
-        "clients",
-        "--entity-default",
-        "--add-config",
-        "producer_byte_rate=1048576,request_percentage=12.5",
-    )
+    add = ("--add-config", "producer_byte_rate=1048576,request_percentage=12.5")
+    done = odradek(broker, "quotas", "alter", *ALICE_DEFAULT, *add)
     assert done.returncode == 0, done.stderr
     assert "Completed updating config for user-principal 'alice', the default client-id" in (
         done.stdout
@@ -80,20 +53,8 @@ def test_quotas_alter_and_describe(odradek, broker) -> None:
     alone = odradek(broker, "quotas", "describe", "--entity-type", "users")
     assert alone.returncode == 0 and alone.stdout == ""
 
-    removed = odradek(
-        broker,
-        "quotas",
-        "alter",
-        "--entity-type",
-        "users",
-        "--entity-name",
-        "alice",
-        "--entity-type",
-        "clients",
-        "--entity-default",
-        "--delete-config",
-        "producer_byte_rate,request_percentage",
-    )
+    delete = ("--delete-config", "producer_byte_rate,request_percentage")
+    removed = odradek(broker, "quotas", "alter", *ALICE_DEFAULT, *delete)
     assert removed.returncode == 0, removed.stderr
     assert described(describe_quotas(broker.bootstrap_servers, [])) == {}
 
