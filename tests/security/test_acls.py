@@ -683,6 +683,59 @@ ROWS = [
         ErrorCode.cluster_authorization_failed,
     ),
     Row(
+        "DescribeClientQuotas",
+        AclOperation.DESCRIBE_CONFIGS,
+        ResourceType.CLUSTER,
+        lambda name: build(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            1,
+            "DescribeClientQuotasRequest",
+            components=(),
+            strict=False,
+        ),
+        lambda r: r.error_code,
+        ErrorCode.cluster_authorization_failed,
+    ),
+    Row(
+        "AlterClientQuotas",
+        AclOperation.ALTER_CONFIGS,
+        ResourceType.CLUSTER,
+        lambda name: build(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            1,
+            "AlterClientQuotasRequest",
+            entries=(
+                build(
+                    ApiKey.ALTER_CLIENT_QUOTAS,
+                    1,
+                    "EntryData",
+                    entity=(
+                        build(
+                            ApiKey.ALTER_CLIENT_QUOTAS,
+                            1,
+                            "EntityData",
+                            entity_type="client-id",
+                            entity_name="acl-quota",
+                        ),
+                    ),
+                    ops=(
+                        build(
+                            ApiKey.ALTER_CLIENT_QUOTAS,
+                            1,
+                            "OpData",
+                            key="producer_byte_rate",
+                            value=0.0,
+                            remove=True,
+                        ),
+                    ),
+                ),
+            ),
+            validate_only=False,
+        ),
+        lambda r: r.entries[0].error_code,
+        ErrorCode.cluster_authorization_failed,
+    ),
+    Row(
         "DescribeAcls",
         AclOperation.DESCRIBE,
         ResourceType.CLUSTER,
