@@ -9,9 +9,10 @@ processed a change path's children, those created more than 15 minutes (its
 ever, and the children list every watch reads grows with it.
 
 Every broker purges the ACL change paths after processing them, as in Kafka (two brokers
-deleting the same znode is harmless: the second finds it gone). Brokers here do not read
-``/config/changes`` (they watch the config znodes themselves, see zk_store), so that path is
-purged by the broker that adds a notification to it, which bounds it just the same.
+deleting the same znode is harmless: the second finds it gone). Brokers here read
+``/config/changes`` only to find new ``users/<user>/clients/<client-id>`` znodes (they watch
+the config znodes themselves, see zk_store), so that path is purged by the broker that adds
+a notification to it, which bounds it just the same.
 """
 
 from __future__ import annotations

@@ -22,6 +22,11 @@ connection and being written; its size and its response's, and the error codes t
 response carries. The request is counted when its response is sent, as Kafka counts it,
 so a scrape never sees a request whose parts are not all known. Off, the handler is
 awaited directly and nothing is measured.
+
+Once a client quota is configured (``server.throttling``), each request's size and handler
+time are recorded against its client's quotas too; a throttled response carries the
+throttle time and mutes its connection for it (the listener does the muting). Without
+quotas that is one check of three flags per request.
 """
 
 from __future__ import annotations
