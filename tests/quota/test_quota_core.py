@@ -196,3 +196,14 @@ def test_controller_mutation_quota_strict_refuses_permissive_throttles():
     permissive = ControllerMutationQuota(manager, "u", "c", strict=False)
     assert permissive.record(3, 10_000)
     assert permissive.throttle_time_ms(10_000) == 4000
+
+
+def test_idle_sensors_expire_after_an_hour():
+    """Kafka's InactiveSensorExpirationTimeSeconds: a client id seen once is not kept."""
+    manager = ClientQuotaManager(QuotaType.PRODUCE, 11, 1)
+    manager.update({QuotaEntity(client_id=D): 1000.0})
+    manager.record("u", "once", 10, 0)
+    manager.record("u", "busy", 10, 0)
+    manager.record("u", "busy", 10, 3_000_000)
+    manager.record("u", "new", 10, 3_600_000)  # a new sensor sweeps: "once" is an hour idle
+    assert set(manager.sensors) == {("", "busy"), ("", "new")}

@@ -14,8 +14,10 @@ lookup of its (user, client id), resolved once and kept until the quotas change.
 
 ``throttled`` records the throttle time each sensor was given, which is what the
 ``throttle-time`` metric averages; ``byte-rate`` (or ``request-time``, ``tokens``) is the
-sensor's rate. Sensors are kept for the life of the broker (Kafka expires sensors idle for
-an hour).
+sensor's rate. A sensor nobody recorded into for an hour is dropped, with the resolved
+quotas of the clients that were seen (Kafka's InactiveSensorExpirationTimeSeconds), so a
+broker that meets many short-lived client ids does not keep them all; the sweep runs when a
+new sensor is made, at most once a minute.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ from odradek.quota.entity import (
     resolve,
 )
 from odradek.quota.rate import Rate, TokenBucket, throttle_time_ms, token_throttle_time_ms
+
+#: A sensor unused this long is dropped (Kafka's InactiveSensorExpirationTimeSeconds).
+INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000
+#: The longest between two sweeps for inactive sensors.
+SWEEP_INTERVAL_MS = 60 * 1000
 
 
 class QuotaType(Enum):
@@ -58,6 +65,8 @@ class Sensor:
     throttle_sum: Rate
     throttle_count: Rate
     bound: float | None = field(default=None)
+    #: When a value was last recorded (the sensor's expiry counts from it).
+    last_used_ms: int = 0
 
     def throttle_time_avg(self, now_ms: int) -> float:
         count = self.throttle_count.total(now_ms)
@@ -84,6 +93,7 @@ class ClientQuotaManager:
         self._resolved: dict[tuple[str, str], tuple[MetricTags, float | None]] = {}
         self.sensors: dict[MetricTags, Sensor] = {}
         self.enabled = False
+        self._next_sweep_ms = 0
 
     def update(self, quotas: Mapping[QuotaEntity, float]) -> None:
         """Take this kind's configured quotas (all of them); sensors keep their history."""
@@ -101,22 +111,38 @@ class ClientQuotaManager:
             found = self._resolved[key] = resolve(self._quotas, user, client_id)
         return found
 
-    def _sensor(self, tags: MetricTags, bound: float | None) -> Sensor:
+    def _sensor(self, tags: MetricTags, bound: float | None, now_ms: int) -> Sensor:
         sensor = self.sensors.get(tags)
-        if sensor is None:
-            rate: Rate | TokenBucket
-            if self.kind is QuotaType.CONTROLLER_MUTATION:
-                rate = TokenBucket(self.samples, self.window_ms)
-            else:
-                rate = Rate(self.samples, self.window_ms)
-            throttle = Rate(self.samples, self.window_ms), Rate(self.samples, self.window_ms)
-            sensor = self.sensors[tags] = Sensor(rate, *throttle, bound)
+        if sensor is not None:
+            sensor.last_used_ms = now_ms
+            return sensor
+        if now_ms >= self._next_sweep_ms:
+            self._sweep(now_ms)
+        rate: Rate | TokenBucket
+        if self.kind is QuotaType.CONTROLLER_MUTATION:
+            rate = TokenBucket(self.samples, self.window_ms)
+        else:
+            rate = Rate(self.samples, self.window_ms)
+        throttle = Rate(self.samples, self.window_ms), Rate(self.samples, self.window_ms)
+        sensor = self.sensors[tags] = Sensor(rate, *throttle, bound, now_ms)
         return sensor
+
+    def _sweep(self, now_ms: int) -> None:
+        """Drop the sensors idle for INACTIVE_SENSOR_EXPIRATION_MS, and the resolved quotas."""
+        self._next_sweep_ms = now_ms + SWEEP_INTERVAL_MS
+        idle = [
+            tags
+            for tags, sensor in self.sensors.items()
+            if now_ms - sensor.last_used_ms >= INACTIVE_SENSOR_EXPIRATION_MS
+        ]
+        for tags in idle:
+            del self.sensors[tags]
+        self._resolved.clear()
 
     def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Record ``value``; the throttle time in ms if the sensor is now above its bound."""
         tags, bound = self.quota(user, client_id)
-        sensor = self._sensor(tags, bound)
+        sensor = self._sensor(tags, bound, now_ms)
         rate = sensor.rate
         if isinstance(rate, TokenBucket):
             if bound is None:
@@ -141,7 +167,7 @@ class ClientQuotaManager:
         tags, bound = self.quota(user, client_id)
         if bound is None:
             return 0
-        rate = self._sensor(tags, bound).rate
+        rate = self._sensor(tags, bound, now_ms).rate
         assert isinstance(rate, TokenBucket)
         tokens = rate.measure(bound, now_ms)
         return token_throttle_time_ms(tokens, bound) if tokens < 0 else 0
@@ -150,14 +176,14 @@ class ClientQuotaManager:
         """Take back a recorded value (a throttled fetch answers no data: Kafka's
         ``unrecordQuotaSensor``)."""
         tags, bound = self.quota(user, client_id)
-        rate = self._sensor(tags, bound).rate
+        rate = self._sensor(tags, bound, now_ms).rate
         assert isinstance(rate, Rate)
         rate.record(-value, now_ms)
 
     def throttled(self, user: str, client_id: str, throttle_ms: int, now_ms: int) -> None:
         """Count a throttle time given to this sensor (its throttle-time metric)."""
         tags, bound = self.quota(user, client_id)
-        sensor = self._sensor(tags, bound)
+        sensor = self._sensor(tags, bound, now_ms)
         sensor.throttle_sum.record(throttle_ms, now_ms)
         sensor.throttle_count.record(1, now_ms)
 
