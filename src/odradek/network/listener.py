@@ -42,8 +42,9 @@ nothing for ``connections.max.idle.ms`` is closed, so connections stalled in the
 middle of requests cannot hold the pool for longer than that.
 
 A response may ask to mute its connection (``EncodedResponse.mute_ms``, a client over its
-quota): once it is sent the connection neither reads nor handles anything for that long,
-as Kafka mutes a throttled channel; what the client sends meanwhile waits in the socket.
+quota): once it is sent (or before it is sent, ``mute_first``, for a client too old to hold
+back by itself) the connection neither reads nor handles anything for that long, as Kafka
+mutes a throttled channel; what the client sends meanwhile waits in the socket.
 
 A TLS listener (security protocol SSL) has an ``SslChannel``. Its acceptor
 hands each accepted socket to a handshake task of its own, so a client that
@@ -653,6 +654,9 @@ class _Connection(asyncio.BufferedProtocol):
             self._transport.close()
 
     async def _deliver(self, response: EncodedResponse) -> None:
+        if response.mute_first and response.mute_ms and not self._closed:
+            await self._mute(response.mute_ms)  # a client that does not hold back itself
+            response.mute_ms = 0
         if response.silent:  # nothing to send (acks=0), maybe a quota's muting
             pass
         elif not self._closed:

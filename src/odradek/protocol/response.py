@@ -12,7 +12,9 @@ it for Kafka's ResponseQueueTimeMs and ResponseSendTimeMs; without metrics it is
 
 ``mute_ms`` is Kafka's channel muting for a client over its quota: once the response is
 sent, its connection reads nothing more for that long (the response's throttle_time_ms
-tells a KIP-219 client to hold back as well). ``silent`` is a response that is not sent
+tells a KIP-219 client to hold back as well). A client of a version from before KIP-219
+does not hold back by itself, so its response is sent only once the mute is over
+(``mute_first``), as Kafka sends it. ``silent`` is a response that is not sent
 at all, only mutes (Produce with acks=0). ``throttle_at`` says where the encoder put the
 throttle_time_ms field, for a throttle decided after encoding (``set_throttle_time``).
 """
@@ -53,6 +55,8 @@ class EncodedResponse:
     on_sent: Callable[[float, float], None] | None = None
     #: Milliseconds the connection reads nothing once this response is sent (quotas).
     mute_ms: int = 0
+    #: Mute before sending, not after: the client does not throttle itself (before KIP-219).
+    mute_first: bool = False
     #: Nothing to send: the response only carries ``mute_ms`` (Produce with acks=0).
     silent: bool = False
     #: (chunk index, byte offset) of the throttle_time_ms int32, if the encoder wrote one.

@@ -51,7 +51,7 @@ from odradek.server.apis import API_TABLE, ApiSpec
 from odradek.server.context import BrokerServices, RequestContext
 from odradek.server.handlers.api_versions import api_versions_response
 from odradek.server.handlers.fetch import replica
-from odradek.server.throttling import active, throttle
+from odradek.server.throttling import active, mute_first, throttle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -156,11 +156,12 @@ class RequestChannel:
         throttled = quotas is not None and active(quotas)
         if metrics is None and not throttled:
             response = await self._handlers[api_key](ctx, request)
-            return (
-                None
-                if response is None
-                else _with_header(response, api_key, correlation_id, flexible)
-            )
+            if response is None:
+                return None
+            out = _with_header(response, api_key, correlation_id, flexible)
+            if out.mute_ms:  # a fetch over its consumer_byte_rate
+                out.mute_first = mute_first(api_key, api_version)
+            return out
         response, waited = await timed(self._handlers[api_key](ctx, request))
         handled = time.perf_counter()
         mute_ms = 0
@@ -174,6 +175,7 @@ class RequestChannel:
                 return response
             out = _with_header(response, api_key, correlation_id, flexible)
             out.mute_ms = max(out.mute_ms, mute_ms)
+            out.mute_first = bool(out.mute_ms) and mute_first(api_key, api_version)
             return out
         errors = None if silent else error_counts(response)
         stats = metrics.stats(api_key, api_version)
@@ -183,6 +185,7 @@ class RequestChannel:
             return response
         out = _with_header(response, api_key, correlation_id, flexible)
         mute_ms = out.mute_ms = max(out.mute_ms, mute_ms)
+        out.mute_first = bool(mute_ms) and mute_first(api_key, api_version)
         response_size = out.size + SIZE_PREFIX_LEN
 
         # Kafka times a Fetch twice: as Fetch, and as FetchFollower or FetchConsumer (errors

@@ -15,6 +15,10 @@ calls, done once a request's handler has returned (``RequestChannel`` calls ``th
   ``controller_mutation_rate`` part (``controller_mutation_quota``: a strict quota refuses
   topics); their throttle is on the response already.
 
+A client of a version from before KIP-219 (``CLIENT_THROTTLES_FROM``, Kafka's
+``shouldClientThrottle``) does not hold back by itself: its response is sent when the
+mute is over instead of before it.
+
 The longer throttle wins, and that quota's ``throttle-time`` sensor counts it (Kafka's
 ``throttle(quotaManager, ...)``). The response carries it as throttle_time_ms and
 ``mute_ms``, so the connection reads nothing for that long after sending it; a Produce
@@ -37,6 +41,55 @@ from odradek.server.handlers.fetch import replica
 
 #: Never measured against request_percentage: broker-to-broker requests and SASL.
 EXEMPT_APIS = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+#: The first version of each API whose client throttles itself on throttle_time_ms
+#: (Kafka's AbstractResponse.shouldClientThrottle); an API not named never does.
+CLIENT_THROTTLES_FROM: dict[int, int] = {
+    ApiKey.PRODUCE: 6,
+    ApiKey.FETCH: 8,
+    ApiKey.LIST_OFFSETS: 3,
+    ApiKey.METADATA: 6,
+    ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4,
+    ApiKey.FIND_COORDINATOR: 2,
+    ApiKey.JOIN_GROUP: 3,
+    ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2,
+    ApiKey.SYNC_GROUP: 2,
+    ApiKey.DESCRIBE_GROUPS: 2,
+    ApiKey.LIST_GROUPS: 2,
+    ApiKey.API_VERSIONS: 2,
+    ApiKey.CREATE_TOPICS: 3,
+    ApiKey.DELETE_TOPICS: 2,
+    ApiKey.DELETE_RECORDS: 1,
+    ApiKey.INIT_PRODUCER_ID: 1,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 1,
+    ApiKey.ADD_OFFSETS_TO_TXN: 1,
+    ApiKey.END_TXN: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 1,
+    ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1,
+    ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_CONFIGS: 2,
+    ApiKey.ALTER_CONFIGS: 1,
+    ApiKey.DESCRIBE_LOG_DIRS: 1,
+    ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.DELETE_GROUPS: 1,
+    ApiKey.ELECT_LEADERS: 0,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.OFFSET_DELETE: 0,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+}
+
+
+def mute_first(api_key: int, api_version: int) -> bool:
+    """Whether a throttled response of this version is sent after the mute (before KIP-219)."""
+    return api_version < CLIENT_THROTTLES_FROM.get(api_key, 1 << 15)
 
 
 def active(quotas: ClientQuotas) -> bool:
