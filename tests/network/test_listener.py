@@ -48,11 +48,14 @@ def decode_api_versions(version: int, body: bytes):
     return entity_reader(schemas.response_schema(18, version))(body, 0)[0]
 
 
-def run(scenario, quotas: ConnectionQuotas | None = None, **limits) -> None:
+def run(scenario, quotas: ConnectionQuotas | None = None, dispatch=None, **limits) -> None:
+    """``scenario(port)`` against a listener answering with ``dispatch`` (default: the
+    ApiVersions-only request channel)."""
+
     async def main() -> None:
         listener = Listener(
             ListenerConfig(host="127.0.0.1", port=0, **limits),
-            RequestChannel(None, TABLE).dispatch,
+            dispatch or RequestChannel(None, TABLE).dispatch,
             quotas,
         )
         port = listener.bind()

@@ -6,13 +6,11 @@ slower, never faster."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
-from odradek.network.listener import Listener, ListenerConfig
 from odradek.protocol.response import EncodedResponse
 from odradek.server.request_channel import RequestChannel
-from tests.network.test_listener import TABLE, api_versions_request, connect, read_response
+from tests.network.test_listener import TABLE, api_versions_request, connect, read_response, run
 
 MUTE_MS = 400
 
@@ -20,29 +18,19 @@ MUTE_MS = 400
 def run_muting(scenario, mute: dict[int, dict]) -> None:
     """A listener answering ApiVersions whose responses to the correlation ids in ``mute``
     get those fields (a silent one replaces the answer)."""
+    channel = RequestChannel(None, TABLE)
 
-    async def main() -> None:
-        channel = RequestChannel(None, TABLE)
+    async def dispatch(connection, frame):
+        correlation_id = int.from_bytes(frame[4:8], "big")
+        fields = mute.get(correlation_id)
+        if fields is not None and fields.get("silent"):
+            return EncodedResponse(**fields)
+        response = await channel.dispatch(connection, frame)
+        for name, value in (fields or {}).items():
+            setattr(response, name, value)
+        return response
 
-        async def dispatch(connection, frame):
-            correlation_id = int.from_bytes(frame[4:8], "big")
-            fields = mute.get(correlation_id)
-            if fields is not None and fields.get("silent"):
-                return EncodedResponse(**fields)
-            response = await channel.dispatch(connection, frame)
-            for name, value in (fields or {}).items():
-                setattr(response, name, value)
-            return response
-
-        listener = Listener(ListenerConfig(host="127.0.0.1", port=0), dispatch)
-        port = listener.bind()
-        await listener.start()
-        try:
-            await asyncio.wait_for(scenario(port), 20)
-        finally:
-            await listener.stop(timeout=5)
-
-    asyncio.run(main())
+    run(scenario, dispatch=dispatch)
 
 
 def test_a_throttled_response_is_sent_then_the_connection_is_muted() -> None:
