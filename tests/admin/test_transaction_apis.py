@@ -1,7 +1,8 @@
 """The transaction coordinator's APIs against a real broker, through kio: the exact error codes
 Kafka 4 answers per version, DescribeTransactions and ListTransactions, and the coordinator's
 state surviving a killed broker (loaded from __transaction_state) with the open transaction
-then aborted by its timeout.
+then aborted by its timeout, and the partition leader's verification of transactional writes
+(KIP-890) answered in process by the coordinator on the same broker.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as Init
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.static.primitive import i32Timedelta
-from kio_client import KioClient, transaction_coordinator
+from kio_client import KioClient, incremental_alter, transaction_coordinator
 
 from odradek import EmbeddedBroker
 from odradek.protocol.errors import ErrorCode
+from tests.integration.test_write_txn_markers import produce_response
+from tests.integration.wire_client import WireClient
 
 CONFIG = {
     "transaction.state.log.num.partitions": "3",
@@ -34,6 +37,9 @@ CONFIG = {
     "transaction.max.timeout.ms": "120000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
 }
+
+
+VERIFICATION = "transaction.partition.verification.enable"
 
 
 def ms(n: int) -> i32Timedelta:
@@ -179,7 +185,7 @@ def test_add_partitions_verify_end_and_describe(broker: EmbeddedBroker, topic: s
                 for p in r.results_by_partition
             }
 
-        assert verify(0) == {0: ErrorCode.invalid_txn_state}
+        assert verify(0) == {0: ErrorCode.transaction_abortable}  # v5 knows it
         assert add(client, t, pid, epoch, topic, 0, 1) == {0: ErrorCode.none, 1: ErrorCode.none}
         assert verify(0, 1) == {0: ErrorCode.none, 1: ErrorCode.none}
         state = describe(client, t)
@@ -271,12 +277,44 @@ def test_a_transaction_past_its_timeout_is_aborted(broker: EmbeddedBroker, topic
         )
 
 
+def txn_offset_commit(
+    client: KioClient, t: str, group: str, pid: int, epoch: int, topic: str
+) -> list[int]:
+    """TxnOffsetCommit v3 of offset 5 for ``topic``'s partition 1: its error codes."""
+    from kio.schema.txn_offset_commit.v3 import request as commit_v3
+
+    (result,) = client.send(
+        commit_v3.TxnOffsetCommitRequest(
+            transactional_id=t,
+            group_id=group,
+            producer_id=pid,
+            producer_epoch=epoch,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=(
+                commit_v3.TxnOffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=(
+                        commit_v3.TxnOffsetCommitRequestPartition(
+                            partition_index=1,
+                            committed_offset=5,
+                            committed_leader_epoch=-1,
+                            committed_metadata="m",
+                        ),
+                    ),
+                ),
+            ),
+        )
+    ).topics
+    return [p.error_code for p in result.partitions]
+
+
 def test_txn_offset_commit_is_unstable_until_the_transaction_commits(
     broker: EmbeddedBroker, topic: str
 ) -> None:
     from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
     from kio.schema.offset_fetch.v7 import request as fetch_v7
-    from kio.schema.txn_offset_commit.v3 import request as commit_v3
 
     coordinator_ready(broker)
     t, group = tid(), f"g-{uuid.uuid4().hex[:8]}"
@@ -289,31 +327,7 @@ def test_txn_offset_commit_is_unstable_until_the_transaction_commits(
             )
         )
         assert added.error_code == ErrorCode.none
-        (result,) = client.send(
-            commit_v3.TxnOffsetCommitRequest(
-                transactional_id=t,
-                group_id=group,
-                producer_id=pid,
-                producer_epoch=epoch,
-                generation_id=-1,
-                member_id="",
-                group_instance_id=None,
-                topics=(
-                    commit_v3.TxnOffsetCommitRequestTopic(
-                        name=topic,
-                        partitions=(
-                            commit_v3.TxnOffsetCommitRequestPartition(
-                                partition_index=1,
-                                committed_offset=5,
-                                committed_leader_epoch=-1,
-                                committed_metadata="m",
-                            ),
-                        ),
-                    ),
-                ),
-            )
-        ).topics
-        assert [p.error_code for p in result.partitions] == [ErrorCode.none]
+        assert txn_offset_commit(client, t, group, pid, epoch, topic) == [ErrorCode.none]
 
         def fetch(stable: bool) -> tuple[int, int]:
             (t_,) = client.send(
@@ -331,3 +345,77 @@ def test_txn_offset_commit_is_unstable_until_the_transaction_commits(
         assert end(client, t, pid, epoch, True) == ErrorCode.none
         wait_for_state(client, t, "CompleteCommit")
         assert fetch(True) == (ErrorCode.none, 5)
+
+
+def produce(
+    broker: EmbeddedBroker, t: str, pid: int, epoch: int, topic: str, partition: int, seq: int
+):
+    """One transactional batch of ``t`` to ``topic``/``partition``: (error code, message)."""
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        answer = produce_response(
+            client, topic, pid, epoch, seq, [b"v"], partition=partition, transactional_id=t
+        )
+    finally:
+        client.close()
+    return answer.error_code, answer.error_message
+
+
+def set_verification(client: KioClient, enabled: bool | None) -> None:
+    """Set (or, with None, delete) transaction.partition.verification.enable cluster-wide."""
+    op = (VERIFICATION, 0, str(enabled).lower()) if enabled is not None else (VERIFICATION, 1, None)
+    assert incremental_alter(client, 4, "", [op]).error_code == ErrorCode.none
+
+
+def test_a_partition_not_added_is_refused_while_verification_is_on(
+    broker: EmbeddedBroker, topic: str
+) -> None:
+    """KIP-890 part 1: the leader asks the coordinator before a transaction opens in its
+    partition; the config is dynamic."""
+    coordinator_ready(broker)
+    t = tid()
+    with KioClient(broker.bootstrap_servers) as client:
+        init_response = init(client, t)
+        pid, epoch = init_response.producer_id, init_response.producer_epoch
+        assert add(client, t, pid, epoch, topic, 0) == {0: ErrorCode.none}
+        assert produce(broker, t, pid, epoch, topic, 0, 0)[0] == ErrorCode.none
+        # Partition 1 was never added: v9 (before TRANSACTION_ABORTABLE) gets INVALID_TXN_STATE.
+        assert produce(broker, t, pid, epoch, topic, 1, 0) == (
+            ErrorCode.invalid_txn_state,
+            "Partition was not added to the transaction",
+        )
+        # A producer the coordinator fenced: INVALID_PRODUCER_EPOCH, what producers handle.
+        assert produce(broker, t, pid, epoch + 1, topic, 1, 0)[0] == (
+            ErrorCode.invalid_producer_epoch
+        )
+        try:
+            set_verification(client, False)
+            assert produce(broker, t, pid, epoch, topic, 1, 0)[0] == ErrorCode.none
+        finally:
+            set_verification(client, None)  # back to the default, true
+        assert produce(broker, t, pid, epoch, topic, 1, 1)[0] == ErrorCode.none  # open there now
+        assert end(client, t, pid, epoch, False) == ErrorCode.none
+        wait_for_state(client, t, "CompleteAbort")
+        # Aborted: the next transaction must add partition 0 again before writing to it.
+        assert produce(broker, t, pid, epoch, topic, 0, 1)[0] == ErrorCode.invalid_txn_state
+
+
+def test_offsets_of_a_group_not_added_are_refused_while_verification_is_on(
+    broker: EmbeddedBroker, topic: str
+) -> None:
+    """The group coordinator verifies TxnOffsetCommit with the transaction coordinator as a
+    partition leader verifies a produce: AddOffsetsToTxn must have added the group."""
+    coordinator_ready(broker)
+    t, group = tid(), f"g-{uuid.uuid4().hex[:8]}"
+    with KioClient(broker.bootstrap_servers) as client:
+        got = init(client, t)
+        pid, epoch = got.producer_id, got.producer_epoch
+        assert add(client, t, pid, epoch, topic, 0) == {0: ErrorCode.none}  # Ongoing
+        refused = txn_offset_commit(client, t, group, pid, epoch, topic)
+        assert refused == [ErrorCode.invalid_txn_state]  # v3 predates TRANSACTION_ABORTABLE
+        try:
+            set_verification(client, False)
+            assert txn_offset_commit(client, t, group, pid, epoch, topic) == [ErrorCode.none]
+        finally:
+            set_verification(client, None)
+        assert end(client, t, pid, epoch, False) == ErrorCode.none

@@ -1,6 +1,7 @@
 """Transactions in a real 3-broker cluster: markers to partitions led by other brokers
 (WriteTxnMarkers over the network), __transaction_state replicated three ways, and the
-transaction coordinator killed mid-transaction.
+transaction coordinator killed mid-transaction, and a partition leader verifying a transactional
+write with a coordinator on another broker (KIP-890).
 
 One cluster for the module; the tests run in order and the later ones kill brokers and
 start them again. Data topics are placed by hand (replica assignments) so that each test
@@ -37,6 +38,7 @@ from odradek.coordinator.hashing import partition_for
 from odradek.protocol.errors import ErrorCode
 from odradek.server.embedded_cluster import EmbeddedCluster
 from tests.cluster.test_cluster import create, partition_metadata, wait_until
+from tests.integration.test_write_txn_markers import produce_response
 from tests.integration.wire_client import WireClient
 
 NODES = (1, 2, 3)
@@ -262,6 +264,38 @@ def test_commit_and_abort_across_partitions_led_by_every_broker(odradek_cluster,
     assert high_watermarks(odradek_cluster, tps) == [10 + 10 + 1 + 3, 24, 24]
     state = describe_transaction(odradek_cluster, coordinator, tid)
     assert (state.error_code, state.transaction_state) == (ErrorCode.none, "CompleteCommit")
+
+
+def test_a_leader_verifies_with_a_coordinator_on_another_broker(odradek_cluster, admin):
+    """KIP-890 verification over the network: the partition's leader asks the coordinator
+    (AddPartitionsToTxn VerifyOnly) before a transactional write opens a transaction."""
+    tid = new_name("verified")
+    p = transactional_producer(odradek_cluster, tid)
+    coordinator = coordinator_of(odradek_cluster, admin, tid)
+    leader = other_nodes(coordinator)[0]
+    topic = create_placed(admin, [leader, leader])
+    # The client adds partition 0 (AddPartitionsToTxn) and writes: its leader verifies.
+    p.begin_transaction()
+    p.produce(topic, b"added", partition=0)
+    p.flush(30)
+    state = describe_transaction(odradek_cluster, coordinator, tid)
+    assert state.transaction_state == "Ongoing"
+    pid, epoch = state.producer_id, state.producer_epoch
+    client = WireClient(odradek_cluster.broker(leader).bootstrap_servers)
+    try:
+
+        def write(epoch: int) -> int:
+            return produce_response(
+                client, topic, pid, epoch, 0, [b"v"], partition=1, transactional_id=tid
+            ).error_code
+
+        assert write(epoch) == ErrorCode.invalid_txn_state  # partition 1 was not added
+        assert write(epoch + 1) == ErrorCode.invalid_producer_epoch  # fenced at the coordinator
+    finally:
+        client.close()
+    p.commit_transaction(60)
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    assert read(odradek_cluster, tps, "read_uncommitted") == [b"added"]
 
 
 def test_transaction_state_is_replicated_three_ways(odradek_cluster, admin):

@@ -12,6 +12,7 @@ import io
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -59,7 +60,12 @@ def producer_id(client: WireClient) -> tuple[int, int]:
     return response.producer_id, response.producer_epoch
 
 
-def produce(
+def produce(client: WireClient, *args: Any, **options: Any) -> int:
+    """Write one batch; its error code (the arguments as ``produce_response``'s)."""
+    return produce_response(client, *args, **options).error_code
+
+
+def produce_response(
     client: WireClient,
     topic: str,
     pid: int,
@@ -70,13 +76,14 @@ def produce(
     transactional: bool = True,
     partition: int = 0,
     timestamp: int | None = None,
-) -> int:
-    """Write one batch; its error code."""
+    transactional_id: str | None = None,
+):
+    """Write one batch (Produce v9); the partition's response."""
     builder = DefaultRecordBatchBuilder(2, 0, transactional, pid, epoch, sequence, 2**31 - 1)
     for i, value in enumerate(values):
         builder.append(i, timestamp=timestamp, key=None, value=value, headers=[])
     request = produce9.ProduceRequest(
-        transactional_id=None,
+        transactional_id=transactional_id,
         acks=-1,
         timeout=timedelta(seconds=10),
         topic_data=(
@@ -88,7 +95,7 @@ def produce(
             ),
         ),
     )
-    return client.call(request).responses[0].partition_responses[0].error_code
+    return client.call(request).responses[0].partition_responses[0]
 
 
 def write_markers(

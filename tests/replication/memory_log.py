@@ -46,9 +46,11 @@ class MemoryLog:
         now_ms: int,
         assign_offsets: bool = True,
         from_client: bool = True,
+        verification_guard: object = None,
     ) -> Batch | None:
         """A leader appends values; a follower appends the leader's batches as they are.
-        (``from_client``: this model has no client-only checks to skip.)"""
+        (``from_client``, ``verification_guard``: this model has no client-only checks and no
+        transactions.)"""
         cache = self.leader_epoch_cache
         if assign_offsets:
             leo = self.log_end_offset

@@ -27,6 +27,9 @@ its logic in a sans-I/O core. The runtime does the I/O for it:
   ``load_uncommitted`` replays what a loaded log holds above it (the group coordinator
   answers OffsetFetch, DescribeGroups, ListGroups and ConsumerGroupDescribe from the state
   before them until the high watermark passes them, as Kafka's reads at lastCommittedOffset).
+- ``call_verified`` is ``call`` for a transactional write whose partition a transaction
+  coordinator confirmed (KIP-890 verification): the transactional batches it appends carry
+  the verification guard, which the log checks.
 - ``wait`` runs a core method that answers through a callback (a JoinGroup waiting
   for the other members) and awaits the answer.
 - One ``loop.call_later`` timer is armed at the core's next deadline; when it fires
@@ -49,6 +52,7 @@ from odradek.metadata.store import TopicExists
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.replica_manager import ReplicaManager, ReplicatedAppend
 from odradek.storage import TopicPartition
+from odradek.storage.producer_state import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +149,8 @@ class CoordinatorRuntime(ABC, Generic[C]):
         self._retry_after_ms = 0
         #: The appends of the last ``call``, for ``await_replicated``.
         self._last_appends: list[ReplicatedAppend] = []
+        #: The verification guard of the ``call_verified`` under way, None outside one.
+        self._verification_guard: VerificationGuard | None = None
 
     @abstractmethod
     def due_work(self, now_ms: int) -> list[tuple[Callable[..., object], str]]:
@@ -274,6 +280,22 @@ class CoordinatorRuntime(ABC, Generic[C]):
         they were before it. A coordinator whose reads answer the state at the high watermark
         (the group coordinator) keeps it while the records are not replicated."""
 
+    def call_verified(
+        self,
+        guard: VerificationGuard | None,
+        fn: Callable[..., T],
+        keys: Iterable[str],
+        *args: Any,
+        **kwargs: Any,
+    ) -> T:
+        """``call`` whose transactional batches carry ``guard`` (see the module docstring);
+        with None (verification off) the same as ``call``."""
+        self._verification_guard = guard
+        try:
+            return self.call(fn, keys, *args, **kwargs)
+        finally:
+            self._verification_guard = None
+
     async def wait(self, start: Waiting[T], keys: Iterable[str]) -> T:
         """Run a core method that answers through a callback, and wait for the answer."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
@@ -302,7 +324,14 @@ class CoordinatorRuntime(ABC, Generic[C]):
             batch = encode_batch(records, stamp, producer_id, epoch)
             # A coordinator's own write (Kafka's AppendOrigin.COORDINATOR): its transactional
             # batches carry no sequence numbers.
-            info = self._replica_manager.append_records(tp, batch, -1, stamp, from_client=False)
+            info = self._replica_manager.append_records(
+                tp,
+                batch,
+                -1,
+                stamp,
+                from_client=False,
+                verification_guard=self._verification_guard if producer_id >= 0 else None,
+            )
             leader_epoch = self._replica_manager.partition(tp).leader_epoch
             appends.append((tp, info.last_offset + 1, leader_epoch))
         self._last_appends = appends

@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from odradek.network.client_security import PLAINTEXT, ClientSecurity
 from odradek.network.framing import FrameReader
@@ -135,6 +136,15 @@ class ResponseStream(asyncio.BufferedProtocol):
         return self._frames.take()
 
 
+class RegisteredBroker(Protocol):
+    """A broker as the metadata registers it (metadata's BrokerImage)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None: ...
+
+
 class AsyncBrokerConnection:
     def __init__(
         self,
@@ -190,6 +200,25 @@ class AsyncBrokerConnection:
             connection.close()
             raise
         return connection
+
+    @classmethod
+    async def connect_to_node(
+        cls,
+        brokers: Iterable[RegisteredBroker],
+        node_id: int,
+        listener: str,
+        client_id: str,
+        timeout_s: float,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> AsyncBrokerConnection:
+        """``connect`` to broker ``node_id`` of ``brokers`` on its ``listener`` endpoint (the
+        inter-broker listener, for one broker calling another)."""
+        broker = next((b for b in brokers if b.node_id == node_id), None)
+        endpoint = broker.endpoint(listener) if broker is not None else None
+        if endpoint is None:
+            raise BrokerConnectionError(f"broker {node_id} has no {listener} endpoint registered")
+        host, port = endpoint
+        return await cls.connect(host, port, client_id, timeout_s, security)
 
     def version(self, api_key: int, highest: int) -> int | None:
         """The newest version of ``api_key`` both sides speak, None if there is none."""

@@ -568,3 +568,23 @@ def first_batch_is_transactional(records: memoryview | bytes | None) -> bool:
     if records is None or len(records) < ATTRIBUTES + 2 or records[MAGIC] != 2:
         return False
     return bool(_I16.unpack_from(records, ATTRIBUTES)[0] & TRANSACTIONAL_MASK)
+
+
+class TransactionalProducer(NamedTuple):
+    """Who wrote a transactional first batch: what a leader asks the coordinator about."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+def transactional_producer(records: memoryview | bytes | None) -> TransactionalProducer | None:
+    """The producer of the partition's first batch if it is transactional, else None (a
+    transactional produce sends one batch per partition; the header's fields only)."""
+    if records is None or len(records) < RECORDS_COUNT or not first_batch_is_transactional(records):
+        return None
+    return TransactionalProducer(
+        _I64.unpack_from(records, PRODUCER_ID)[0],
+        _I16.unpack_from(records, PRODUCER_EPOCH)[0],
+        _I32.unpack_from(records, BASE_SEQUENCE)[0],
+    )

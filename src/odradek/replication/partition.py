@@ -104,6 +104,7 @@ class ReplicaLog(Protocol):
         now_ms: int,
         assign_offsets: bool = True,
         from_client: bool = True,
+        verification_guard: Any = None,
     ) -> Any: ...
     def read(
         self,
@@ -277,10 +278,16 @@ class Partition(Generic[LogT]):
 
     # -- leader: appends, follower fetches, ISR ----------------------------------------------
     def append_records_to_leader(
-        self, records: Any, required_acks: int, now_ms: int, from_client: bool = True
+        self,
+        records: Any,
+        required_acks: int,
+        now_ms: int,
+        from_client: bool = True,
+        verification_guard: Any = None,
     ) -> Any:
         """Append as leader; acks=-1 needs min.insync.replicas in the committed ISR first.
-        ``from_client`` False is a coordinator's write (a transaction marker)."""
+        ``from_client`` False is a coordinator's write (a transaction marker);
+        ``verification_guard`` as ``Log.append``'s."""
         if self.leader_id != self.node_id:
             self._check_leader()
         if required_acks == -1 and len(self._isr_state.isr) < self.log.config.min_insync_replicas:
@@ -289,7 +296,11 @@ class Partition(Generic[LogT]):
                 f"satisfy the min.isr requirement of {self.log.config.min_insync_replicas}"
             )
         info = self.log.append(
-            records, leader_epoch=self.leader_epoch, now_ms=now_ms, from_client=from_client
+            records,
+            leader_epoch=self.leader_epoch,
+            now_ms=now_ms,
+            from_client=from_client,
+            verification_guard=verification_guard,
         )
         self._maybe_increment_high_watermark(now_ms)
         return info

@@ -55,6 +55,7 @@ from odradek.replication.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Parti
 from odradek.replication.partition_state import AlterPartition, PartitionState
 from odradek.replication.purgatory import Purgatory
 from odradek.storage import Log, LogAppendInfo, LogConfig, LogManager, TopicPartition
+from odradek.storage.producer_state import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -338,11 +339,14 @@ class ReplicaManager:
         required_acks: int,
         now_ms: int,
         from_client: bool = True,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Append to a leader partition; KafkaError subclasses carry the error code for the client.
-        ``from_client`` False is a coordinator's own write, such as a transaction marker."""
+        ``from_client`` False is a coordinator's own write, such as a transaction marker;
+        ``verification_guard`` is what ``start_transaction_verification`` handed out, for a
+        transactional produce while transaction.partition.verification.enable is on."""
         info = self.partition(tp).append_records_to_leader(
-            records, required_acks, now_ms, from_client
+            records, required_acks, now_ms, from_client, verification_guard
         )
         for listener in self.append_listeners:
             listener(tp)
@@ -407,16 +411,19 @@ class ReplicaManager:
                     listener(tp, producer_id, commit)
         return {tp: errors[tp] for tp in partitions}
 
-    def has_ongoing_transaction(self, tp: TopicPartition, producer_id: int, epoch: int) -> bool:
-        """Whether ``producer_id`` has a transaction open in ``tp`` (led here) in ``epoch``:
-        KIP-890's verification question before a transactional batch is appended. Raises
-        as ``partition`` for a partition not led here."""
+    def start_transaction_verification(
+        self, tp: TopicPartition, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """Kafka's Partition.maybeStartTransactionVerification for ``tp`` led here: ``NO_GUARD``
+        when the producer's transaction is open in it already, else the guard that the
+        append must carry once the coordinator confirmed the partition (producer_state.py).
+        Raises as ``partition``, and NOT_LEADER_OR_FOLLOWER when this broker only follows."""
         partition = self.partition(tp)
         if not partition.is_leader:
             raise NotLeaderOrFollower(
                 f"Broker {self.node_id} is not the leader of {tp.topic}-{tp.partition}"
             )
-        return partition.log.producer_state.has_ongoing_txn(producer_id, epoch)
+        return partition.log.producer_state.start_verification(producer_id, sequence, epoch, now_ms)
 
     async def await_replication(
         self, appends: Sequence[ReplicatedAppend], timeout_ms: int

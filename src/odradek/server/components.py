@@ -16,6 +16,9 @@ COMPONENTS: dict[str, str] = {
     "transaction_coordinator": (
         "odradek.coordinator.transaction.service:TransactionCoordinatorService"
     ),
+    "add_partitions_to_txn": (
+        "odradek.server.add_partitions_to_txn_manager:AddPartitionsToTxnManager"
+    ),
     # Last: it reports on the components before it; serves only with metrics.http.listener.
     "metrics": "odradek.metrics.service:MetricsService",
 }

@@ -52,6 +52,7 @@ from odradek.storage.producer_state import (
     CompletedTxn,
     ProducerStateEntry,
     ProducerStateManager,
+    VerificationGuard,
 )
 from odradek.storage.recompress import recompress_batches
 from odradek.storage.segment import FileRegion, LogSegment, NothingAppended, ProducerBatch
@@ -488,12 +489,15 @@ class Log:
         now_ms: int,
         assign_offsets: bool = True,
         from_client: bool = True,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate, stamp and write a blob of v2 batches, all or nothing.
 
         ``assign_offsets`` False is a follower's copy (Kafka's AppendOrigin.REPLICATION);
         ``from_client`` False a coordinator's own write such as a transaction marker
         (AppendOrigin.COORDINATOR), which skips the checks Kafka applies to clients only.
+        ``verification_guard`` is a client append's guard when transaction verification
+        applies (see producer_state.py), None when it does not.
 
         The payload is never copied: each batch goes out as its first 16 bytes with
         baseOffset and partitionLeaderEpoch set (or, for LogAppendTime, a re-stamped
@@ -530,14 +534,23 @@ class Log:
             pending = epoch_starts = append_time = completed = None
             if producer_batch is not None:
                 duplicate = self.producer_state.check(
-                    *producer_batch[:4], None, bool(records[_ATTRIBUTES_LOW] & _TRANSACTIONAL_MASK)
+                    *producer_batch[:4],
+                    None,
+                    bool(records[_ATTRIBUTES_LOW] & _TRANSACTIONAL_MASK),
+                    verification_guard,
                 )
                 if duplicate is not None:
                     return self._duplicate_info([duplicate], False, record_count, None)
         else:
             buf = records if type(records) is memoryview else memoryview(records)
             checked = self._check_batches(
-                buf, first_offset, leader_epoch, now_ms, assign_offsets, from_client
+                buf,
+                first_offset,
+                leader_epoch,
+                now_ms,
+                assign_offsets,
+                from_client,
+                verification_guard,
             )
             if isinstance(checked, LogAppendInfo):
                 return checked
@@ -625,6 +638,7 @@ class Log:
         now_ms: int,
         assign_offsets: bool,
         from_client: bool,
+        verification_guard: VerificationGuard | None,
     ) -> _CheckedBatches | LogAppendInfo:
         """Every check of ``append`` in Python, for what the C scan hands back: a follower's
         or coordinator's write, compaction, LogAppendTime, compressed records to read, a
@@ -747,6 +761,7 @@ class Log:
                         _last_sequence(first_seq, delta),
                         pending,
                         bool(attrs & _TRANSACTIONAL_MASK),
+                        verification_guard,
                     )
                     if duplicate is not None:
                         if duplicates is None:

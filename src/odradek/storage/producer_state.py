@@ -30,6 +30,19 @@ scanning the index early (Kafka's TransactionIndex.collectAbortedTxns). Snapshot
 (format version 1) keep each producer's coordinator epoch and open transaction's first
 offset, so a restart knows which transactions are still open without replaying
 the segments before the snapshot.
+
+Verification (KIP-890, Kafka's VerificationStateEntry and VerificationGuard). Before a
+partition leader appends the first transactional batch of a producer with no transaction
+open here, it asks the transaction coordinator whether the partition is in the
+producer's transaction. ``start_verification`` makes (or keeps) the producer's
+``VerificationStateEntry`` and hands out its guard, a fresh object; the append then
+passes that guard back, and ``check`` refuses a transactional batch opening a
+transaction without it (INVALID_TXN_STATE). Any transactional batch or marker of the
+producer drops the entry, so a marker written while the coordinator was being asked
+(the transaction aborted meanwhile) turns the answer stale: the guard no longer matches
+and the batch is refused rather than opening a transaction the coordinator does not
+know of. The entry also remembers the lowest sequence seen while verifying, so that a
+later batch cannot be written ahead of an earlier one that failed verification.
 """
 
 from __future__ import annotations
@@ -63,6 +76,38 @@ _ENTRY = struct.Struct(
 NO_COORDINATOR_EPOCH = -1
 NO_TXN_FIRST_OFFSET = -1
 _SEQUENCE_LIMIT = 2**31  # sequences wrap from 2**31 - 1 to 0
+
+
+class VerificationGuard:
+    """An identity only: the token a verified append hands back (Kafka's VerificationGuard).
+    ``NO_GUARD`` is Kafka's SENTINEL: an append that did not need to be verified."""
+
+    __slots__ = ()
+
+
+NO_GUARD = VerificationGuard()
+
+
+class VerificationStateEntry:
+    """A producer being verified in this partition: its guard, when verification started (an
+    entry older than producer.id.expiration.ms is dropped), and the lowest sequence and
+    newest epoch seen while verifying (Kafka's maybeUpdateLowestSequenceAndEpoch)."""
+
+    __slots__ = ("epoch", "guard", "lowest_sequence", "timestamp")
+
+    def __init__(self, timestamp: int, sequence: int, epoch: int) -> None:
+        self.timestamp = timestamp
+        self.guard = VerificationGuard()
+        self.lowest_sequence = sequence
+        self.epoch = epoch
+
+    def update(self, sequence: int, epoch: int) -> None:
+        """A lower sequence of the same epoch, or any sequence of a newer epoch, is the new
+        lowest: an epoch bump starts sequences over."""
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        elif epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
 
 
 class BatchMetadata(NamedTuple):
@@ -165,6 +210,8 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         #: Completed transactions whose marker is not yet below the high watermark.
         self.unreplicated: list[CompletedTxn] = []
+        #: Producers whose first transactional batch here is being verified (KIP-890).
+        self.verifying: dict[int, VerificationStateEntry] = {}
 
     def check(
         self,
@@ -174,16 +221,22 @@ class ProducerStateManager:
         last_seq: int,
         pending: dict[int, ProducerStateEntry] | None = None,
         transactional: bool = False,
+        guard: VerificationGuard | None = None,
     ) -> BatchMetadata | None:
         """Validate one batch; return the original batch when it is a duplicate.
 
-        ``pending`` holds entries updated by earlier batches of the same request.
+        ``pending`` holds entries updated by earlier batches of the same request. ``guard``
+        is the verification guard of a leader's append that verification applies to
+        (``NO_GUARD`` when none was started), None when it does not apply (disabled, or
+        not a client's append).
         """
         entry = pending.get(producer_id) if pending else None
         if entry is None:
             entry = self.producers.get(producer_id)
-            if entry is None:
-                return None
+        if transactional and guard is not None:
+            self._check_verified(producer_id, first_seq, entry, guard)
+        if entry is None:
+            return None
         if first_seq < 0:
             return None
         if epoch != entry.epoch:
@@ -214,6 +267,44 @@ class ProducerStateManager:
             )
         return None
 
+    def _check_verified(
+        self,
+        producer_id: int,
+        first_seq: int,
+        entry: ProducerStateEntry | None,
+        guard: VerificationGuard,
+    ) -> None:
+        """Kafka's batchMissingRequiredVerification and the verification part of checkSequence:
+        a transactional batch opening a transaction needs the guard of the producer's
+        verification, and no batch may pass the lowest sequence seen while verifying."""
+        verifying = self.verifying.get(producer_id)
+        if verifying is not None and first_seq > verifying.lowest_sequence:
+            raise OutOfOrderSequence(
+                f"producer {producer_id}: sequence {first_seq} is above the earliest seen while "
+                f"verifying, {verifying.lowest_sequence}"
+            )
+        ongoing = entry is not None and entry.current_txn_first_offset >= 0
+        if not ongoing and (verifying is None or verifying.guard is not guard):
+            raise InvalidTxnState("Record was not part of an ongoing transaction")
+
+    def start_verification(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """Kafka's maybeStartTransactionVerification: ``NO_GUARD`` when the producer's
+        transaction is open here already, else the guard of its verification (made now, or
+        kept from an earlier attempt, with the lowest sequence updated)."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and entry.current_txn_first_offset >= 0:
+            return NO_GUARD
+        verifying = self.verifying.get(producer_id)
+        if verifying is None:
+            verifying = self.verifying[producer_id] = VerificationStateEntry(
+                now_ms, sequence, epoch
+            )
+        else:
+            verifying.update(sequence, epoch)
+        return verifying.guard
+
     def update(
         self,
         producer_id: int,
@@ -235,10 +326,13 @@ class ProducerStateManager:
             entry.recent.append((first_seq, last_seq, first_offset, last_offset, timestamp))
         if timestamp > entry.last_timestamp:
             entry.last_timestamp = timestamp
-        if transactional and entry.current_txn_first_offset < 0:
-            entry.current_txn_first_offset = first_offset
-            if into is None:
-                self.ongoing[first_offset] = producer_id
+        if transactional:
+            # Open now (or already): the verification has served its purpose.
+            self.verifying.pop(producer_id, None)
+            if entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = first_offset
+                if into is None:
+                    self.ongoing[first_offset] = producer_id
 
     def _entry(
         self, producer_id: int, epoch: int, into: dict[int, ProducerStateEntry] | None
@@ -288,6 +382,7 @@ class ProducerStateManager:
                     f"than {entry.coordinator_epoch}"
                 )
         first = entry.current_txn_first_offset
+        self.verifying.pop(producer_id, None)  # a verification under way is stale now
         entry.maybe_update_epoch(epoch)
         entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
         entry.coordinator_epoch = coordinator_epoch
@@ -370,18 +465,13 @@ class ProducerStateManager:
             firsts.append(next(iter(ongoing)))
         return min(firsts, default=None)
 
-    def has_ongoing_txn(self, producer_id: int, epoch: int) -> bool:
-        """Whether the producer has an open transaction here in ``epoch`` (what KIP-890's
-        verification asks before a transactional batch is accepted)."""
-        entry = self.producers.get(producer_id)
-        return entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0
-
     def truncate_and_reload(self, log_end_offset: int) -> int | None:
         """Forget everything, delete the snapshots past ``log_end_offset`` and load the newest valid
         one at or below it; its offset (callers replay the log from there), or None."""
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated = []
+        self.verifying.clear()
         kept = []
         for path in self.snapshot_files():
             if offset_of(path) > log_end_offset:
@@ -392,7 +482,7 @@ class ProducerStateManager:
 
     def remove_expired(self, now_ms: int) -> None:
         """Forget producers idle for producer.id.expiration.ms, but never one with an open
-        transaction (Kafka's isProducerExpired)."""
+        transaction (Kafka's isProducerExpired), and verifications started as long ago."""
         expired = [
             pid
             for pid, e in self.producers.items()
@@ -400,6 +490,11 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self.producers[pid]
+        stale = [
+            pid for pid, v in self.verifying.items() if now_ms - v.timestamp >= self.expiration_ms
+        ]
+        for pid in stale:
+            del self.verifying[pid]
 
     # -- snapshots -------------------------------------------------------------
     def snapshot_files(self) -> list[Path]:

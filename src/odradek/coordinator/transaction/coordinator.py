@@ -304,7 +304,9 @@ class TransactionCoordinator:
         partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4+ with VerifyOnly (a partition leader asking, KIP-890): is each
-        partition in the producer's ongoing transaction? Nothing changes."""
+        partition in the producer's ongoing transaction? Nothing changes; a partition that is
+        not gets TRANSACTION_ABORTABLE, as Kafka answers (the leader maps it for old
+        clients)."""
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         parts = list(partitions)
         if meta is None:
@@ -315,7 +317,7 @@ class TransactionCoordinator:
         return {
             tp: ErrorCode.none
             if ongoing and tp in meta.topic_partitions
-            else ErrorCode.invalid_txn_state
+            else ErrorCode.transaction_abortable
             for tp in parts
         }
 

@@ -322,15 +322,10 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         connection = self._connections.get(node_id)
         if connection is not None:
             return connection
-        listener = self.broker.config.inter_broker_listener_name
-        broker = next((b for b in self.broker.metadata.brokers() if b.node_id == node_id), None)
-        endpoint = broker.endpoint(listener) if broker is not None else None
-        if endpoint is None:
-            raise BrokerConnectionError(f"broker {node_id} has no {listener} endpoint registered")
-        host, port = endpoint
-        connection = await AsyncBrokerConnection.connect(
-            host,
-            port,
+        connection = await AsyncBrokerConnection.connect_to_node(
+            self.broker.metadata.brokers(),
+            node_id,
+            self.broker.config.inter_broker_listener_name,
             f"broker-{self._replica_manager.node_id}-txn-markers",
             MARKER_TIMEOUT_MS / 1000,
             self.broker.inter_broker_security,

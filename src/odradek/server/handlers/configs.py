@@ -172,6 +172,7 @@ def _set_broker_configs(
     if not validate_only:
         metadata.set_broker_configs(configs, resource)
         ctx.broker.replica_manager.update_default_config(default)
+        ctx.broker.components["add_partitions_to_txn"].reconfigure(dynamic)
         listeners.reconfigure(ssl_changes)
 
 

@@ -25,6 +25,18 @@ not): ``ReplicaManager.await_replication``. A partition whose ISR is this broker
 is complete at its append: no wait, no purgatory entry. While a request waits, its
 connection handles the next ones (it unmutes the channel, ``network/unmute.py``), and
 still answers them in order.
+
+Transaction verification (KIP-890, Kafka's appendRecordsWithTransactionVerification): with
+``transaction.partition.verification.enable``, a request with a transactional id whose
+partitions hold a transactional batch of a producer with no transaction open there is
+appended only once the producer's coordinator confirmed those partitions
+(server/add_partitions_to_txn_manager.py); each append carries the verification guard,
+which the log checks. A partition not in the transaction gets INVALID_TXN_STATE
+(TRANSACTION_ABORTABLE from v11); a verification that could not complete
+(CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) NOT_ENOUGH_REPLICAS, which every client
+retries without refreshing its metadata, as Kafka answers. A request without a
+transactional id costs nothing more.
 """
 
 from __future__ import annotations
@@ -42,13 +54,15 @@ from odradek.protocol.produce import (
     ProduceRequest,
     encode_produce_response,
 )
-from odradek.protocol.records import first_batch_is_transactional
+from odradek.protocol.records import first_batch_is_transactional, transactional_producer
 from odradek.protocol.response import EncodedResponse
 from odradek.replication.replica_manager import ReplicatedAppend
+from odradek.server.add_partitions_to_txn_manager import SupportedOperation
 from odradek.server.authorization import AclOperation, ResourceType, authorize
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 from odradek.storage.errors import RecordValidationError
+from odradek.storage.producer_state import NO_GUARD, VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +79,16 @@ REJECTED_RECORDS = frozenset(
         ErrorCode.invalid_timestamp,
     }
 )
+#: Verification errors that old clients would not retry: answered NOT_ENOUGH_REPLICAS.
+UNVERIFIED_RETRIABLE = frozenset(
+    {
+        ErrorCode.concurrent_transactions,
+        ErrorCode.network_exception,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+    }
+)
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedResponse | None:
@@ -78,6 +102,16 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
     denied_all = ctx.broker.authorizer is not None and not _transaction_authorized(ctx, request)
     #: topic name -> whether WRITE is allowed (asked once per topic, with an authorizer only).
     writable: dict[str, bool] | None = None if ctx.broker.authorizer is None else {}
+    #: The verification guard of each partition when verification applies, and the
+    #: partitions refused by it.
+    guards: dict[TopicPartition, VerificationGuard] | None = None
+    unverified: dict[TopicPartition, ErrorCode] = {}
+    if (
+        request.transactional_id is not None
+        and not denied_all
+        and ctx.broker.components["add_partitions_to_txn"].enabled
+    ):
+        guards, unverified = await _verify(ctx, request, writable)
     for topic in request.topics:
         out: list[ProducePartitionResponse] = []
         name = topic.name
@@ -109,11 +143,20 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
             if acks not in (-1, 0, 1):
                 result.error_code = ErrorCode.invalid_required_acks
                 continue
+            if unverified and tp in unverified:
+                _refuse_unverified(result, unverified[tp])
+                continue
             size = len(p.records) if p.records is not None else 0
             try:
                 if p.records is None:
                     raise KafkaError("null records", ErrorCode.invalid_record)
-                info = replicas.append_records(tp, p.records, acks, now_ms)
+                info = replicas.append_records(
+                    tp,
+                    p.records,
+                    acks,
+                    now_ms,
+                    verification_guard=None if guards is None else guards.get(tp, NO_GUARD),
+                )
             except RecordValidationError as e:
                 result.error_code, result.error_message = e.error_code, str(e)
                 if ctx.api_version >= FIRST_RECORD_ERRORS_VERSION:
@@ -161,6 +204,73 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
     flexible = ctx.api_version >= FIRST_FLEXIBLE_VERSION
     response.throttle_at = (0, len(body) - 4 - flexible)
     return response
+
+
+async def _verify(
+    ctx: RequestContext, request: ProduceRequest, writable: dict[str, bool] | None
+) -> tuple[dict[TopicPartition, VerificationGuard], dict[TopicPartition, ErrorCode]]:
+    """Start verification where a producer's transactional batch would open a transaction,
+    ask the coordinator about those partitions, and return every guard and the partitions
+    refused (Kafka's maybeStartTransactionVerificationForPartitions)."""
+    replicas, now_ms = ctx.broker.replica_manager, ctx.now_ms
+    by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    refused: dict[TopicPartition, ErrorCode] = {}
+    producers = set()
+    for topic in request.topics:
+        name = topic.name
+        if by_id:
+            assert topic.topic_id is not None
+            image = ctx.broker.metadata.topic_by_id(topic.topic_id)
+            if image is None:
+                continue
+            name = image.name
+        if writable is not None and not _writable(ctx, writable, name):
+            continue
+        for p in topic.partitions:
+            producer = transactional_producer(p.records)
+            if producer is None:
+                continue
+            tp = TopicPartition(name, p.index)
+            producers.add((producer.producer_id, producer.producer_epoch))
+            try:
+                guards[tp] = replicas.start_transaction_verification(
+                    tp,
+                    producer.producer_id,
+                    producer.base_sequence,
+                    producer.producer_epoch,
+                    now_ms,
+                )
+            except KafkaError as e:
+                refused[tp] = e.error_code
+    if len(producers) > 1:  # Kafka refuses transactional records of several producers
+        return guards, dict.fromkeys(guards, ErrorCode.invalid_producer_id_mapping)
+    asked = [tp for tp, guard in guards.items() if guard is not NO_GUARD]
+    if asked:
+        ((producer_id, producer_epoch),) = producers
+        assert request.transactional_id is not None
+        refused |= await ctx.broker.components["add_partitions_to_txn"].verify(
+            request.transactional_id,
+            producer_id,
+            producer_epoch,
+            asked,
+            SupportedOperation.for_produce(ctx.api_version),
+        )
+    return guards, refused
+
+
+def _refuse_unverified(result: ProducePartitionResponse, error: ErrorCode) -> None:
+    """The answer for a partition whose verification failed, as Kafka words it."""
+    if error in UNVERIFIED_RETRIABLE:
+        result.error_code = ErrorCode.not_enough_replicas
+        result.error_message = (
+            "Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {error.name.upper()}"
+        )
+    else:
+        result.error_code = error
+        if error == ErrorCode.invalid_txn_state:
+            result.error_message = "Partition was not added to the transaction"
 
 
 def _transaction_authorized(ctx: RequestContext, request: ProduceRequest) -> bool:

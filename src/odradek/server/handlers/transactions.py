@@ -27,6 +27,7 @@ import datetime
 from typing import Any
 
 from odradek.coordinator.offset_metadata import OffsetCommit
+from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorWriteError
 from odradek.coordinator.service import GroupCoordinatorService
 from odradek.coordinator.transaction.coordinator import InitProducerIdResult
@@ -34,7 +35,9 @@ from odradek.coordinator.transaction.service import TransactionCoordinatorServic
 from odradek.metadata.topic_names import INTERNAL_TOPICS
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import NO_SEQUENCE
+from odradek.server.add_partitions_to_txn_manager import SupportedOperation, verify_partitions
 from odradek.server.authorization import (
     AclOperation,
     ResourceType,
@@ -47,6 +50,7 @@ from odradek.server.authorization import (
 )
 from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
+from odradek.storage.producer_state import NO_GUARD, VerificationGuard
 
 #: Kafka's request.timeout.ms default: how long a coordinator write waits for replication.
 WRITE_TIMEOUT_MS = 30_000
@@ -59,6 +63,8 @@ PRODUCER_FENCED_SINCE: dict[int, int] = {
 }
 #: AddPartitionsToTxn v4 batches transactions and adds the broker's VerifyOnly form (KIP-890).
 BATCHED_SINCE = 4
+#: AddPartitionsToTxn v5 knows TRANSACTION_ABORTABLE; v4 is told INVALID_TXN_STATE instead.
+ABORTABLE_SINCE = 5
 
 
 def service(ctx: RequestContext) -> TransactionCoordinatorService:
@@ -121,10 +127,12 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
         ):
             errors = dict.fromkeys(tps, ErrorCode.transactional_id_authorization_failed)
         elif verify_only:
-            if not svc.coordinates(tid):
-                errors = dict.fromkeys(tps, ErrorCode.not_coordinator)
-            else:
-                errors = dict(svc.core.verify_partitions(tid, pid, epoch, tps))
+            errors = {
+                tp: ErrorCode.invalid_txn_state
+                if code == ErrorCode.transaction_abortable and ctx.api_version < ABORTABLE_SINCE
+                else code
+                for tp, code in verify_partitions(svc, tid, pid, epoch, tps).items()
+            }
         else:
             errors = _add_errors(ctx, tps)
             if errors is None:
@@ -309,6 +317,36 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
     )
 
 
+async def _verify_offsets_partition(
+    ctx: RequestContext, request: Any, groups: GroupCoordinatorService
+) -> tuple[VerificationGuard | None, ErrorCode | None]:
+    """KIP-890 for TxnOffsetCommit (Kafka's GroupCoordinator verifies through the same
+    manager as a produce): unless the producer's transaction is open in the group's
+    __consumer_offsets partition, its transaction coordinator must confirm that partition
+    (added by AddOffsetsToTxn). The guard the write carries (None: verification is off),
+    and the error for every offset if the partition was not confirmed."""
+    verifier = ctx.broker.components["add_partitions_to_txn"]
+    if not verifier.enabled:
+        return None, None
+    tp = TopicPartition(OFFSETS_TOPIC, groups.core.partition_for(request.group_id))
+    try:
+        guard = ctx.broker.replica_manager.start_transaction_verification(
+            tp, request.producer_id, NO_SEQUENCE, request.producer_epoch, ctx.now_ms
+        )
+    except KafkaError:  # no longer led here: the group moved
+        return None, ErrorCode.not_coordinator
+    if guard is NO_GUARD:
+        return guard, None
+    unverified = await verifier.verify(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        [tp],
+        SupportedOperation.for_txn_offset_commit(ctx.api_version),
+    )
+    return guard, unverified.get(tp)
+
+
 def _datetime(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
@@ -375,9 +413,12 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     if commits:
         if not groups.coordinates(request.group_id):
             errors = [ErrorCode.not_coordinator] * len(commits)
+        elif (verified := await _verify_offsets_partition(ctx, request, groups))[1] is not None:
+            errors = [verified[1]] * len(commits)
         else:
             try:
-                errors = groups.call(
+                errors = groups.call_verified(
+                    verified[0],
                     groups.core.txn_commit_offsets,
                     [request.group_id],
                     request.group_id,
