@@ -173,7 +173,11 @@ def test_bit_fields_match_kafka() -> None:
 
 
 def test_features_on_the_wire() -> None:
-    assert finalized_on_wire() == {"metadata.version": 25, "group.version": 1}
+    assert finalized_on_wire() == {
+        "metadata.version": 25,
+        "group.version": 1,
+        "transaction.version": 2,
+    }
     assert set(supported_on_wire(4)) == {
         "metadata.version",
         "group.version",

@@ -458,8 +458,12 @@ def test_features_kafka_python(admin: KafkaAdminClient) -> None:
     assert features["metadata.version"]["supported"] == (7, 25)
     assert features["metadata.version"]["finalized"] == (25, 25)
     assert features["group.version"]["finalized"] == (1, 1)
-    # Transactions are not implemented: finalized at level 0, which Kafka leaves off the wire.
-    assert features["transaction.version"] == {"supported": (0, 0)}
+    # Transactions version 2 (KIP-890), and the earlier levels for older clients.
+    assert features["transaction.version"] == {
+        "supported": (0, 2),
+        "finalized": (2, 2),
+        "finalized_epoch": 0,
+    }
     assert features["kraft.version"] == {"supported": (0, 0)}
 
 
@@ -474,6 +478,7 @@ def test_features_by_api_versions_version(kio: KioClient) -> None:
     assert {(f.name, f.max_version_level) for f in v4.finalized_features} == {
         ("metadata.version", 25),
         ("group.version", 1),
+        ("transaction.version", 2),
     }
     assert v4.finalized_features_epoch == 0 and v4.zk_migration_ready is False
     # Before v4, supported features whose minimum is 0 are left out (KAFKA-17492).

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -19,10 +20,13 @@ from kio.schema.add_partitions_to_txn.v3 import request as add_v3
 from kio.schema.add_partitions_to_txn.v5 import request as add_v5
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.end_txn.v1.request import EndTxnRequest as EndTxnV1
-from kio.schema.end_txn.v5.request import EndTxnRequest
+from kio.schema.end_txn.v4.request import EndTxnRequest
+from kio.schema.end_txn.v5.request import EndTxnRequest as EndTxnV5
 from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as InitV3
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.produce.v9 import request as produce_v9
+from kio.schema.produce.v12 import request as produce_v12
 from kio.static.primitive import i32Timedelta
 from kio_client import KioClient, incremental_alter, transaction_coordinator
 
@@ -348,13 +352,29 @@ def test_txn_offset_commit_is_unstable_until_the_transaction_commits(
 
 
 def produce(
-    broker: EmbeddedBroker, t: str, pid: int, epoch: int, topic: str, partition: int, seq: int
+    broker: EmbeddedBroker,
+    t: str,
+    pid: int,
+    epoch: int,
+    topic: str,
+    partition: int,
+    seq: int,
+    module: Any = produce_v9,
 ):
-    """One transactional batch of ``t`` to ``topic``/``partition``: (error code, message)."""
+    """One transactional batch of ``t`` to ``topic``/``partition`` (Produce v9, or
+    ``module``'s version): (error code, message)."""
     client = WireClient(broker.bootstrap_servers)
     try:
         answer = produce_response(
-            client, topic, pid, epoch, seq, [b"v"], partition=partition, transactional_id=t
+            client,
+            topic,
+            pid,
+            epoch,
+            seq,
+            [b"v"],
+            partition=partition,
+            transactional_id=t,
+            module=module,
         )
     finally:
         client.close()
@@ -419,3 +439,47 @@ def test_offsets_of_a_group_not_added_are_refused_while_verification_is_on(
         finally:
             set_verification(client, None)
         assert end(client, t, pid, epoch, False) == ErrorCode.none
+
+
+def end_v5(client: KioClient, t: str, pid: int, epoch: int, commit: bool):
+    """EndTxn v5, a client of transactions version 2: the whole response."""
+    return client.send(
+        EndTxnV5(transactional_id=t, producer_id=pid, producer_epoch=epoch, committed=commit)
+    )
+
+
+def test_transactions_version_2_over_the_wire(broker: EmbeddedBroker, topic: str) -> None:
+    """KIP-890 part 2: Produce v12 adds its partition without AddPartitionsToTxn, EndTxn v5
+    answers the bumped epoch (which the markers carry), and the old epoch is fenced."""
+    coordinator_ready(broker)
+    t = tid()
+    with KioClient(broker.bootstrap_servers) as client:
+        got = init(client, t)
+        pid, epoch = got.producer_id, got.producer_epoch
+        assert produce(broker, t, pid, epoch, topic, 0, 0, produce_v12)[0] == ErrorCode.none
+        state = describe(client, t)
+        assert state.transaction_state == "Ongoing"
+        assert [(d.topic, list(d.partitions)) for d in state.topics] == [(topic, [0])]
+        assert produce(broker, t, pid, epoch, topic, 1, 0, produce_v12)[0] == ErrorCode.none
+        ended = end_v5(client, t, pid, epoch, True)
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (
+            ErrorCode.none,
+            pid,
+            epoch + 1,
+        )
+        done = wait_for_state(client, t, "CompleteCommit")
+        assert done.producer_epoch == epoch + 1
+        # A retry of the EndTxn is answered as the first one was.
+        retried = end_v5(client, t, pid, epoch, True)
+        assert (retried.error_code, retried.producer_epoch) == (ErrorCode.none, epoch + 1)
+        # The ended transaction's epoch is fenced: by the coordinator and by the markers.
+        assert produce(broker, t, pid, epoch, topic, 0, 1, produce_v12)[0] == (
+            ErrorCode.invalid_producer_epoch
+        )
+        # An abort naming the old epoch is no retry of the commit.
+        assert end_v5(client, t, pid, epoch, False).error_code == ErrorCode.invalid_txn_state
+        # The next transaction runs in the new epoch, its sequences from 0.
+        assert produce(broker, t, pid, epoch + 1, topic, 0, 0, produce_v12)[0] == ErrorCode.none
+        assert end_v5(client, t, pid, epoch, False).error_code == ErrorCode.producer_fenced
+        assert end_v5(client, t, pid, epoch + 1, False).error_code == ErrorCode.none
+        assert wait_for_state(client, t, "CompleteAbort").producer_epoch == epoch + 2

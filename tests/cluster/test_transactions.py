@@ -1,7 +1,8 @@
 """Transactions in a real 3-broker cluster: markers to partitions led by other brokers
 (WriteTxnMarkers over the network), __transaction_state replicated three ways, and the
 transaction coordinator killed mid-transaction, and a partition leader verifying a transactional
-write with a coordinator on another broker (KIP-890).
+write with a coordinator on another broker, and transactions version 2 across brokers
+(KIP-890).
 
 One cluster for the module; the tests run in order and the later ones kill brokers and
 start them again. Data topics are placed by hand (replica assignments) so that each test
@@ -20,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 from confluent_kafka import (
@@ -32,7 +34,10 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kio.schema.describe_transactions.v0 import request as describe_transactions0
+from kio.schema.end_txn.v5 import request as end_txn5
 from kio.schema.find_coordinator.v4 import request as find_coordinator4
+from kio.schema.init_producer_id.v4 import request as init_producer_id4
+from kio.schema.produce.v12 import request as produce12
 
 from odradek.coordinator.hashing import partition_for
 from odradek.protocol.errors import ErrorCode
@@ -296,6 +301,67 @@ def test_a_leader_verifies_with_a_coordinator_on_another_broker(odradek_cluster,
     p.commit_transaction(60)
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     assert read(odradek_cluster, tps, "read_uncommitted") == [b"added"]
+
+
+def test_transactions_version_2_with_a_coordinator_on_another_broker(odradek_cluster, admin):
+    """KIP-890 part 2 across brokers: Produce v12 has its leader add the partition at the
+    coordinator (AddPartitionsToTxn v5, not VerifyOnly), EndTxn v5 bumps the epoch, and the
+    markers (WriteTxnMarkers v2) carry it to the leader."""
+    tid = new_name("tv2")
+    coordinator = coordinator_of(odradek_cluster, admin, tid)
+    leader = other_nodes(coordinator)[0]
+    topic = create_placed(admin, [leader])
+    to_coordinator = WireClient(odradek_cluster.broker(coordinator).bootstrap_servers)
+    to_leader = WireClient(odradek_cluster.broker(leader).bootstrap_servers)
+    try:
+        got = to_coordinator.call(
+            init_producer_id4.InitProducerIdRequest(
+                transactional_id=tid,
+                transaction_timeout=timedelta(seconds=60),
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        )
+        pid, epoch = got.producer_id, got.producer_epoch
+
+        def write(epoch: int, sequence: int, value: bytes) -> int:
+            return produce_response(
+                to_leader,
+                topic,
+                pid,
+                epoch,
+                sequence,
+                [value],
+                transactional_id=tid,
+                module=produce12,
+            ).error_code
+
+        assert write(epoch, 0, b"first") == ErrorCode.none
+        ended = to_coordinator.call(
+            end_txn5.EndTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True
+            )
+        )
+        assert (ended.error_code, ended.producer_epoch) == (ErrorCode.none, epoch + 1)
+        wait_until(
+            lambda: (
+                describe_transaction(odradek_cluster, coordinator, tid).transaction_state
+                == "CompleteCommit"
+            ),
+            what="the markers",
+        )
+        assert write(epoch, 1, b"late") == ErrorCode.invalid_producer_epoch
+        assert write(epoch + 1, 0, b"second") == ErrorCode.none
+        aborted = to_coordinator.call(
+            end_txn5.EndTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch + 1, committed=False
+            )
+        )
+        assert (aborted.error_code, aborted.producer_epoch) == (ErrorCode.none, epoch + 2)
+    finally:
+        to_coordinator.close()
+        to_leader.close()
+    assert read(odradek_cluster, [TopicPartition(topic, 0)], "read_committed") == [b"first"]
 
 
 def test_transaction_state_is_replicated_three_ways(odradek_cluster, admin):

@@ -77,20 +77,21 @@ def produce_response(
     partition: int = 0,
     timestamp: int | None = None,
     transactional_id: str | None = None,
+    module: Any = produce9,
 ):
-    """Write one batch (Produce v9); the partition's response."""
+    """Write one batch (Produce v9, or ``module``'s version); the partition's response."""
     builder = DefaultRecordBatchBuilder(2, 0, transactional, pid, epoch, sequence, 2**31 - 1)
     for i, value in enumerate(values):
         builder.append(i, timestamp=timestamp, key=None, value=value, headers=[])
-    request = produce9.ProduceRequest(
+    request = module.ProduceRequest(
         transactional_id=transactional_id,
         acks=-1,
         timeout=timedelta(seconds=10),
         topic_data=(
-            produce9.TopicProduceData(
+            module.TopicProduceData(
                 name=topic,
                 partition_data=(
-                    produce9.PartitionProduceData(index=partition, records=bytes(builder.build())),
+                    module.PartitionProduceData(index=partition, records=bytes(builder.build())),
                 ),
             ),
         ),

@@ -47,10 +47,11 @@ class MemoryLog:
         assign_offsets: bool = True,
         from_client: bool = True,
         verification_guard: object = None,
+        transaction_version: int = 0,
     ) -> Batch | None:
         """A leader appends values; a follower appends the leader's batches as they are.
-        (``from_client``, ``verification_guard``: this model has no client-only checks and no
-        transactions.)"""
+        (``from_client``, ``verification_guard``, ``transaction_version``: this model has no
+        client-only checks and no transactions.)"""
         cache = self.leader_epoch_cache
         if assign_offsets:
             leo = self.log_end_offset

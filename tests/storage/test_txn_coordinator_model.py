@@ -6,7 +6,10 @@ when the test chooses, in any order and partially, then ``complete_markers``), a
 clients: producers of three transactional ids, each begins, produces, commits or aborts,
 a second instance fences the first, an instance bumps its own epoch (KIP-360) and a retry
 of that request may arrive late, transactions time out, and a fenced instance's produce
-still in flight may reach a log late. The coordinator may crash and reload from
+still in flight may reach a log late. An instance is a client of transactions version 0
+or 2 (KIP-890: its partitions added as its leader would add them, the epoch bumped at
+each EndTxn and carried by the markers, the instance going on in the epoch EndTxn
+answered). The coordinator may crash and reload from
 the records it wrote (its pending markers are lost, the reload queues them again), and a
 log may crash or restart cleanly.
 
@@ -107,6 +110,8 @@ class Instance:
     epoch: int
     sequences: dict[TopicPartition, int] = field(default_factory=dict)
     txn: Txn | None = None
+    #: Transactions version 2 (else 0): the client version of its requests.
+    version: int = 0
 
 
 class CoordinatorAndLogs(RuleBasedStateMachine):
@@ -146,7 +151,8 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
         return self.tmp / f"{tp.topic}-{tp.partition}"
 
     def _new_core(self) -> TransactionCoordinator:
-        return TransactionCoordinator(CONFIG, lambda: next(self.ids))
+        """transaction.version 2 finalized: the log's values keep each client's version."""
+        return TransactionCoordinator(CONFIG, lambda: next(self.ids), transaction_version=2)
 
     def _tick(self) -> int:
         self.now += 1
@@ -175,8 +181,8 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
 
     # ---- clients ----------------------------------------------------------------------------
 
-    @rule(tid=st.sampled_from(TIDS))
-    def init_producer_id(self, tid: str) -> None:
+    @rule(tid=st.sampled_from(TIDS), version=st.sampled_from((0, 2)))
+    def init_producer_id(self, tid: str, version: int) -> None:
         """A new instance of ``tid`` (InitProducerId without an id and epoch)."""
         txn = self.current.get(tid)
         result = self.core.init_producer_id(tid, TXN_TIMEOUT_MS, -1, -1, now_ms=self._tick())
@@ -186,7 +192,9 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
         assert result.error == ErrorCode.none
         self._fence(tid)
         self.current.pop(tid, None)
-        self.instances[tid] = Instance(tid, result.producer_id, result.producer_epoch)
+        self.instances[tid] = Instance(
+            tid, result.producer_id, result.producer_epoch, version=version
+        )
 
     def _aborts_or_waits(self, tid: str, txn: Txn | None, error: ErrorCode) -> bool:
         """What any InitProducerId meets first: an open transaction is fenced and aborted, a
@@ -272,7 +280,12 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
             txn = Txn(tid, instance.producer_id, instance.epoch)
         if tp not in txn.partitions:
             error = self.core.add_partitions(
-                tid, instance.producer_id, instance.epoch, [tp], now_ms=self._tick()
+                tid,
+                instance.producer_id,
+                instance.epoch,
+                [tp],
+                now_ms=self._tick(),
+                client_transaction_version=instance.version,
             )
             self._drain()
             if error == ErrorCode.concurrent_transactions:
@@ -346,9 +359,21 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
             return
         txn = instance.txn
         error = self.core.end_txn(
-            tid, instance.producer_id, instance.epoch, commit, now_ms=self._tick()
+            tid,
+            instance.producer_id,
+            instance.epoch,
+            commit,
+            now_ms=self._tick(),
+            client_transaction_version=instance.version,
         )
         self._drain()
+        if txn.outcome is False and instance.version == 2:
+            # Timed out meanwhile: the abort's epoch is the one this EndTxn would have bumped
+            # to, so the request reads as a retry of an abort (a commit is refused).
+            expected = {ErrorCode.concurrent_transactions, ErrorCode.none}
+            assert error in (expected if not commit else {ErrorCode.invalid_txn_state})
+            self._fence(tid)
+            return
         if error == ErrorCode.producer_fenced:
             assert txn.outcome is False  # timed out meanwhile
             self._fence(tid)
@@ -356,6 +381,12 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
         assert error == ErrorCode.none
         self._decide(txn, commit)
         instance.txn = None
+        if instance.version == 2:
+            producer_id, epoch = self.core.end_txn_producer(tid)
+            assert (producer_id, epoch) == (instance.producer_id, instance.epoch + 1)
+            instance.epoch = epoch
+            instance.sequences.clear()
+            self.retryable.pop(tid, None)  # the last epoch is the one before this bump
 
     @rule()
     def time_passes(self) -> None:
@@ -394,7 +425,13 @@ class CoordinatorAndLogs(RuleBasedStateMachine):
             marker = rb.control_batch(
                 entry.producer_id, entry.producer_epoch, entry.commit, self.coordinator_epoch, 0
             )
-            self.logs[tp].append(marker, leader_epoch=0, now_ms=self._tick(), from_client=False)
+            self.logs[tp].append(
+                marker,
+                leader_epoch=0,
+                now_ms=self._tick(),
+                from_client=False,
+                transaction_version=entry.transaction_version,
+            )
             txn.marked.add(tp)
         left -= some
         if not left:

@@ -107,3 +107,22 @@ def test_stale_verifications_expire_with_producer_ids(log: Log) -> None:
     assert PID in state.verifying
     state.remove_expired(NOW + state.expiration_ms)
     assert PID not in state.verifying
+
+
+def test_a_late_version_2_marker_does_not_end_the_next_transaction(log: Log) -> None:
+    """Transactions version 2: a transaction's records carry epoch e and its marker e + 1,
+    the epoch of the producer's next transaction, which a late copy must not end."""
+    append(log, 0, None)
+
+    def marker(epoch: int) -> None:
+        batch = rb.control_batch(PID, epoch, True, 0, NOW)
+        log.append(batch, leader_epoch=0, now_ms=NOW, from_client=False, transaction_version=2)
+
+    marker(EPOCH + 1)
+    marker(EPOCH + 1)  # a retried copy while nothing is open: completes nothing
+    append(log, 0, None, epoch=EPOCH + 1)  # the next transaction
+    with pytest.raises(errors.InvalidProducerEpoch):
+        marker(EPOCH + 1)
+    assert list(log.producer_state.ongoing.values()) == [PID]
+    marker(EPOCH + 2)
+    assert log.producer_state.ongoing == {}

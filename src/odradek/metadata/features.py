@@ -8,12 +8,13 @@ they may use, so they must describe what is implemented, not what Kafka 4 ships:
   the oldest Kafka 4 accepts.
 - ``group.version`` 1: the consumer group protocol of KIP-848
   (ConsumerGroupHeartbeat) is served.
-- ``transaction.version`` 0: Kafka 4 finalizes level 2 (KIP-890 transactions),
-  but the transaction coordinator here serves the protocol before KIP-890 (the
-  epoch bumped per producer session, partitions added by the client), and a client
-  that saw level 1 or 2 would use KIP-890's (epoch bumps per transaction,
-  partitions added implicitly by their leaders). Level 0 keeps clients on the
-  protocol served; supported is 0 to 0 for the same reason.
+- ``transaction.version`` 2, as Kafka 4 finalizes it: KIP-890's transactions (the
+  epoch bumped at every transaction's end, partitions added implicitly by their
+  leaders, EndTxn v5 answering the next epoch) are served, and so are clients of
+  levels 0 and 1, which keep the earlier protocol: the version is chosen per request
+  (EndTxn and Produce versions), as Kafka chooses it. From level 1 the
+  __transaction_state value is written in version 1 (with the client's transaction
+  version); supported is 0 to 2.
 - ``kraft.version`` 0: Kafka always lists it (the controller quorum's version);
   this broker has no dynamic quorum (KIP-853), so it is 0, as on a Kafka
   cluster with a static quorum.
@@ -22,8 +23,8 @@ On the wire Kafka drops every finalized feature at level 0 (a level of 0 means
 "not enabled", and its ApiVersionsResponse.createFinalizedFeatureKeys omits it),
 and before ApiVersions v4 it also drops supported features whose minimum is 0
 (older clients fail to read them, KAFKA-17492); ``finalized_on_wire`` and
-``supported_on_wire`` apply those rules, so transaction.version and
-kraft.version are finalized at 0 and reported as Kafka reports level 0.
+``supported_on_wire`` apply those rules, so kraft.version is finalized at 0 and
+reported as Kafka reports level 0.
 
 The features never change on a single node, so their epoch is a constant.
 """
@@ -41,7 +42,7 @@ KRAFT_VERSION = "kraft.version"
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
     METADATA_VERSION: (7, 25),
     GROUP_VERSION: (0, 1),
-    TRANSACTION_VERSION: (0, 0),
+    TRANSACTION_VERSION: (0, 2),
     KRAFT_VERSION: (0, 0),
 }
 
@@ -49,7 +50,7 @@ SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
 FINALIZED_FEATURES: Mapping[str, int] = {
     METADATA_VERSION: 25,
     GROUP_VERSION: 1,
-    TRANSACTION_VERSION: 0,
+    TRANSACTION_VERSION: 2,
     KRAFT_VERSION: 0,
 }
 

@@ -105,6 +105,7 @@ class ReplicaLog(Protocol):
         assign_offsets: bool = True,
         from_client: bool = True,
         verification_guard: Any = None,
+        transaction_version: int = 0,
     ) -> Any: ...
     def read(
         self,
@@ -284,10 +285,11 @@ class Partition(Generic[LogT]):
         now_ms: int,
         from_client: bool = True,
         verification_guard: Any = None,
+        transaction_version: int = 0,
     ) -> Any:
         """Append as leader; acks=-1 needs min.insync.replicas in the committed ISR first.
         ``from_client`` False is a coordinator's write (a transaction marker);
-        ``verification_guard`` as ``Log.append``'s."""
+        ``verification_guard`` and ``transaction_version`` as ``Log.append``'s."""
         if self.leader_id != self.node_id:
             self._check_leader()
         if required_acks == -1 and len(self._isr_state.isr) < self.log.config.min_insync_replicas:
@@ -301,6 +303,7 @@ class Partition(Generic[LogT]):
             now_ms=now_ms,
             from_client=from_client,
             verification_guard=verification_guard,
+            transaction_version=transaction_version,
         )
         self._maybe_increment_high_watermark(now_ms)
         return info

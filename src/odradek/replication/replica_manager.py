@@ -340,13 +340,15 @@ class ReplicaManager:
         now_ms: int,
         from_client: bool = True,
         verification_guard: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> LogAppendInfo:
         """Append to a leader partition; KafkaError subclasses carry the error code for the client.
         ``from_client`` False is a coordinator's own write, such as a transaction marker;
         ``verification_guard`` is what ``start_transaction_verification`` handed out, for a
-        transactional produce while transaction.partition.verification.enable is on."""
+        transactional produce while transaction.partition.verification.enable is on;
+        ``transaction_version`` a marker's (``append_txn_marker``)."""
         info = self.partition(tp).append_records_to_leader(
-            records, required_acks, now_ms, from_client, verification_guard
+            records, required_acks, now_ms, from_client, verification_guard, transaction_version
         )
         for listener in self.append_listeners:
             listener(tp)
@@ -362,6 +364,7 @@ class ReplicaManager:
         commit: bool,
         coordinator_epoch: int,
         now_ms: int,
+        transaction_version: int = 0,
     ) -> LogAppendInfo:
         """Write a COMMIT or ABORT marker to ``tp`` led here (Kafka's AppendOrigin.COORDINATOR,
         acks=all), completing the producer's transaction in it; no wait for replication.
@@ -369,10 +372,13 @@ class ReplicaManager:
         Raises (each a KafkaError with its code): UNKNOWN_TOPIC_OR_PARTITION,
         NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (ISR below min.insync.replicas),
         INVALID_PRODUCER_EPOCH (``producer_epoch`` older than the partition's for the
-        producer), TRANSACTION_COORDINATOR_FENCED (``coordinator_epoch`` older than the
-        last marker's), KAFKA_STORAGE_ERROR."""
+        producer, or for transactions version 2 not newer than an open transaction's),
+        TRANSACTION_COORDINATOR_FENCED (``coordinator_epoch`` older than the last
+        marker's), KAFKA_STORAGE_ERROR."""
         batch = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
-        return self.append_records(tp, batch, -1, now_ms, from_client=False)
+        return self.append_records(
+            tp, batch, -1, now_ms, from_client=False, transaction_version=transaction_version
+        )
 
     async def write_txn_markers(
         self,
@@ -382,6 +388,7 @@ class ReplicaManager:
         commit: bool,
         coordinator_epoch: int,
         timeout_ms: int,
+        transaction_version: int = 0,
     ) -> dict[TopicPartition, ErrorCode]:
         """The broker side of WriteTxnMarkers for one transaction: a marker to each of
         ``partitions`` (``append_txn_marker``), then a wait until each is replicated (or
@@ -397,7 +404,13 @@ class ReplicaManager:
         for tp in partitions:
             try:
                 info = self.append_txn_marker(
-                    tp, producer_id, producer_epoch, commit, coordinator_epoch, now_ms
+                    tp,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    now_ms,
+                    transaction_version,
                 )
             except KafkaError as e:
                 errors[tp] = e.error_code

@@ -21,6 +21,11 @@ COORDINATOR_NOT_AVAILABLE. The coordinator's answers are mapped as Kafka maps th
 the client's version (``SupportedOperation``): PRODUCER_FENCED becomes
 INVALID_PRODUCER_EPOCH, and TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE for clients
 that predate it.
+
+For a client of transactions version 2 (Produce v12+, TxnOffsetCommit v5+, KIP-890 part
+2) the question is not only asked but acted on: the request goes with VerifyOnly false
+(v5), and the coordinator adds the partitions to the producer's transaction, beginning it
+if need be. Such a client never sends AddPartitionsToTxn or AddOffsetsToTxn itself.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.coordinator.hashing import partition_for
+from odradek.coordinator.transaction.coordinator import EPOCH_BUMP_VERSION
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.transaction.service import TransactionCoordinatorService
 from odradek.network.client import AsyncBrokerConnection, BrokerConnectionError
@@ -60,14 +66,24 @@ class SupportedOperation(enum.Enum):
     DEFAULT_ERROR = "defaultError"
     #: Produce v11, TxnOffsetCommit v4: TRANSACTION_ABORTABLE is passed on.
     GENERIC_ERROR = "genericError"
+    #: Produce v12+, TxnOffsetCommit v5+ (transactions version 2): the partition is added.
+    ADD_PARTITION = "addPartition"
 
     @classmethod
     def for_produce(cls, version: int) -> SupportedOperation:
+        if version >= 12:
+            return cls.ADD_PARTITION
         return cls.GENERIC_ERROR if version >= 11 else cls.DEFAULT_ERROR
 
     @classmethod
     def for_txn_offset_commit(cls, version: int) -> SupportedOperation:
+        if version >= 5:
+            return cls.ADD_PARTITION
         return cls.GENERIC_ERROR if version >= 4 else cls.DEFAULT_ERROR
+
+    @property
+    def verify_only(self) -> bool:
+        return self is not SupportedOperation.ADD_PARTITION
 
 
 def unverified(
@@ -146,6 +162,11 @@ class AddPartitionsToTxnManager:
     def _reapply(self) -> None:
         self.reconfigure(dynamic_broker_configs(self.broker.metadata, self.broker.node_id))
 
+    def applies_to(self, operation: SupportedOperation) -> bool:
+        """Whether a write of ``operation``'s client goes through ``verify``: always for
+        transactions version 2, which relies on it to add partitions; else while enabled."""
+        return self.enabled or not operation.verify_only
+
     def coordinator_of(self, transactional_id: str) -> int | None:
         """The broker leading ``transactional_id``'s __transaction_state partition, if any."""
         topic = self.broker.metadata.topic(TRANSACTION_STATE_TOPIC)
@@ -169,13 +190,19 @@ class AddPartitionsToTxnManager:
         if node is None:
             return dict.fromkeys(tps, ErrorCode.coordinator_not_available)
         if node == self.broker.node_id:
-            errors = verify_partitions(
-                self.broker.components["transaction_coordinator"],
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                tps,
-            )
+            svc = self.broker.components["transaction_coordinator"]
+            if operation.verify_only:
+                errors = verify_partitions(svc, transactional_id, producer_id, producer_epoch, tps)
+            else:
+                code = await svc.write(
+                    svc.core.add_partitions,
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    tps,
+                    client_transaction_version=EPOCH_BUMP_VERSION,
+                )
+                errors = dict.fromkeys(tps, code)
             return unverified(errors, operation)
         waiting = self._waiting.setdefault(node, {})
         earlier = waiting.get(transactional_id)
@@ -220,6 +247,9 @@ class AddPartitionsToTxnManager:
         try:
             connection = await self._connect(node)
             version = connection.version(ApiKey.ADD_PARTITIONS_TO_TXN, BROKER_VERSIONS[1])
+            adding = any(not a.operation.verify_only for a in batch.values())
+            if adding and version != BROKER_VERSIONS[1]:
+                return every(ErrorCode.unsupported_version)
             if version is None or version < BROKER_VERSIONS[0]:
                 log.warning("broker %d cannot verify transactions; appends go on unverified", node)
                 return {}
@@ -271,7 +301,7 @@ def _request(version: int, batch: dict[str, _Asked]) -> Any:
                 transactional_id=tid,
                 producer_id=asked.producer_id,
                 producer_epoch=asked.producer_epoch,
-                verify_only=True,
+                verify_only=asked.operation.verify_only,
                 topics=tuple(
                     schemas.build(module.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps))
                     for t, ps in by_topic.items()

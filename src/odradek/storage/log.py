@@ -490,6 +490,7 @@ class Log:
         assign_offsets: bool = True,
         from_client: bool = True,
         verification_guard: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> LogAppendInfo:
         """Validate, stamp and write a blob of v2 batches, all or nothing.
 
@@ -497,7 +498,8 @@ class Log:
         ``from_client`` False a coordinator's own write such as a transaction marker
         (AppendOrigin.COORDINATOR), which skips the checks Kafka applies to clients only.
         ``verification_guard`` is a client append's guard when transaction verification
-        applies (see producer_state.py), None when it does not.
+        applies (see producer_state.py), None when it does not. ``transaction_version`` is
+        a coordinator's marker's (WriteTxnMarkers v2; see ``ProducerStateManager.end_txn``).
 
         The payload is never copied: each batch goes out as its first 16 bytes with
         baseOffset and partitionLeaderEpoch set (or, for LogAppendTime, a re-stamped
@@ -551,6 +553,7 @@ class Log:
                 assign_offsets,
                 from_client,
                 verification_guard,
+                transaction_version,
             )
             if isinstance(checked, LogAppendInfo):
                 return checked
@@ -639,6 +642,7 @@ class Log:
         assign_offsets: bool,
         from_client: bool,
         verification_guard: VerificationGuard | None,
+        transaction_version: int,
     ) -> _CheckedBatches | LogAppendInfo:
         """Every check of ``append`` in Python, for what the C scan hands back: a follower's
         or coordinator's write, compaction, LogAppendTime, compressed records to read, a
@@ -824,6 +828,7 @@ class Log:
                         batch_ts,
                         pending,
                         check=assign_offsets,
+                        transaction_version=transaction_version,
                     )
                     if done is not None:
                         completed = [done] if completed is None else [*completed, done]

@@ -364,17 +364,32 @@ class ProducerStateManager:
         into: dict[int, ProducerStateEntry] | None = None,
         *,
         check: bool = True,
+        transaction_version: int = 0,
     ) -> CompletedTxn | None:
         """Apply a transaction marker at ``offset`` (Kafka's appendEndTxnMarker): the producer's
         open transaction, if any, is completed (None when it had none: a marker for a
         partition where the transaction wrote nothing, or a repeated one). ``check`` (a
         leader's append, not a follower's copy or a replay) refuses a stale producer epoch
-        or coordinator epoch first. Call ``complete`` with the result once it is written."""
+        or coordinator epoch first. Call ``complete`` with the result once it is written.
+
+        ``transaction_version`` 2 (KIP-890) is a marker whose coordinator bumped the epoch to
+        end the transaction: the transaction's records carry an older epoch than the marker,
+        so an open transaction of the marker's epoch or a newer one is the producer's next
+        transaction, which a late copy of the marker (a retry, a resend after failover) must
+        not end: refused with INVALID_PRODUCER_EPOCH. A copy arriving while no transaction
+        is open completes nothing and is accepted, so that the coordinator's retry succeeds."""
         entry = self._entry(producer_id, epoch, into)
         if check:
-            if epoch < entry.epoch:
+            if epoch < entry.epoch or (
+                transaction_version >= 2
+                and epoch <= entry.epoch
+                and entry.current_txn_first_offset >= 0
+            ):
                 raise InvalidProducerEpoch(
-                    f"producer {producer_id}: marker epoch {epoch} is older than {entry.epoch}"
+                    f"producer {producer_id}: marker epoch {epoch} is not newer than the "
+                    f"transaction open in epoch {entry.epoch}"
+                    if epoch == entry.epoch
+                    else f"producer {producer_id}: marker epoch {epoch} is older than {entry.epoch}"
                 )
             if coordinator_epoch < entry.coordinator_epoch:
                 raise TransactionCoordinatorFenced(

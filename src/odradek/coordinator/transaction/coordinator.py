@@ -2,10 +2,21 @@
 
 It owns the TransactionMetadata of every transactional id whose
 __transaction_state partition is loaded here, decides each request as Kafka's
-TransactionCoordinator does (transaction version 0/1, the protocol of KIP-98 and
-KIP-360: the epoch is bumped by InitProducerId, not per transaction), and queues
-what the shell must do: records for its log (``drain_records``) and transaction
-markers for the partitions of a prepared transaction (``drain_markers``).
+TransactionCoordinator does, and queues what the shell must do: records for its log
+(``drain_records``) and transaction markers for the partitions of a prepared
+transaction (``drain_markers``).
+
+Two protocols are served side by side, chosen per request as Kafka chooses them. A
+client of transactions version 0/1 (KIP-98 and KIP-360: the epoch is bumped by
+InitProducerId, not per transaction) adds its partitions itself and ends with EndTxn
+before v5. A client of version 2 (KIP-890) has its partitions added by their leaders
+(AddPartitionsToTxn v5 from a broker, not VerifyOnly) and ends with EndTxn v5: every
+EndTxn bumps the epoch, the markers carry the bumped epoch (so a late write of the
+ended transaction is fenced on every partition), and the client is answered the new
+epoch; when the epoch would pass its maximum the id moves to a new producer id once
+the markers are written (``next_producer_id``), and a retried EndTxn is recognized by
+the epoch before the bump (or the producer id before the move). The version of the last
+transaction is kept in ``client_transaction_version`` and in the log's value (v1).
 
 A transaction ends in two steps, as in Kafka: EndTxn moves Ongoing to
 PrepareCommit/PrepareAbort and is answered once that record is written; the
@@ -33,6 +44,7 @@ from odradek.coordinator.transaction import two_phase
 from odradek.coordinator.transaction.config import TransactionConfig
 from odradek.coordinator.transaction.metadata import (
     COMPLETED,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
@@ -44,8 +56,10 @@ from odradek.protocol.errors import ErrorCode
 from odradek.storage import TopicPartition
 
 S = TransactionState
-#: The __transaction_state value version written: 0 while transaction.version is 0.
-VALUE_VERSION = 0
+#: The __transaction_state value version written from transaction.version 1 on (0 before).
+FLEXIBLE_VALUE_VERSION = 1
+#: EndTxn's client transaction version: 2 bumps the epoch at every transaction's end.
+EPOCH_BUMP_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +81,23 @@ class TxnMarkers:
     producer_epoch: int
     commit: bool
     partitions: frozenset[TopicPartition]
+    #: The transaction's client transaction version (WriteTxnMarkers v2 carries it).
+    transaction_version: int = 0
 
 
 class TransactionCoordinator:
     """The transactional ids of the loaded __transaction_state partitions and their state."""
 
-    def __init__(self, config: TransactionConfig, generate_producer_id: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        config: TransactionConfig,
+        generate_producer_id: Callable[[], int],
+        transaction_version: int = 0,
+    ) -> None:
         self.config = config
         self._generate_producer_id = generate_producer_id
+        #: The finalized transaction.version: the log's value version follows it.
+        self.value_version = FLEXIBLE_VALUE_VERSION if transaction_version >= 1 else 0
         self.transactions: dict[str, TransactionMetadata] = {}
         self._records: list[CoordinatorRecord] = []
         self._markers: list[TxnMarkers] = []
@@ -114,6 +137,8 @@ class TransactionCoordinator:
             v.start_timestamp_ms,
             v.last_update_timestamp_ms,
             client_transaction_version=v.client_transaction_version,
+            next_producer_id=v.next_producer_id,
+            previous_producer_id=v.previous_producer_id,
         )
         self._arm(now_ms)
 
@@ -259,9 +284,11 @@ class TransactionCoordinator:
         partitions: Iterable[TopicPartition],
         *,
         now_ms: int,
+        client_transaction_version: int = 0,
     ) -> ErrorCode:
         """Kafka's handleAddPartitionsToTransaction: the partitions join the transaction,
-        which begins (Ongoing, its timeout running) with its first partition."""
+        which begins (Ongoing, its timeout running) with its first partition; a transaction
+        begun by a leader for a version 2 client is one of version 2."""
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if meta is None:
             return error
@@ -273,6 +300,7 @@ class TransactionCoordinator:
         if meta.state in COMPLETED:
             meta.topic_partitions.clear()
             meta.txn_start_timestamp = now_ms
+            meta.client_transaction_version = client_transaction_version
         meta.topic_partitions |= added
         meta.transition(S.ONGOING, now_ms)
         self._write(meta)
@@ -331,16 +359,24 @@ class TransactionCoordinator:
         commit: bool,
         *,
         now_ms: int,
+        client_transaction_version: int = 0,
     ) -> ErrorCode:
-        """Kafka's handleEndTransaction (transaction version 0/1)."""
-        kept = self.transactions.get(transactional_id)
-        if kept is not None:
-            two_phase.take_over(kept, producer_id, producer_epoch)
-        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
-        if meta is None:
+        """Kafka's handleEndTransaction; ``client_transaction_version`` 2 is EndTxn v5's (see
+        the module docstring). ``end_txn_producer`` gives the id and epoch to answer."""
+        meta = self.transactions.get(transactional_id)
+        if meta is not None and meta.bumps_epoch_per_transaction():
+            error = self._check_epoch_bumping_producer(meta, producer_id, producer_epoch)
+        else:
+            if meta is not None:
+                two_phase.take_over(meta, producer_id, producer_epoch)
+            error, _ = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if meta is None or error != ErrorCode.none:
             return error
         state = meta.state
         if state == S.ONGOING:
+            if client_transaction_version >= EPOCH_BUMP_VERSION:
+                self._bump_for_end(meta)
+            meta.client_transaction_version = client_transaction_version
             self._prepare(meta, commit, now_ms)
             return ErrorCode.none
         if state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
@@ -348,6 +384,43 @@ class TransactionCoordinator:
         if state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
             return ErrorCode.concurrent_transactions
         return ErrorCode.invalid_txn_state
+
+    def _check_epoch_bumping_producer(
+        self, meta: TransactionMetadata, producer_id: int, producer_epoch: int
+    ) -> ErrorCode:
+        """Kafka's EndTxn checks for a transaction of version 2, whose EndTxn bumped the epoch:
+        a retry names the epoch before the bump (or, once the id moved on, the old id with
+        the last epoch it had); otherwise only the current epoch may end a transaction."""
+        bumped = meta.producer_epoch == producer_epoch + 1
+        moved = (
+            meta.previous_producer_id == producer_id
+            and producer_epoch == MAX_EPOCH
+            and meta.producer_epoch == 0
+        )
+        if meta.producer_id != producer_id and not moved:
+            return ErrorCode.invalid_producer_id_mapping
+        if meta.state in PREPARED:
+            valid = bumped
+        elif meta.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid = bumped or moved
+        else:
+            valid = producer_epoch == meta.producer_epoch
+        return ErrorCode.none if valid else ErrorCode.producer_fenced
+
+    def _bump_for_end(self, meta: TransactionMetadata) -> None:
+        """Transactions version 2: the epoch the markers and the client's next transaction
+        use; at the last epoch, the producer id to move to once the markers are written."""
+        if meta.epoch_exhausted():
+            meta.next_producer_id = self._generate_producer_id()
+        meta.bump_epoch(meta.producer_epoch)
+
+    def end_txn_producer(self, transactional_id: str) -> tuple[int, int]:
+        """The producer id and epoch EndTxn v5 answers after a successful ``end_txn``: the
+        bumped epoch, or the new producer id (epoch 0) the id moves to."""
+        meta = self.transactions[transactional_id]
+        if meta.next_producer_id != NO_PRODUCER_ID:
+            return meta.next_producer_id, 0
+        return meta.producer_id, meta.producer_epoch
 
     def complete_markers(
         self,
@@ -371,6 +444,10 @@ class TransactionCoordinator:
             return
         meta.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, now_ms)
         meta.topic_partitions.clear()
+        if meta.next_producer_id != NO_PRODUCER_ID:  # the epoch ran out: the id moves on
+            meta.previous_producer_id = meta.producer_id
+            meta.producer_id, meta.producer_epoch = meta.next_producer_id, 0
+            meta.next_producer_id = NO_PRODUCER_ID
         self._write(meta)
         self._arm(now_ms)
 
@@ -398,6 +475,7 @@ class TransactionCoordinator:
                 meta.producer_epoch,
                 meta.state == S.PREPARE_COMMIT,
                 frozenset(meta.topic_partitions),
+                meta.client_transaction_version,
             )
         )
 
@@ -514,6 +592,6 @@ class TransactionCoordinator:
             CoordinatorRecord(
                 self.partition_for(meta.transactional_id),
                 rec.encode_key(meta.transactional_id),
-                rec.encode_value(value, VALUE_VERSION),
+                rec.encode_value(value, self.value_version),
             )
         )

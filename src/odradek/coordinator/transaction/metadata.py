@@ -102,6 +102,11 @@ class TransactionMetadata:
     #: transaction (InitProducerId with KeepPreparedTxn); -1 when none did. Only that epoch may
     #: end the transaction, which keeps its own epoch until then (see two_phase.py).
     next_producer_epoch: int = NO_PRODUCER_EPOCH
+    #: Transactions version 2: the producer id the id moves to once the markers of a
+    #: transaction that exhausted the epoch are written (-1: none), and the one it had
+    #: before that move, so that a retried EndTxn of the old id is recognized.
+    next_producer_id: int = NO_PRODUCER_ID
+    previous_producer_id: int = NO_PRODUCER_ID
 
     def copy(self) -> TransactionMetadata:
         return replace(self, topic_partitions=set(self.topic_partitions))
@@ -121,6 +126,10 @@ class TransactionMetadata:
         a new instance fences the old one, so that the old one cannot pass for a retry."""
         self.last_producer_epoch = last_producer_epoch
         self.producer_epoch += 1
+
+    def bumps_epoch_per_transaction(self) -> bool:
+        """Transactions version 2 (KIP-890): its last transaction's EndTxn bumped the epoch."""
+        return self.client_transaction_version >= 2
 
     def is_two_phase(self) -> bool:
         """A two-phase commit transaction: it waits for its external coordinator, never timing out."""

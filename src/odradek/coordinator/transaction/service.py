@@ -48,6 +48,7 @@ from odradek.coordinator.runtime import (
 from odradek.coordinator.transaction.config import TransactionConfig
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnMarkers
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
+from odradek.metadata.features import FINALIZED_FEATURES, TRANSACTION_VERSION
 from odradek.network.client import AsyncBrokerConnection, BrokerConnectionError
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
@@ -58,12 +59,15 @@ log = logging.getLogger(__name__)
 
 #: Wait between rounds of markers that could not all be written.
 MARKER_RETRY_BACKOFF_MS = 100
+#: Kafka's request.timeout.ms default: how long a coordinator write waits for replication.
+WRITE_TIMEOUT_MS = 30_000
 #: How long a marker write waits for replication or a remote broker's answer.
 MARKER_TIMEOUT_MS = 30_000
 #: What ``await_replication`` answers once the high watermark has passed an append.
 _BELOW_HIGH_WATERMARK = (ErrorCode.none, ErrorCode.not_enough_replicas_after_append)
-#: WriteTxnMarkers versions this coordinator sends (v0 is gone from Kafka 4).
-WRITE_TXN_MARKERS_VERSIONS = (1, 1)
+#: WriteTxnMarkers versions this coordinator sends (v0 is gone from Kafka 4; v2 carries the
+#: transaction version, which a version 2 transaction's markers need).
+WRITE_TXN_MARKERS_VERSIONS = (1, 2)
 
 
 class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
@@ -78,7 +82,9 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
             "transaction coordinator",
             TRANSACTION_STATE_TOPIC,
             broker.replica_manager,
-            TransactionCoordinator(self.config, self._generate_producer_id),
+            TransactionCoordinator(
+                self.config, self._generate_producer_id, FINALIZED_FEATURES[TRANSACTION_VERSION]
+            ),
         )
         #: __transaction_state partition -> the leader epoch it was loaded in (the
         #: coordinator epoch markers carry).
@@ -151,6 +157,19 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         result = super().call(fn, keys, *args, **kwargs)
         self._start_markers()
         return result
+
+    async def write(self, fn: Callable[..., Any], tid: str, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` for ``tid`` and wait for its record's replication, as Kafka answers after
+        the append's callback: its result, or the error code of a failed write in its place
+        (NOT_COORDINATOR when ``tid`` is not coordinated here)."""
+        if not self.coordinates(tid):
+            return ErrorCode.not_coordinator
+        try:
+            result = self.call(fn, [tid], tid, *args, **kwargs)
+        except CoordinatorWriteError as exc:
+            return exc.error_code
+        replicated = await self.await_replicated(WRITE_TIMEOUT_MS)
+        return result if replicated == ErrorCode.none else replicated
 
     def due_work(self, now_ms: int) -> list[tuple[Callable[..., object], str]]:
         actions = {"abort": self.core.abort_timed_out, "expire": self.core.expire}
@@ -253,6 +272,7 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
             entry.commit,
             coordinator_epoch,
             MARKER_TIMEOUT_MS,
+            entry.transaction_version,
         )
         failed = {tp for tp, error in errors.items() if error != ErrorCode.none}
         for tp in sorted(failed):
@@ -294,6 +314,9 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         version = connection.version(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSIONS[1])
         if version is None or version < WRITE_TXN_MARKERS_VERSIONS[0]:
             raise BrokerConnectionError(f"broker {leader} does not serve WriteTxnMarkers v1")
+        if entry.transaction_version >= 2 and version < 2:
+            raise BrokerConnectionError(f"broker {leader} does not serve WriteTxnMarkers v2")
+        extra = {"transaction_version": entry.transaction_version} if version >= 2 else {}
         module = schemas.request_module(ApiKey.WRITE_TXN_MARKERS, version)
         by_topic: dict[str, list[int]] = defaultdict(list)
         for tp in partitions:
@@ -313,6 +336,7 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
                         for t, ps in by_topic.items()
                     ),
                     coordinator_epoch=coordinator_epoch,
+                    **extra,
                 ),
             ),
         )

@@ -35,8 +35,9 @@ which the log checks. A partition not in the transaction gets INVALID_TXN_STATE
 (TRANSACTION_ABORTABLE from v11); a verification that could not complete
 (CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) NOT_ENOUGH_REPLICAS, which every client
-retries without refreshing its metadata, as Kafka answers. A request without a
-transactional id costs nothing more.
+retries without refreshing its metadata, as Kafka answers. From v12 (a client of
+transactions version 2) the same request adds the partitions to the transaction instead,
+whatever the config says. A request without a transactional id costs nothing more.
 """
 
 from __future__ import annotations
@@ -106,12 +107,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
     #: partitions refused by it.
     guards: dict[TopicPartition, VerificationGuard] | None = None
     unverified: dict[TopicPartition, ErrorCode] = {}
-    if (
-        request.transactional_id is not None
-        and not denied_all
-        and ctx.broker.components["add_partitions_to_txn"].enabled
-    ):
-        guards, unverified = await _verify(ctx, request, writable)
+    if request.transactional_id is not None and not denied_all:
+        operation = SupportedOperation.for_produce(ctx.api_version)
+        if ctx.broker.components["add_partitions_to_txn"].applies_to(operation):
+            guards, unverified = await _verify(ctx, request, writable, operation)
     for topic in request.topics:
         out: list[ProducePartitionResponse] = []
         name = topic.name
@@ -207,7 +206,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
 
 
 async def _verify(
-    ctx: RequestContext, request: ProduceRequest, writable: dict[str, bool] | None
+    ctx: RequestContext,
+    request: ProduceRequest,
+    writable: dict[str, bool] | None,
+    operation: SupportedOperation,
 ) -> tuple[dict[TopicPartition, VerificationGuard], dict[TopicPartition, ErrorCode]]:
     """Start verification where a producer's transactional batch would open a transaction,
     ask the coordinator about those partitions, and return every guard and the partitions
@@ -254,7 +256,7 @@ async def _verify(
             producer_id,
             producer_epoch,
             asked,
-            SupportedOperation.for_produce(ctx.api_version),
+            operation,
         )
     return guards, refused
 

@@ -11,6 +11,11 @@ COORDINATOR_LOAD_IN_PROGRESS never has to be answered). PRODUCER_FENCED is answe
 INVALID_PRODUCER_EPOCH to versions that predate it (KIP-588), as Kafka's KafkaApis does:
 InitProducerId before v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before v2.
 
+Transactions version 2 (KIP-890) is chosen per request, as Kafka chooses it: EndTxn v5
+bumps the epoch and answers the next producer id and epoch, and AddPartitionsToTxn v5 from
+a partition leader without VerifyOnly begins a transaction of version 2 (the leader adds
+the partition its client wrote to); earlier versions keep the protocol before it.
+
 Authorization, as KafkaApis: writing to a transaction (AddPartitionsToTxn before v4,
 AddOffsetsToTxn, EndTxn, TxnOffsetCommit) needs WRITE on its transactional id, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; its topics need WRITE (AddPartitionsToTxn; internal
@@ -30,7 +35,8 @@ from odradek.coordinator.offset_metadata import OffsetCommit
 from odradek.coordinator.records import OFFSETS_TOPIC
 from odradek.coordinator.runtime import CoordinatorWriteError
 from odradek.coordinator.service import GroupCoordinatorService
-from odradek.coordinator.transaction.coordinator import InitProducerIdResult
+from odradek.coordinator.transaction.coordinator import EPOCH_BUMP_VERSION, InitProducerIdResult
+from odradek.coordinator.transaction.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.coordinator.transaction.service import TransactionCoordinatorService
 from odradek.metadata.topic_names import INTERNAL_TOPICS
 from odradek.protocol import schemas
@@ -52,8 +58,6 @@ from odradek.server.context import RequestContext
 from odradek.storage import TopicPartition
 from odradek.storage.producer_state import NO_GUARD, VerificationGuard
 
-#: Kafka's request.timeout.ms default: how long a coordinator write waits for replication.
-WRITE_TIMEOUT_MS = 30_000
 #: The first versions that know PRODUCER_FENCED.
 PRODUCER_FENCED_SINCE: dict[int, int] = {
     ApiKey.INIT_PRODUCER_ID: 4,
@@ -77,26 +81,10 @@ def _for_version(ctx: RequestContext, api_key: int, error: int) -> ErrorCode:
     return ErrorCode(error)
 
 
-async def _write(
-    svc: TransactionCoordinatorService, fn: Any, tid: str, *args: Any, **kwargs: Any
-) -> Any:
-    """Run ``fn`` for ``tid`` and wait for its record's replication; returns its result, or the
-    error code of a failed write (an int) in its place."""
-    if not svc.coordinates(tid):
-        return ErrorCode.not_coordinator
-    try:
-        result = svc.call(fn, [tid], tid, *args, **kwargs)
-    except CoordinatorWriteError as exc:
-        return exc.error_code
-    replicated = await svc.await_replicated(WRITE_TIMEOUT_MS)
-    return result if replicated == ErrorCode.none else replicated
-
-
 async def init_transactional_producer_id(ctx: RequestContext, request: Any) -> InitProducerIdResult:
     """InitProducerId with a transactional id (producer_ids.py answers the rest)."""
     svc = service(ctx)
-    result = await _write(
-        svc,
+    result = await svc.write(
         svc.core.init_producer_id,
         request.transactional_id,
         request.transaction_timeout // datetime.timedelta(milliseconds=1),
@@ -121,6 +109,9 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
 
     async def one(tid: str, pid: int, epoch: int, verify_only: bool, topics: Any) -> Any:
         tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+        # A leader adding a partition for its client (not VerifyOnly, v5) does it for a client
+        # of transactions version 2 (KIP-890): the produce added the partition implicitly.
+        added_version = EPOCH_BUMP_VERSION if ctx.api_version >= ABORTABLE_SINCE else 0
         errors: dict[TopicPartition, int] | None
         if ctx.api_version < BATCHED_SINCE and not authorize(
             ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
@@ -136,7 +127,14 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
         else:
             errors = _add_errors(ctx, tps)
             if errors is None:
-                code = await _write(svc, svc.core.add_partitions, tid, pid, epoch, tps)
+                code = await svc.write(
+                    svc.core.add_partitions,
+                    tid,
+                    pid,
+                    epoch,
+                    tps,
+                    client_transaction_version=added_version,
+                )
                 code = _for_version(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, code)
                 errors = dict.fromkeys(tps, code)
         by_topic: dict[str, list[Any]] = {}
@@ -222,8 +220,7 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     if (refused := group_refusal(ctx, request, AclOperation.READ)) is not None:
         return refused
     svc = service(ctx)
-    code = await _write(
-        svc,
+    code = await svc.write(
         svc.core.add_offsets,
         request.transactional_id,
         request.producer_id,
@@ -254,22 +251,28 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
     if (refused := _transaction_refusal(ctx, request)) is not None:
         return refused
     svc = service(ctx)
-    code = await _write(
-        svc,
+    tid = request.transactional_id
+    code = await svc.write(
         svc.core.end_txn,
-        request.transactional_id,
+        tid,
         request.producer_id,
         request.producer_epoch,
         request.committed,
+        client_transaction_version=EPOCH_BUMP_VERSION if ctx.api_version >= 5 else 0,
     )
-    # v5 returns the producer id and epoch for transaction version 2; at version 0/1 they
-    # are the ones the producer sent (the epoch does not change per transaction).
+    # v5 (transactions version 2) answers the producer id and epoch of the next transaction,
+    # -1 with an error; earlier versions have no such fields.
+    producer_id, producer_epoch = (
+        svc.core.end_txn_producer(tid)
+        if code == ErrorCode.none and svc.coordinates(tid)
+        else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    )
     return schemas.build(
         schemas.response_schema(ApiKey.END_TXN, ctx.api_version),
         throttle_time=0,
         error_code=_for_version(ctx, ApiKey.END_TXN, code),
-        producer_id=request.producer_id,
-        producer_epoch=request.producer_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
     )
 
 
@@ -323,10 +326,12 @@ async def _verify_offsets_partition(
     """KIP-890 for TxnOffsetCommit (Kafka's GroupCoordinator verifies through the same
     manager as a produce): unless the producer's transaction is open in the group's
     __consumer_offsets partition, its transaction coordinator must confirm that partition
-    (added by AddOffsetsToTxn). The guard the write carries (None: verification is off),
-    and the error for every offset if the partition was not confirmed."""
+    (added by AddOffsetsToTxn; from v5, transactions version 2, it is added now). The guard
+    the write carries (None: verification is off), and the error for every offset if the
+    partition was not confirmed."""
     verifier = ctx.broker.components["add_partitions_to_txn"]
-    if not verifier.enabled:
+    operation = SupportedOperation.for_txn_offset_commit(ctx.api_version)
+    if not verifier.applies_to(operation):
         return None, None
     tp = TopicPartition(OFFSETS_TOPIC, groups.core.partition_for(request.group_id))
     try:
@@ -342,7 +347,7 @@ async def _verify_offsets_partition(
         request.producer_id,
         request.producer_epoch,
         [tp],
-        SupportedOperation.for_txn_offset_commit(ctx.api_version),
+        operation,
     )
     return guard, unverified.get(tp)
 

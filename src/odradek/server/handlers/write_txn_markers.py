@@ -11,9 +11,9 @@ TRANSACTION_COORDINATOR_FENCED (its coordinator epoch is older than the last mar
 NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR.
 
 Versions 1 and 2 are served (Kafka 4 removed v0, KIP-896). v2's TransactionVersion
-says whether the coordinator uses transactions version 2; the partition's checks are the
-same for both here (an epoch at or above the producer's is accepted, which covers the
-per-transaction epoch bump of version 2), so it is read and not otherwise used.
+says whether the transaction is one of transactions version 2, whose markers carry an
+epoch bumped past the transaction's records: such a marker must not end a transaction
+open in its own epoch, the producer's next one (see ProducerStateManager.end_txn).
 WriteTxnMarkers is an inter-broker API: it needs ALTER or CLUSTER_ACTION on the cluster
 (the brokers' principal is a super user), else every partition gets
 CLUSTER_AUTHORIZATION_FAILED, as Kafka answers.
@@ -93,4 +93,5 @@ async def _write(ctx: RequestContext, marker) -> dict[TopicPartition, ErrorCode]
         marker.transaction_result,
         marker.coordinator_epoch,
         MARKER_REPLICATION_TIMEOUT_MS,
+        getattr(marker, "transaction_version", 0),
     )
