@@ -27,6 +27,8 @@ from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.produce.v9 import request as produce_v9
 from kio.schema.produce.v12 import request as produce_v12
+from kio.schema.txn_offset_commit.v3 import request as txn_offset_commit_v3
+from kio.schema.txn_offset_commit.v5 import request as txn_offset_commit_v5
 from kio.static.primitive import i32Timedelta
 from kio_client import KioClient, incremental_alter, transaction_coordinator
 
@@ -282,11 +284,16 @@ def test_a_transaction_past_its_timeout_is_aborted(broker: EmbeddedBroker, topic
 
 
 def txn_offset_commit(
-    client: KioClient, t: str, group: str, pid: int, epoch: int, topic: str
+    client: KioClient,
+    t: str,
+    group: str,
+    pid: int,
+    epoch: int,
+    topic: str,
+    commit_v3: Any = txn_offset_commit_v3,
 ) -> list[int]:
-    """TxnOffsetCommit v3 of offset 5 for ``topic``'s partition 1: its error codes."""
-    from kio.schema.txn_offset_commit.v3 import request as commit_v3
-
+    """TxnOffsetCommit v3 (or ``commit_v3``'s version) of offset 5 for ``topic``'s partition
+    1: its error codes."""
     (result,) = client.send(
         commit_v3.TxnOffsetCommitRequest(
             transactional_id=t,
@@ -478,8 +485,13 @@ def test_transactions_version_2_over_the_wire(broker: EmbeddedBroker, topic: str
         )
         # An abort naming the old epoch is no retry of the commit.
         assert end_v5(client, t, pid, epoch, False).error_code == ErrorCode.invalid_txn_state
-        # The next transaction runs in the new epoch, its sequences from 0.
+        # The next transaction runs in the new epoch, its sequences from 0; TxnOffsetCommit v5
+        # adds the group's partition itself (no AddOffsetsToTxn).
         assert produce(broker, t, pid, epoch + 1, topic, 0, 0, produce_v12)[0] == ErrorCode.none
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        committed = txn_offset_commit(client, t, group, pid, epoch + 1, topic, txn_offset_commit_v5)
+        assert committed == [ErrorCode.none]
+        assert len(describe(client, t).topics) == 2  # the topic and __consumer_offsets
         assert end_v5(client, t, pid, epoch, False).error_code == ErrorCode.producer_fenced
         assert end_v5(client, t, pid, epoch + 1, False).error_code == ErrorCode.none
         assert wait_for_state(client, t, "CompleteAbort").producer_epoch == epoch + 2
