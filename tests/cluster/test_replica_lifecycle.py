@@ -4,6 +4,13 @@ Its own module, so its own cluster: the lag limit is the default here (the follo
 must stay in the ISR while paused, so that one of them can be elected), unlike in
 test_replication. The tests run in order.
 
+Pausing a follower does not stop it copying at once: the fetch it sent before the pause
+waits in its leader's purgatory (up to replica.fetch.wait.max.ms), and the first append
+answers it with records that the kernel keeps in the paused follower's socket, to be
+appended as soon as it resumes. So after pausing the followers the test waits until the
+leader's Fetch purgatory is empty (its metrics): their last fetches are answered, with
+nothing, and the tail it then appends reaches nobody.
+
 A leader's tail that no follower copied is cut off when it comes back as a follower
 (KIP-101): both followers paused, the leader appends records with acks=1 that nobody
 copies, it is killed, a follower becomes leader and takes new records at the same
@@ -26,6 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.server.embedded_cluster import EmbeddedCluster
 from tests.cluster.test_cluster import consume_all, create, wait_until
+from tests.cluster.test_cluster_metrics import samples
 from tests.cluster.test_replication import leader_and_isr, log_bytes, produce_numbered, producer
 
 TOPIC = "diverging"
@@ -33,7 +41,13 @@ TOPIC = "diverging"
 
 @pytest.fixture(scope="module")
 def odradek_cluster_config() -> dict[str, str]:
-    return {"zookeeper.session.timeout.ms": "6000"}
+    return {"zookeeper.session.timeout.ms": "6000", "metrics.http.listener": "127.0.0.1:0"}
+
+
+def fetches_waiting(cluster: EmbeddedCluster, node: int) -> float:
+    """Fetches held in broker ``node``'s purgatory: consumers' and followers' long polls."""
+    purgatory = "kafka_server_delayedoperationpurgatory_num_delayed_operations"
+    return samples(cluster, node, purgatory)[frozenset({("delayed_operation", "Fetch")})]
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +69,8 @@ def test_a_returning_leader_truncates_the_tail_nobody_copied(odradek_cluster, ad
     for node in followers:
         cluster.pause(node)
     try:
+        # The followers' last fetches answered (empty): none is left to carry the tail.
+        wait_until(lambda: fetches_waiting(cluster, old_leader) == 0, what="the followers' fetches")
         # acks=1: the leader alone acknowledges; nobody copies these. (Quickly: paused
         # longer than their ZooKeeper sessions, the followers would be taken out of the ISR
         # by the controller, and then no replica could be elected after the kill.)
