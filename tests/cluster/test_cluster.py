@@ -32,7 +32,7 @@ from odradek.metadata import zk_layout as layout
 from odradek.protocol.errors import ErrorCode
 from odradek.server.embedded_cluster import EmbeddedCluster
 from tests.integration.test_wire import _batch, fetch_request, metadata_request, produce_request
-from tests.integration.wire_client import WireClient
+from tests.integration.wire_client import WireClient, metadata
 
 SESSION_TIMEOUT_MS = 6000
 
@@ -64,7 +64,35 @@ def read_json(zk: KazooClient, path: str) -> Any:
 
 
 def create(admin: AdminClient, topic: NewTopic) -> None:
+    """Create ``topic`` and wait until every broker names a leader for each of its partitions.
+
+    CreateTopics answers once the broker that took it knows the leaders; the others learn them
+    from their own watches a moment later, and until then their Metadata answers
+    LEADER_NOT_AVAILABLE with no partitions. A test asks any broker next, so it waits for all,
+    as Kafka's TestUtils.createTopic does."""
     admin.create_topics([topic])[topic.topic].result(30)
+    count = topic.num_partitions if topic.num_partitions > 0 else len(topic.replica_assignment)
+    wait_until(
+        lambda: all(
+            led_on(f"{b.host}:{b.port}", topic.topic, count)
+            for b in admin.list_topics(timeout=10).brokers.values()
+        ),
+        what=f"every broker to know the leaders of {topic.topic}",
+    )
+
+
+def led_on(address: str, topic: str, partitions: int) -> bool:
+    """Whether the broker at ``address`` names a leader for each of ``topic``'s partitions; a
+    killed broker still registered (its session not yet expired) has nothing to say."""
+    try:
+        (answer,) = metadata(address, topic, auto_create=False).topics
+    except ConnectionRefusedError:
+        return True
+    return (
+        answer.error_code == ErrorCode.none
+        and len(answer.partitions) == partitions
+        and all(p.leader_id >= 0 for p in answer.partitions)
+    )
 
 
 def partition_metadata(admin: AdminClient, topic: str) -> dict[int, Any]:

@@ -70,14 +70,20 @@ class WireClient:
         return out
 
 
-def metadata(address: str, topic: str, ssl_context: ssl.SSLContext | None = None):
-    """A Metadata v12 answer for ``topic`` (auto-created) from the broker at ``address``."""
+def metadata(
+    address: str,
+    topic: str,
+    ssl_context: ssl.SSLContext | None = None,
+    auto_create: bool = True,
+):
+    """A Metadata v12 answer for ``topic`` (auto-created unless told not to) from the broker at
+    ``address``."""
     client = WireClient(address, ssl_context=ssl_context)
     try:
         return client.call(
             metadata_v12.MetadataRequest(
                 topics=(metadata_v12.MetadataRequestTopic(name=TopicName(topic), topic_id=None),),
-                allow_auto_topic_creation=True,
+                allow_auto_topic_creation=auto_create,
                 include_topic_authorized_operations=False,
             )
         )
