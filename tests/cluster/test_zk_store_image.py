@@ -3,14 +3,16 @@ watches call on the event loop, so they are driven here directly with znode stat
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import NamedTuple
 
 import pytest
 
-from odradek.metadata.image import TopicImage
+from odradek.metadata.image import BrokerImage, IsrUpdate, TopicImage
 from odradek.metadata.zk_layout import PartitionState, TopicAssignment
 from odradek.metadata.zk_store import ZkMetadataStore, ZkSettings
+from odradek.protocol.errors import ErrorCode
 
 
 class Stat(NamedTuple):
@@ -83,3 +85,30 @@ def test_stale_values_are_ignored_and_a_new_topic_id_replaces_the_topic(store):
     assert s.topic("t").topic_id == second and s.topic_by_id(first) is None
     kinds = [(b is not None, a is not None) for b, a in recorder.events]
     assert kinds[-2:] == [(True, False), (False, True)]
+
+
+def test_a_broker_in_controlled_shutdown_stays_so_until_its_registration_goes(store):
+    """Its /controlled_shutdown request and its registration vanish with its session, but two
+    watches report them, in either order. Reported gone from the first while still registered,
+    it must not look live and serving: a leader would put the exiting broker back into its
+    ISRs, a controller could elect it."""
+    s, _ = store
+    s.node_id = 2
+    brokers = {n: BrokerImage(n, (("PLAINTEXT", "127.0.0.1", 9090 + n),)) for n in (1, 2, 3)}
+    epochs = {1: 101, 2: 102, 3: 103}
+    s._apply_brokers(brokers, epochs)
+    s._apply_shutting_down({1})
+    s._apply_shutting_down(set())  # its session closed; /brokers/ids not reported yet
+    assert s.shutting_down_broker_ids() == {1}
+    rejoin = IsrUpdate(2, 5, 7, (1, 2, 3), (101, -1, 103))
+    assert asyncio.run(s.alter_isr("t", 0, rejoin)) == ErrorCode.ineligible_replica
+
+    s._apply_brokers({n: brokers[n] for n in (2, 3)}, {2: 102, 3: 103})  # deregistered
+    s._apply_brokers(brokers, {**epochs, 1: 201})  # and back, under a new session
+    assert s.shutting_down_broker_ids() == set()
+
+    # Back under a new session before the watch saw it leave: serving again too.
+    s._apply_shutting_down({1})
+    s._apply_shutting_down(set())
+    s._apply_brokers(brokers, {**epochs, 1: 301})
+    assert s.shutting_down_broker_ids() == set()

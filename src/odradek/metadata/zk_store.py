@@ -15,10 +15,11 @@ What is watched: ``/brokers/ids`` (live brokers), ``/brokers/topics`` and, per
 topic, its assignment, its config and each partition's state, ``/controller``,
 ``/admin/delete_topics`` (for the controller), ``/controlled_shutdown`` (brokers
 asking to leave: the controller moves their leaderships, leaders stop adding them to
-ISRs), ``/config/brokers/*``, ``/config/users/*`` (SCRAM credentials and users' quotas),
-``/config/clients/*`` and each ``/config/users/<user>/clients/<client-id>`` (client
-quotas; those znodes are found by the ``/config/changes`` notification Kafka writes with
-them, since a znode that does not exist yet cannot be listed). A topic is
+ISRs, until they are gone from ``/brokers/ids``), ``/config/brokers/*``,
+``/config/users/*`` (SCRAM credentials and users' quotas), ``/config/clients/*`` and each
+``/config/users/<user>/clients/<client-id>`` (client quotas; those znodes are found by
+the ``/config/changes`` notification Kafka writes with them, since a znode that does not
+exist yet cannot be listed). A topic is
 published to the listeners (the ReplicaManager) once the controller has written
 the state of its partitions: a partition without state has no leader yet, and
 Metadata answers LEADER_NOT_AVAILABLE for the topic meanwhile, as Kafka does.
@@ -167,7 +168,11 @@ class ZkMetadataStore(MetadataStore):
         #: The sequence number of the last /config/changes notification looked at.
         self._last_change = -1
         self._deleting: set[str] = set()
-        self._shutting_down: set[int] = set()
+        #: The children of ``/controlled_shutdown``: brokers that asked to leave.
+        self._shutdown_requests: set[int] = set()
+        #: Brokers in controlled shutdown -> the broker epoch they asked under. One stays here
+        #: after its request is gone until that registration goes too (``_apply_shutting_down``).
+        self._shutting_down: dict[int, int] = {}
         #: /admin/reassign_partitions and /admin/preferred_replica_election -> (data, version,
         #: czxid), None while absent: requests of the ZooKeeper-era tools, for the controller.
         self._admin_requests: dict[str, tuple[bytes, int, int] | None] = {}
@@ -452,6 +457,7 @@ class ZkMetadataStore(MetadataStore):
     def _apply_brokers(self, brokers: dict[int, BrokerImage], epochs: dict[int, int]) -> None:
         if brokers != self._brokers or epochs != self._broker_epochs:
             self._brokers, self._broker_epochs = brokers, epochs
+            self._shutting_down = self._still_shutting_down()
             self._notify()
 
     def _apply_controller(self, controller_id: int) -> None:
@@ -471,9 +477,27 @@ class ZkMetadataStore(MetadataStore):
             self._notify()
 
     def _apply_shutting_down(self, ids: set[int]) -> None:
-        if ids != self._shutting_down:
-            self._shutting_down = ids
+        """A broker's request and its registration are ephemerals of the same session and go
+        together, but two watches report them, in either order. So a broker whose request is
+        gone stays in controlled shutdown while the registration it asked under is still
+        held, as Kafka's controller keeps it until the broker is dead: in between it would
+        look live and serving, and a leader would put the exiting broker back into its ISRs
+        (then wait for it to count it out again), a controller could elect it."""
+        self._shutdown_requests = ids
+        shutting_down = self._still_shutting_down()
+        if shutting_down != self._shutting_down:
+            self._shutting_down = shutting_down
             self._notify()
+
+    def _still_shutting_down(self) -> dict[int, int]:
+        """The brokers asking now, and those that asked under a registration still held."""
+        asked = {n: self._broker_epochs.get(n, -1) for n in self._shutdown_requests}
+        leaving = {
+            n: epoch
+            for n, epoch in self._shutting_down.items()
+            if epoch != -1 and self._broker_epochs.get(n) == epoch
+        }
+        return {**leaving, **asked}
 
     def _apply_topic_names(self, names: set[str]) -> None:
         gone = self._topic_names - names
