@@ -112,3 +112,15 @@ def test_a_broker_in_controlled_shutdown_stays_so_until_its_registration_goes(st
     s._apply_shutting_down(set())
     s._apply_brokers(brokers, {**epochs, 1: 301})
     assert s.shutting_down_broker_ids() == set()
+
+
+def test_the_broker_tries_a_lost_zookeeper_again_at_least_every_second_and_a_half(store):
+    """A restarted ZooKeeper server times the sessions it restored from its own start, so a
+    broker keeps its session only if it is back within the session timeout. kazoo's default
+    doubles the wait between attempts up to an hour: after a 7 s outage a broker's next
+    attempt came 10 s later, past its 6 s session, and it had to register anew. The Java
+    client Kafka uses tries again within a second."""
+    s, _ = store
+    retry = s.client._conn_retry  # the policy kazoo's connection loop copies
+    assert retry.max_tries == -1
+    assert retry.max_delay * (1 + retry.max_jitter) <= 1.5

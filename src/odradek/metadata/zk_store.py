@@ -39,8 +39,9 @@ broker waits for it to go (up to the session timeout) instead of failing as
 Kafka does, so an operator's restart after kill -9 simply takes a little longer.
 
 A ZooKeeper restart goes unnoticed however long the server is down: the server
-restores its sessions from its data dir and times them from its own start, so kazoo
-reconnects to the same session, the registrations and the controller stay, and the
+restores its sessions from its data dir and times them from its own start, and kazoo
+tries again at least every ``RECONNECT_MAX_DELAY_S`` (plus jitter), so it reconnects to
+the same session, the registrations and the controller stay, and the
 brokers serve what they lead meanwhile (replication and acks=all need no ZooKeeper).
 A broker whose own session expires (silent past the timeout: paused, or cut off) is
 told so when it reconnects; it registers again under a new session and the
@@ -64,6 +65,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
 
 from odradek.metadata import zk_layout as layout
 from odradek.metadata.image import (
@@ -95,6 +97,13 @@ from odradek.quota.entity import QUOTA_CONFIGS, QuotaEntity
 from odradek.security.acl import AccessControlEntry, ResourcePattern
 
 log = logging.getLogger(__name__)
+
+#: The longest wait between two attempts to reach a lost ZooKeeper (kazoo adds up to 40 %
+#: jitter). A restarted server times the sessions it restored from its own start, so a broker
+#: keeps its session only if it is back within the session timeout; kazoo's default doubles
+#: the wait up to an hour, and after a few seconds of outage its next attempt came after the
+#: session had expired. ZooKeeper's Java client, Kafka's, tries again within a second.
+RECONNECT_MAX_DELAY_S = 1.0
 
 
 class NotController(KafkaError):
@@ -140,7 +149,9 @@ class ZkMetadataStore(MetadataStore):
         self._security_protocols = dict(security_protocols)
         self._loop = loop
         self.client = KazooClient(
-            hosts=settings.connect, timeout=settings.session_timeout_ms / 1000
+            hosts=settings.connect,
+            timeout=settings.session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, max_delay=RECONNECT_MAX_DELAY_S),
         )
         self._cluster_id = ""
         self._broker: BrokerImage | None = None
