@@ -11,9 +11,11 @@ empty data dir and runs, through `odradek perf` in a subprocess:
 - start to ready with an empty data dir, and after a restart with 1,000 partitions on disk;
 - metadata for 10,000 partitions, and producing round-robin across 1,000 partitions.
 
-A second table puts TLS beside plaintext: one Odradek broker with a PLAINTEXT and an SSL
-listener (certificates made with openssl), producing and consuming 100 B and 64 KB records
-through each, alternating which goes first; the ratio is TLS over plaintext.
+A second table puts TLS and SASL beside plaintext: one Odradek broker with a PLAINTEXT, an
+SSL (certificates made with openssl) and a SASL_PLAINTEXT (PLAIN) listener, producing and
+consuming 100 B and 64 KB records through each, alternating the order; the ratios are over
+plaintext. SASL authenticates once per connection, so its ratio is what authentication costs
+per request afterwards.
 
 It prints the tables with the machine's description and writes it to docs/benchmarks.md.
 
@@ -497,20 +499,36 @@ TLS_METRICS = {
 }
 
 
+#: The one user of the SASL_PLAINTEXT listener of the TLS table's broker.
+SASL_USER, SASL_PASSWORD = "bench", "bench-secret"
+
+
 def tls_round(scale: Scale, r: int, work: Path, certificates) -> dict[str, float | None]:
-    """Produce and consume 100 B and 64 KB records through a PLAINTEXT and an SSL listener of
-    one broker; metric names are prefixed with the listener ("plaintext_", "tls_")."""
+    """Produce and consume 100 B and 64 KB records through a PLAINTEXT, an SSL and a
+    SASL_PLAINTEXT listener of one broker; metric names are prefixed with the listener
+    ("plaintext_", "tls_", "sasl_")."""
     out: dict[str, float | None] = {}
     data = Path(tempfile.mkdtemp(prefix="bench-tls-", dir=work))
     configs = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(certificates.broker),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_{SASL_USER}="{SASL_PASSWORD}";'
+        ),
     }
     broker = Broker("odradek", data, configs=configs)
     broker.start()
     client_tls = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={certificates.ca}"]
-    sides = [("plaintext", "PLAINTEXT", []), ("tls", "SSL", client_tls)]
+    client_sasl = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN"]
+    client_sasl += ["-X", f"sasl.username={SASL_USER}", "-X", f"sasl.password={SASL_PASSWORD}"]
+    sides = [
+        ("plaintext", "PLAINTEXT", []),
+        ("tls", "SSL", client_tls),
+        ("sasl", "SASL_PLAINTEXT", client_sasl),
+    ]
     try:
         for prefix, listener, client in sides if r % 2 == 0 else sides[::-1]:
             for size, count, label in (
@@ -540,17 +558,21 @@ def tls_round(scale: Scale, r: int, work: Path, certificates) -> dict[str, float
 
 def tls_table(rounds: list[dict[str, float | None]]) -> str:
     rows = [
-        "| Workload | Unit | Plaintext | TLS | TLS ÷ plaintext | Goal | Met |",
-        "|---|---|---:|---:|---:|---|---|",
+        "| Workload | Unit | Plaintext | TLS | TLS ÷ plaintext | Goal | Met "
+        "| SASL PLAIN | SASL ÷ plaintext |",
+        "|---|---|---:|---:|---:|---|---|---:|---:|",
     ]
     for key, (label, unit) in TLS_METRICS.items():
         plain = median([r.get(f"plaintext_{key}") for r in rounds])
         tls = median([r.get(f"tls_{key}") for r in rounds])
+        sasl = median([r.get(f"sasl_{key}") for r in rounds])
         ratio = tls / plain if tls is not None and plain else None
+        sasl_ratio = sasl / plain if sasl is not None and plain else None
         met = "?" if ratio is None else ("yes" if ratio >= 0.6 else "no")
         rows.append(
             f"| {label} | {unit} | {fmt(plain, unit)} | {fmt(tls, unit)} | "
-            f"{'' if ratio is None else f'{ratio:.2f}'} | TLS ≥ 0.6 of plaintext | {met} |"
+            f"{'' if ratio is None else f'{ratio:.2f}'} | TLS ≥ 0.6 of plaintext | {met} | "
+            f"{fmt(sasl, unit)} | {'' if sasl_ratio is None else f'{sasl_ratio:.2f}'} |"
         )
     return "\n".join(rows)
 
@@ -630,7 +652,9 @@ def main(argv: list[str] | None = None) -> int:
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = "" if args.tls_only else table(results, scale)
     if tls_rounds:
-        text += ("\n\n" if text else "") + "TLS beside plaintext (one broker, both listeners):\n\n"
+        text += (
+            "\n\n" if text else ""
+        ) + "TLS and SASL beside plaintext (one broker, three listeners):\n\n"
         text += tls_table(tls_rounds)
     load_after = os.getloadavg()
     flags = "".join(
