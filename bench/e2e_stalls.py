@@ -190,8 +190,8 @@ def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
 
     append = ReplicaManager.append_records
 
-    def append_records(self, tp, records, required_acks, now_ms):
-        info = append(self, tp, records, required_acks, now_ms)
+    def append_records(self, tp, *args, **kwargs):
+        info = append(self, tp, *args, **kwargs)
         probes.appends.setdefault(tp.topic, array("q")).extend(
             (time.monotonic_ns(), info.first_offset, info.last_offset)
         )
@@ -200,8 +200,8 @@ def probed_serve(probe_file: Path, serve_args: list[str]) -> int:
     ReplicaManager.append_records = append_records
     read = fetch._read
 
-    def probed_read(broker, wanted, max_bytes, isolation_level, *replica):
-        results = read(broker, wanted, max_bytes, isolation_level, *replica)
+    def probed_read(broker, wanted, *args, **kwargs):
+        results = read(broker, wanted, *args, **kwargs)
         now = time.monotonic_ns()
         for tp, result in results.items():
             if result.records:
