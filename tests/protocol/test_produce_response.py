@@ -11,7 +11,11 @@ from hypothesis import strategies as st
 
 from odradek.protocol import schemas
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.produce import ProducePartitionResponse, encode_produce_response
+from odradek.protocol.produce import (
+    ProducePartitionResponse,
+    encode_produce_response,
+    throttle_time_position,
+)
 
 names = st.text(min_size=1, max_size=20)
 messages = st.one_of(st.none(), st.text(max_size=40))
@@ -94,3 +98,13 @@ def test_produce_response_encoder_matches_kio(version, topics, throttle_ms) -> N
     assert encode_produce_response(version, topics, throttle_ms) == kio_response(
         version, topics, throttle_ms
     )
+
+
+@settings(max_examples=50, deadline=None)
+@given(version=st.integers(3, 13), throttle_ms=st.integers(0, 2**31 - 1))
+def test_throttle_time_position_finds_the_field_the_encoder_wrote(version, throttle_ms) -> None:
+    parts = [ProducePartitionResponse(index=0, error_code=ErrorCode.none, base_offset=5)]
+    key: str | uuid.UUID = uuid.uuid4() if version >= 13 else "t"
+    body = encode_produce_response(version, [(key, parts)], throttle_ms)
+    at = throttle_time_position(version, body)
+    assert int.from_bytes(body[at : at + 4], "big") == throttle_ms

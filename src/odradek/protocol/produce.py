@@ -187,3 +187,9 @@ def encode_produce_response(
     if flexible:
         out.append(b"\x00")
     return b"".join(out)
+
+
+def throttle_time_position(api_version: int, body: bytes) -> int:
+    """Where ``encode_produce_response`` put throttle_time_ms in ``body``: its last four
+    bytes, before the flexible versions' empty tagged-field section."""
+    return len(body) - 4 - (api_version >= FIRST_FLEXIBLE_VERSION)

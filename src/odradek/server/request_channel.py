@@ -103,6 +103,15 @@ def timed(coro: Coroutine[Any, Any, T]) -> Generator[Any, None, tuple[T, float]]
                 return done.value, waited
 
 
+def _mute(out: EncodedResponse, mute_ms: int, api_key: int, api_version: int) -> int:
+    """Mute the connection for the longer of a quota's throttle and what the handler asked
+    (a throttled fetch), before the response for a client too old to hold back itself;
+    the time muted."""
+    out.mute_ms = max(out.mute_ms, mute_ms)
+    out.mute_first = bool(out.mute_ms) and mute_first(api_key, api_version)
+    return out.mute_ms
+
+
 def _resolve(path: str) -> Callable[..., Any]:
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -159,8 +168,7 @@ class RequestChannel:
             if response is None:
                 return None
             out = _with_header(response, api_key, correlation_id, flexible)
-            if out.mute_ms:  # a fetch over its consumer_byte_rate
-                out.mute_first = mute_first(api_key, api_version)
+            _mute(out, 0, api_key, api_version)  # a fetch over its consumer_byte_rate
             return out
         response, waited = await timed(self._handlers[api_key](ctx, request))
         handled = time.perf_counter()
@@ -174,8 +182,7 @@ class RequestChannel:
             if response is None or silent:
                 return response
             out = _with_header(response, api_key, correlation_id, flexible)
-            out.mute_ms = max(out.mute_ms, mute_ms)
-            out.mute_first = bool(out.mute_ms) and mute_first(api_key, api_version)
+            _mute(out, mute_ms, api_key, api_version)
             return out
         errors = None if silent else error_counts(response)
         stats = metrics.stats(api_key, api_version)
@@ -184,8 +191,7 @@ class RequestChannel:
             stats.record(handled - started, waited, 0.0, 0.0, request_size, 0, errors, mute_ms)
             return response
         out = _with_header(response, api_key, correlation_id, flexible)
-        mute_ms = out.mute_ms = max(out.mute_ms, mute_ms)
-        out.mute_first = bool(mute_ms) and mute_first(api_key, api_version)
+        mute_ms = _mute(out, mute_ms, api_key, api_version)
         response_size = out.size + SIZE_PREFIX_LEN
 
         # Kafka times a Fetch twice: as Fetch, and as FetchFollower or FetchConsumer (errors

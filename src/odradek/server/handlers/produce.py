@@ -49,11 +49,11 @@ from collections import Counter
 from odradek.network.unmute import unmute_channel
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.produce import (
-    FIRST_FLEXIBLE_VERSION,
     FIRST_TOPIC_ID_VERSION,
     ProducePartitionResponse,
     ProduceRequest,
     encode_produce_response,
+    throttle_time_position,
 )
 from odradek.protocol.records import first_batch_is_transactional, transactional_producer
 from odradek.protocol.response import EncodedResponse
@@ -199,9 +199,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> EncodedRespons
         response.error_counts = Counter(p.error_code for _, ps in results for p in ps)
     body = encode_produce_response(ctx.api_version, results)
     response.add(body)
-    # throttle_time_ms ends the body, before the flexible versions' tagged fields.
-    flexible = ctx.api_version >= FIRST_FLEXIBLE_VERSION
-    response.throttle_at = (0, len(body) - 4 - flexible)
+    response.throttle_at = (0, throttle_time_position(ctx.api_version, body))
     return response
 
 
