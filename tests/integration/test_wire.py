@@ -368,3 +368,59 @@ def test_metadata_versions(broker: EmbeddedBroker, version: int) -> None:
         assert response.topics[0].partitions[0].leader_id == response.brokers[0].node_id
     finally:
         client.close()
+
+
+def test_a_deleted_topic_leaves_the_fetch_session_it_is_forgotten_from(
+    broker: EmbeddedBroker,
+) -> None:
+    # From v13 a session's partitions are named by topic id; once the topic is deleted its id
+    # names no topic, and the broker must still drop its partitions when the client forgets
+    # them. Kept, each fetch would answer them with an error, and at once.
+    from confluent_kafka.admin import AdminClient
+    from kio.schema.fetch.v13 import request as fetch13
+
+    def fetch(topic_id, session_id: int, epoch: int, forgotten: tuple = ()):
+        partitions = (
+            fetch13.FetchPartition(
+                partition=0,
+                current_leader_epoch=-1,
+                fetch_offset=0,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=10**6,
+            ),
+        )
+        return fetch13.FetchRequest(
+            replica_id=-1,
+            max_wait=timedelta(milliseconds=0),
+            min_bytes=0,
+            max_bytes=10**6,
+            isolation_level=0,
+            session_id=session_id,
+            session_epoch=epoch,
+            topics=(fetch13.FetchTopic(topic_id=topic_id, partitions=partitions),)
+            if topic_id
+            else (),
+            forgotten_topics_data=forgotten,
+            rack_id="",
+        )
+
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        client.call(metadata_request("sess-gone"))
+        topic_id = client.call(metadata_request("sess-gone")).topics[0].topic_id
+        full = client.call(fetch(topic_id, 0, 0))
+        assert full.error_code == ErrorCode.none and full.session_id != 0
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.delete_topics(["sess-gone"])["sess-gone"].result(30)
+        deadline = time.monotonic() + 30
+        while "sess-gone" in admin.list_topics(timeout=10).topics:
+            assert time.monotonic() < deadline, "sess-gone still listed"
+            time.sleep(0.05)
+        forgotten = (fetch13.ForgottenTopic(topic_id=topic_id, partitions=(0,)),)
+        after = client.call(fetch(None, full.session_id, 1, forgotten))
+        assert after.error_code == ErrorCode.none and after.responses == ()
+        # Still gone on the next fetch: the session holds nothing of it.
+        assert client.call(fetch(None, full.session_id, 2)).responses == ()
+    finally:
+        client.close()

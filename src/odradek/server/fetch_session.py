@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -38,6 +39,8 @@ class CachedPartition:
     #: partition only when one of these changed.
     high_watermark: int = -1
     log_start_offset: int = -1
+    #: The topic id the client named it by (v13+), by which it forgets it.
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(slots=True)

@@ -80,11 +80,7 @@ async def handle(ctx: RequestContext, request):
                     )
                 session.partitions[tp] = cached
             for forgotten in request.forgotten_topics_data:
-                name = _topic_name(broker, forgotten)
-                if name is None:  # an id no topic has now: its session entries cannot be named
-                    continue
-                for index in forgotten.partitions:
-                    session.partitions.pop(TopicPartition(name, index), None)
+                _forget(session, forgotten)
             wanted = session.partitions
     except KafkaError as e:
         return encode_fetch_response(ctx.api_version, [], error_code=e.error_code, session_id=0)
@@ -174,6 +170,25 @@ def _topic_name(broker, topic) -> str | None:
     return image.name if image is not None else None
 
 
+def _forget(session: FetchSession, forgotten) -> None:
+    """Drop a request's forgotten partitions from ``session``. From v13 they are named by topic
+    id and matched against the ids the session was given, not against the metadata: a deleted
+    topic's id names no topic any more, yet its partitions must leave the session (left in
+    it, each would answer an error on every fetch, and an error answers a fetch at once)."""
+    topic_id = getattr(forgotten, "topic_id", None)
+    if topic_id is None:
+        for index in forgotten.partitions:
+            session.partitions.pop(TopicPartition(forgotten.topic, index), None)
+        return
+    indexes = set(forgotten.partitions)
+    for tp in [
+        tp
+        for tp, cached in session.partitions.items()
+        if cached.topic_id == topic_id and tp.partition in indexes
+    ]:
+        del session.partitions[tp]
+
+
 def _requested_partitions(
     broker, request, unknown_ids: list[FetchTopicResponse]
 ) -> OrderedDict[TopicPartition, CachedPartition]:
@@ -197,6 +212,7 @@ def _requested_partitions(
                 fetch_offset=p.fetch_offset,
                 max_bytes=p.partition_max_bytes,
                 current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                topic_id=getattr(topic, "topic_id", None),
             )
     return wanted
 
