@@ -4,6 +4,7 @@ and the bytes followers fetch counted as replication bytes, never as consumers' 
 
 from __future__ import annotations
 
+import time
 import urllib.request
 
 import pytest
@@ -125,3 +126,25 @@ def test_follower_fetches_are_replication_bytes_not_bytes_out(odradek_cluster):
     for node in (1, 2, 3):
         for name in (r_out, r_in):
             assert list(samples(odradek_cluster, node, name + "_total")) == [frozenset()]
+
+
+def test_idle_followers_long_poll_in_their_fetch_sessions(odradek_cluster):
+    # Each broker follows about 33 partitions of __consumer_offsets from the two others. In a
+    # fetch session (KIP-227) a quiet round names none of them, and the leader holds the fetch
+    # for replica.fetch.wait.max.ms (500): some 2 fetches per second per follower and leader.
+    # A follower whose session on the leader lacks its partitions (refused while the leader
+    # did not know their topic yet) would be answered at once, thousands of times a second.
+    def follower_fetches() -> float:
+        return sum(
+            value
+            for node in (1, 2, 3)
+            for labels, value in samples(
+                odradek_cluster, node, "kafka_network_requestmetrics_requests_total"
+            ).items()
+            if ("request", "FetchFollower") in labels
+        )
+
+    before = follower_fetches()
+    time.sleep(3)
+    # Six follower-leader pairs: about 36 fetches in 3 s; 200 allows for records arriving.
+    assert follower_fetches() - before < 200

@@ -42,7 +42,7 @@ responses = st.tuples(
 )
 
 
-def kio_body(version: int, error_code: int, topics, endpoints) -> bytes:
+def kio_body(version: int, error_code: int, topics, endpoints, session_id: int = 0) -> bytes:
     module = schemas.response_module(ApiKey.FETCH, version)
     built_topics = []
     for topic_id, parts in topics:
@@ -98,7 +98,7 @@ def kio_body(version: int, error_code: int, topics, endpoints) -> bytes:
             module.FetchResponse,
             throttle_time=3,
             error_code=error_code,
-            session_id=0,
+            session_id=session_id,
             responses=tuple(built_topics),
             node_endpoints=node_endpoints,
         )
@@ -106,12 +106,12 @@ def kio_body(version: int, error_code: int, topics, endpoints) -> bytes:
 
 
 @settings(max_examples=300, deadline=None)
-@given(responses)
-def test_the_decoder_reads_what_kio_writes(response) -> None:
+@given(responses, st.integers(0, 2**31 - 1))
+def test_the_decoder_reads_what_kio_writes(response, session_id: int) -> None:
     version, error_code, topics, endpoints = response
-    body = memoryview(kio_body(version, error_code, topics, endpoints))
-    decoded_error, decoded = decode_fetch_response(version, body)
-    assert decoded_error == error_code
+    body = memoryview(kio_body(version, error_code, topics, endpoints, session_id))
+    decoded_error, decoded_session, decoded = decode_fetch_response(version, body)
+    assert (decoded_error, decoded_session) == (error_code, session_id)
     assert [t for t, _ in decoded] == [t for t, _ in topics]
     for (_, got), (_, wanted) in zip(decoded, topics, strict=True):
         assert [
@@ -145,7 +145,7 @@ def test_records_are_a_slice_of_the_frame_not_a_copy() -> None:
     records = b"r" * 1000
     topics = [(uuid.uuid4(), [_partition(records)])]
     frame = bytearray(kio_body(16, 0, topics, []))
-    _, decoded = decode_fetch_response(16, memoryview(frame))
+    decoded = decode_fetch_response(16, memoryview(frame)).topics
     view = decoded[0][1][0].records
     assert view is not None and view.obj is frame
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from odradek.protocol import wire
 from odradek.protocol.response import EncodedResponse, Region
@@ -136,17 +137,25 @@ class FetchedPartition:
 LAST_DECODED_VERSION = 18
 
 
-def decode_fetch_response(
-    version: int, body: memoryview
-) -> tuple[int, list[tuple[uuid.UUID, list[FetchedPartition]]]]:
-    """(the response's error code, its partitions by topic id) from a Fetch response body
-    (after the response header) of version 13 to 18. Raises ValueError on a short body."""
+class FetchedResponse(NamedTuple):
+    """A decoded Fetch response: what a follower's fetch and its fetch session need."""
+
+    error_code: int
+    #: The fetch session the leader keeps for the fetcher (0: none).
+    session_id: int
+    #: Partitions by topic id.
+    topics: list[tuple[uuid.UUID, list[FetchedPartition]]]
+
+
+def decode_fetch_response(version: int, body: memoryview) -> FetchedResponse:
+    """A Fetch response body (after the response header) of version 13 to 18.
+    Raises ValueError on a short body."""
     if not FIRST_TOPIC_ID_VERSION <= version <= LAST_DECODED_VERSION:
         raise ValueError(f"Fetch response v{version} is not decoded here")
     read_int16, read_int32, read_int64 = wire.read_int16, wire.read_int32, wire.read_int64
     _throttle_ms, pos = read_int32(body, 0)
     error_code, pos = read_int16(body, pos)
-    _session_id, pos = read_int32(body, pos)
+    session_id, pos = read_int32(body, pos)
     topic_count, pos = wire.read_array_length(body, pos, True)
     topics = []
     for _ in range(max(topic_count, 0)):
@@ -184,4 +193,4 @@ def decode_fetch_response(
         pos = wire.skip_tagged_fields(body, pos)
         topics.append((topic_id, partitions))
     wire.skip_tagged_fields(body, pos)
-    return error_code, topics
+    return FetchedResponse(error_code, session_id, topics)

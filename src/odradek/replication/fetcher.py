@@ -9,7 +9,14 @@ connection and one request in flight, asking for every partition it serves from
 that leader at once. A partition goes to fetcher ``fetcher_id`` as Kafka's
 AbstractFetcherManager.getFetcherId spreads them, from Java's String.hashCode of the
 topic, so a cluster mixing Kafka and Odradek brokers splits the same way and a
-partition stays on one connection while the leader and the count stay the same.
+partition stays on one connection while the leader and the count stay the same. Which
+fetcher serves which partition is worked out when roles change, not per request.
+
+Each fetcher keeps a fetch session with its leader (KIP-227, fetch_session_handler.py),
+as Kafka's fetcher does: after the first, full request, a request names only the
+partitions whose position moved and an answer only those with news, so the quiet
+partitions a broker follows (most of ``__consumer_offsets``) cost the follower nothing
+per round of replication.
 
 The connections speak the inter-broker listener's security protocol
 (``network.client_security``): TLS, SASL, or both, as the broker's config says.
@@ -47,6 +54,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -63,6 +71,7 @@ from odradek.protocol import schemas
 from odradek.protocol.client_codec import response_body
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch import decode_fetch_response
+from odradek.replication.fetch_session_handler import FetchSessionHandler, SessionRequest
 from odradek.replication.partition import EpochQuery, FetchPosition, Partition
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.storage import Log, TopicPartition
@@ -73,6 +82,8 @@ FETCH = 1
 OFFSET_FOR_LEADER_EPOCH = 23
 #: ReplicaState (replica id and broker epoch) came with Fetch v15.
 FIRST_REPLICA_STATE_VERSION = 15
+#: Top-level errors that only say the fetch session must start over.
+SESSION_ERRORS = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +148,8 @@ class ReplicaFetcherManager:
         #: Counts what the followers append (ReplicationBytesInPerSec).
         self.topic_stats = topic_stats
         self._fetchers: dict[FetcherKey, ReplicaFetcher] = {}
+        #: The followed partitions by the fetcher that serves them, as of the last role change.
+        self._assignment: dict[FetcherKey, dict[TopicPartition, Partition[Log]]] = {}
         self._closed = False
 
     def fetcher_key(self, tp: TopicPartition, partition: Partition[Log]) -> FetcherKey:
@@ -150,12 +163,18 @@ class ReplicaFetcherManager:
         self.replica_manager.role_listeners.append(self._on_roles_changed)
         self._on_roles_changed()
 
+    def assigned(self, key: FetcherKey) -> dict[TopicPartition, Partition[Log]]:
+        """The followed partitions fetcher ``key`` serves."""
+        return self._assignment.get(key, {})
+
     def _on_roles_changed(self) -> None:
         if self._closed:
             return
-        keys = {
-            self.fetcher_key(tp, p) for tp, p in self.replica_manager.followed_partitions().items()
-        }
+        assignment: dict[FetcherKey, dict[TopicPartition, Partition[Log]]] = {}
+        for tp, partition in self.replica_manager.followed_partitions().items():
+            assignment.setdefault(self.fetcher_key(tp, partition), {})[tp] = partition
+        self._assignment = assignment
+        keys = assignment.keys()
         for key in keys - self._fetchers.keys():
             fetcher = ReplicaFetcher(self, *key)
             self._fetchers[key] = fetcher
@@ -186,6 +205,7 @@ class ReplicaFetcher:
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connection: AsyncBrokerConnection | None = None
+        self._session: FetchSessionHandler[tuple[uuid.UUID, FetchPosition]] = FetchSessionHandler()
         self._stopping = False
 
     def start(self) -> None:
@@ -217,12 +237,7 @@ class ReplicaFetcher:
 
     def partitions(self) -> dict[TopicPartition, Partition[Log]]:
         """The followed partitions this fetcher serves."""
-        key = (self.leader_id, self.fetcher_id)
-        return {
-            tp: p
-            for tp, p in self.manager.replica_manager.followed_partitions().items()
-            if self.manager.fetcher_key(tp, p) == key
-        }
+        return self.manager.assigned((self.leader_id, self.fetcher_id))
 
     async def _run(self) -> None:
         settings = self.manager.settings
@@ -323,19 +338,79 @@ class ReplicaFetcher:
         connection: AsyncBrokerConnection,
         fetches: dict[TopicPartition, tuple[Partition[Log], FetchPosition]],
     ) -> bool:
-        """One Fetch for every partition; False if none of them made progress (back off)."""
+        """One Fetch in this fetcher's session; False (back off) if partitions were answered
+        and none of them made progress, or the response has an error other than a session's."""
         manager = self.manager
         settings = manager.settings
         version = connection.version(FETCH, 18)
         if version is None or version < FIRST_REPLICA_STATE_VERSION:
             raise BrokerConnectionError(f"broker {self.leader_id} lacks Fetch v15+")
-        module = schemas.request_module(FETCH, version)
-        by_id: dict[Any, tuple[str, list[Any]]] = {}
+        wanted: dict[TopicPartition, tuple[uuid.UUID, FetchPosition]] = {}
         for tp, (_, position) in fetches.items():
             topic = manager.metadata.topic(tp.topic)
-            if topic is None:
+            if topic is not None:
+                wanted[tp] = (topic.topic_id, position)
+        if not wanted:
+            return False
+        session = self._session.build(wanted)
+        request = self._fetch_request(version, session)
+        try:
+            frame = await connection.request_frame(
+                request, (settings.socket_timeout_ms + settings.fetch_wait_max_ms) / 1000
+            )
+            response = decode_fetch_response(version, response_body(request, frame))
+        except ValueError as e:
+            self._session.handle_error()
+            connection.close()
+            raise BrokerConnectionError(f"unreadable Fetch response: {e}") from None
+        except BaseException:
+            self._session.handle_error()
+            raise
+        if not self._session.handle_response(session, response.error_code, response.session_id):
+            log.info("fetch from broker %d: error code %d", self.leader_id, response.error_code)
+            # A session the leader lost or no longer matches: the next request is a full one.
+            return response.error_code in SESSION_ERRORS
+        names = {topic_id: tp.topic for tp, (topic_id, _) in session.session.items()}
+        answered = progress = False
+        now_ms = int(time.time() * 1000)
+        for topic_id, answers in response.topics:
+            name = names.get(topic_id)
+            if name is None:
                 continue
-            by_id.setdefault(topic.topic_id, (tp.topic, []))[1].append(
+            for answer in answers:
+                tp = TopicPartition(name, answer.partition_index)
+                found = fetches.get(tp)
+                if found is None:
+                    continue
+                answered = True
+                partition, position = found
+                if answer.error_code != ErrorCode.none:
+                    log.debug("fetch of %s from %d: %s", tp, self.leader_id, answer.error_code)
+                    partition.on_fetch_error(position, ErrorCode(answer.error_code))
+                    self._session.resend(tp)
+                    continue
+                high_watermark = partition.high_watermark
+                records = answer.records or b""
+                if partition.on_fetch_response(position, records, answer.high_watermark, now_ms):
+                    progress = True
+                    manager.topic_stats.replicated(len(records))
+                    if records or partition.high_watermark != high_watermark:
+                        manager.replica_manager.follower_appended(
+                            tp, partition.high_watermark != high_watermark
+                        )
+        # An incremental answer without partitions: nothing changed while the leader waited.
+        return progress or not answered
+
+    def _fetch_request(
+        self, version: int, session: SessionRequest[tuple[uuid.UUID, FetchPosition]]
+    ) -> Any:
+        """The Fetch request for ``session``: the partitions it sends and forgets, by topic id."""
+        manager = self.manager
+        settings = manager.settings
+        module = schemas.request_module(FETCH, version)
+        sent: dict[uuid.UUID, list[Any]] = {}
+        for tp, (topic_id, position) in session.to_send.items():
+            sent.setdefault(topic_id, []).append(
                 schemas.build(
                     module.FetchPartition,
                     partition=tp.partition,
@@ -346,9 +421,10 @@ class ReplicaFetcher:
                     partition_max_bytes=settings.fetch_max_bytes,
                 )
             )
-        if not by_id:
-            return False
-        request = schemas.build(
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for tp, (topic_id, _) in session.to_forget.items():
+            forgotten.setdefault(topic_id, []).append(tp.partition)
+        return schemas.build(
             module.FetchRequest,
             cluster_id=None,
             replica_state=schemas.build(
@@ -360,50 +436,15 @@ class ReplicaFetcher:
             min_bytes=settings.fetch_min_bytes,
             max_bytes=settings.response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session.session_id,
+            session_epoch=session.epoch,
             topics=tuple(
                 schemas.build(module.FetchTopic, topic_id=topic_id, partitions=tuple(ps))
-                for topic_id, (_, ps) in by_id.items()
+                for topic_id, ps in sent.items()
             ),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(
+                schemas.build(module.ForgottenTopic, topic_id=topic_id, partitions=tuple(ps))
+                for topic_id, ps in forgotten.items()
+            ),
             rack_id="",
         )
-        names = {topic_id: name for topic_id, (name, _) in by_id.items()}
-        frame = await connection.request_frame(
-            request, (settings.socket_timeout_ms + settings.fetch_wait_max_ms) / 1000
-        )
-        try:
-            error_code, topics = decode_fetch_response(version, response_body(request, frame))
-        except ValueError as e:
-            connection.close()
-            raise BrokerConnectionError(f"unreadable Fetch response: {e}") from None
-        if error_code != ErrorCode.none:
-            log.info("fetch from broker %d: error code %d", self.leader_id, error_code)
-            return False
-        progress = False
-        now_ms = int(time.time() * 1000)
-        for topic_id, answers in topics:
-            name = names.get(topic_id)
-            if name is None:
-                continue
-            for answer in answers:
-                tp = TopicPartition(name, answer.partition_index)
-                found = fetches.get(tp)
-                if found is None:
-                    continue
-                partition, position = found
-                if answer.error_code != ErrorCode.none:
-                    log.debug("fetch of %s from %d: %s", tp, self.leader_id, answer.error_code)
-                    partition.on_fetch_error(position, ErrorCode(answer.error_code))
-                    continue
-                high_watermark = partition.high_watermark
-                records = answer.records or b""
-                if partition.on_fetch_response(position, records, answer.high_watermark, now_ms):
-                    progress = True
-                    manager.topic_stats.replicated(len(records))
-                    if records or partition.high_watermark != high_watermark:
-                        manager.replica_manager.follower_appended(
-                            tp, partition.high_watermark != high_watermark
-                        )
-        return progress
