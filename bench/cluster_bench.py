@@ -11,6 +11,10 @@ cores, so replication's extra work (followers' appends, their fetches) competes 
 producer as it would not on three machines. The rounds alternate which topic goes first and
 the median of each side is printed.
 
+Each measurement writes to a topic of its own, created before it and deleted after it,
+and starts after ``os.sync()`` (bench/page_cache.py says why: without it, an RF=3 round
+measured 85 MB/s after two at 159-173 MB/s, depending on where the round order put it).
+
 Both rows use the same producer settings, without idempotence: librdkafka's idempotent
 producer was seen (on the leader) to send a partition's next ProduceRequest only after the
 previous one was answered, which makes an acks=all row one batch per replication round
@@ -25,11 +29,13 @@ Usage: python bench/cluster_bench.py [--records 200000] [--rounds 3] [-o broker.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from page_cache import DELETE_AT_ONCE, drop_topic
 
 from odradek.server.embedded_cluster import EmbeddedCluster
 
@@ -63,29 +69,49 @@ def produce(bootstrap: str, topic: str, records: int, size: int, acks: str) -> f
     return records / elapsed
 
 
+def measure(
+    cluster: EmbeddedCluster,
+    admin: AdminClient,
+    topic: NewTopic,
+    records: int,
+    size: int,
+    acks: str,
+) -> float:
+    """Records per second to ``topic``, created for this measurement and deleted after it."""
+    for future in admin.create_topics([topic]).values():
+        future.result(30)
+    os.sync()
+    try:
+        return produce(cluster.bootstrap_servers, topic.topic, records, size, acks)
+    finally:
+        drop_topic(admin, topic.topic, cluster.data_dir)
+
+
+MIN_ISR_2 = {"min.insync.replicas": "2"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per size")
     parser.add_argument("-o", dest="config", action="append", default=[], help="broker config k=v")
     args = parser.parse_args()
-    with EmbeddedCluster(brokers=3, config=dict(c.split("=", 1) for c in args.config)) as cluster:
+    config = {**DELETE_AT_ONCE, **dict(c.split("=", 1) for c in args.config)}
+    with EmbeddedCluster(brokers=3, config=config) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        topics = [
-            NewTopic("rf1", 1, 1),
-            NewTopic("rf3", 1, 3, config={"min.insync.replicas": "2"}),
-        ]
-        for future in admin.create_topics(topics).values():
-            future.result(30)
-        bootstrap = cluster.bootstrap_servers
         print(f"{'benchmark':40} {'RF=1 acks=1':>14} {'RF=3 acks=all':>14} {'ratio':>7}")
         for size in (100, 1024):
             rf1, rf3 = [], []
             for round_ in range(args.rounds):
-                order = [("rf1", "1", rf1), ("rf3", "all", rf3)]
+                order = [
+                    (NewTopic(f"rf1-{size}-{round_}", 1, 1), "1", rf1),
+                    (NewTopic(f"rf3-{size}-{round_}", 1, 3, config=MIN_ISR_2), "all", rf3),
+                ]
                 for topic, acks, out in order if round_ % 2 == 0 else order[::-1]:
-                    out.append(produce(bootstrap, topic, args.records, size, acks))
+                    out.append(measure(cluster, admin, topic, args.records, size, acks))
             one, three = statistics.median(rf1), statistics.median(rf3)
+            rounds = ", ".join(f"{a:,.0f}/{b:,.0f}" for a, b in zip(rf1, rf3, strict=True))
+            print(f"  {size} B rounds, RF=1/RF=3 rec/s: {rounds}")
             print(
                 f"{f'produce {size} B records (rec/s, median)':40} "
                 f"{one:14,.0f} {three:14,.0f} {three / one:7.2f}"

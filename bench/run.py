@@ -13,9 +13,12 @@ empty data dir and runs, through `odradek perf` in a subprocess:
 
 A second table puts TLS and SASL beside plaintext: one Odradek broker with a PLAINTEXT, an
 SSL (certificates made with openssl) and a SASL_PLAINTEXT (PLAIN) listener, producing and
-consuming 100 B and 64 KB records through each, alternating the order; the ratios are over
-plaintext. SASL authenticates once per connection, so its ratio is what authentication costs
-per request afterwards.
+consuming 100 B and 64 KB records through each; the ratios are over plaintext. SASL
+authenticates once per connection, so its ratio is what authentication costs per request
+afterwards. Each round starts from another listener, so over three rounds each takes each
+place once, and each topic is deleted once measured, with ``os.sync()`` before each
+produce, so every side writes into page cache in the same state (bench/page_cache.py says
+why that matters on these machines).
 
 It prints the tables with the machine's description and writes it to docs/benchmarks.md.
 
@@ -51,6 +54,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from page_cache import DELETE_AT_ONCE, drop_topic
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -519,8 +525,9 @@ def tls_round(scale: Scale, r: int, work: Path, certificates) -> dict[str, float
             f'user_{SASL_USER}="{SASL_PASSWORD}";'
         ),
     }
-    broker = Broker("odradek", data, configs=configs)
+    broker = Broker("odradek", data, configs={**configs, **DELETE_AT_ONCE})
     broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.listeners["PLAINTEXT"]})
     client_tls = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={certificates.ca}"]
     client_sasl = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN"]
     client_sasl += ["-X", f"sasl.username={SASL_USER}", "-X", f"sasl.password={SASL_PASSWORD}"]
@@ -529,8 +536,9 @@ def tls_round(scale: Scale, r: int, work: Path, certificates) -> dict[str, float
         ("tls", "SSL", client_tls),
         ("sasl", "SASL_PLAINTEXT", client_sasl),
     ]
+    first = r % len(sides)
     try:
-        for prefix, listener, client in sides if r % 2 == 0 else sides[::-1]:
+        for prefix, listener, client in sides[first:] + sides[:first]:
             for size, count, label in (
                 (100, scale.records_100b, "100b"),
                 (65536, scale.records_64kb, "64kb"),
@@ -538,6 +546,7 @@ def tls_round(scale: Scale, r: int, work: Path, certificates) -> dict[str, float
                 topic = f"{prefix}-{label}-{r}"
                 field_name = "records_per_s" if size == 100 else "mb_per_s"
                 unit = "rps" if size == 100 else "mbps"
+                os.sync()
                 for test, extra in (
                     ("produce", ["--partitions", "6", "--record-size", str(size)]),
                     ("consume", []),
@@ -550,6 +559,7 @@ def tls_round(scale: Scale, r: int, work: Path, certificates) -> dict[str, float
                     if "failed" in res:
                         print(f"  TLS bench {key}: FAILED {res['failed']}", file=sys.stderr)
                     out[key] = res.get(field_name) if "failed" not in res else None
+                drop_topic(admin, topic, data)
     finally:
         broker.stop()
         shutil.rmtree(data, ignore_errors=True)
