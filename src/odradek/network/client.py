@@ -38,9 +38,10 @@ from odradek.network.sasl_client import SaslExchange, SaslExchangeError
 from odradek.protocol import schemas
 from odradek.protocol.client_codec import (
     API_VERSIONS,
+    RequestKind,
     client_id_field,
     decode_response,
-    encode_request,
+    frame_request,
     response_correlation_id,
 )
 from odradek.protocol.errors import ErrorCode
@@ -234,13 +235,20 @@ class AsyncBrokerConnection:
     async def request_frame(self, request: Any, timeout_s: float) -> memoryview:
         """As ``request``, but the response frame undecoded (``client_codec.response_body``
         finds its body), for a caller with a codec of its own."""
+        return await self.request_encoded(
+            RequestKind.of(request), schemas.encode(request), timeout_s
+        )
+
+    async def request_encoded(self, kind: RequestKind, body: bytes, timeout_s: float) -> memoryview:
+        """As ``request_frame``, for a request whose body the caller encoded
+        (``client_codec.kind_response_body`` finds the response's body)."""
         if self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
             try:
                 await self._authenticate(timeout_s)
             except BaseException:
                 self.close()
                 raise
-        return await self._send_frame(request, timeout_s)
+        return await self._send_frame(kind, body, timeout_s)
 
     async def _authenticate(self, timeout_s: float) -> None:
         login = self._security.sasl
@@ -255,15 +263,17 @@ class AsyncBrokerConnection:
         self._reauthenticate_at = exchange.reauthenticate_at
 
     async def _send(self, request: Any, timeout_s: float) -> Any:
-        return decode_response(request, await self._send_frame(request, timeout_s))
+        frame = await self._send_frame(RequestKind.of(request), schemas.encode(request), timeout_s)
+        return decode_response(request, frame)
 
-    async def _send_frame(self, request: Any, timeout_s: float) -> memoryview:
+    async def _send_frame(self, kind: RequestKind, body: bytes, timeout_s: float) -> memoryview:
         self._correlation_id += 1
         correlation_id = self._correlation_id
         stream = self._stream
         try:
-            await stream.write(encode_request(request, correlation_id, self._client_id))
-            frame = await asyncio.wait_for(stream.next_frame(), timeout_s)
+            await stream.write(frame_request(kind, body, correlation_id, self._client_id))
+            async with asyncio.timeout(timeout_s):  # no task per request, as wait_for makes
+                frame = await stream.next_frame()
         except (BrokerConnectionError, TimeoutError) as exc:
             self.close()
             raise BrokerConnectionError(f"request failed: {exc!r}") from None

@@ -11,7 +11,7 @@ that any client can read it whatever version it asked for.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.serial import entity_reader
 
@@ -32,10 +32,29 @@ def client_id_field(client_id: str) -> bytes:
 
 def encode_request(request: Any, correlation_id: int, client_id: bytes) -> bytes:
     """The whole frame of ``request`` (a kio request entity): size prefix, header, body."""
-    api_key, version = int(request.__api_key__), int(request.__version__)
-    header = _REQUEST_HEADER.pack(api_key, version, correlation_id) + client_id
-    body = header + (b"\x00" if request.__flexible__ else b"") + schemas.encode(request)
-    return _SIZE.pack(len(body)) + body
+    return frame_request(
+        RequestKind.of(request), schemas.encode(request), correlation_id, client_id
+    )
+
+
+class RequestKind(NamedTuple):
+    """What a request's header and its response's header depend on."""
+
+    api_key: int
+    version: int
+    flexible: bool
+
+    @classmethod
+    def of(cls, request: Any) -> RequestKind:
+        """The kind of ``request``, a kio request entity."""
+        return cls(int(request.__api_key__), int(request.__version__), request.__flexible__)
+
+
+def frame_request(kind: RequestKind, body: bytes, correlation_id: int, client_id: bytes) -> bytes:
+    """The whole frame of a request of ``kind`` whose ``body`` is encoded already."""
+    header = _REQUEST_HEADER.pack(kind.api_key, kind.version, correlation_id) + client_id
+    frame = header + (b"\x00" if kind.flexible else b"") + body
+    return _SIZE.pack(len(frame)) + frame
 
 
 def response_correlation_id(frame: bytes | memoryview) -> int:
@@ -45,10 +64,15 @@ def response_correlation_id(frame: bytes | memoryview) -> int:
 
 
 def response_body(request: Any, frame: bytes | memoryview) -> memoryview:
-    """The body of ``frame`` (a response to ``request``, size prefix removed): what follows
-    its header, read-only."""
+    """The body of ``frame`` (a response to ``request``, a kio request entity, size prefix
+    removed): what follows its header, read-only."""
+    return kind_response_body(RequestKind.of(request), frame)
+
+
+def kind_response_body(kind: RequestKind, frame: bytes | memoryview) -> memoryview:
+    """The body of ``frame``, a response to a request of ``kind``."""
     view = memoryview(frame).toreadonly()  # kio reads read-only memoryviews, never bytearrays
-    flexible = request.__flexible__ and int(request.__api_key__) != API_VERSIONS
+    flexible = kind.flexible and kind.api_key != API_VERSIONS
     return view[skip_tagged_fields(view, 4) if flexible else 4 :]
 
 

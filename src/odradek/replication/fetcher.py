@@ -56,7 +56,6 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from odradek.metadata.store import MetadataStore
@@ -68,9 +67,15 @@ from odradek.network.client import (
 )
 from odradek.network.client_security import PLAINTEXT, ClientSecurity
 from odradek.protocol import schemas
-from odradek.protocol.client_codec import response_body
+from odradek.protocol.client_codec import RequestKind, kind_response_body
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.fetch import decode_fetch_response
+from odradek.protocol.fetch import (
+    FIRST_REPLICA_STATE_VERSION,
+    LAST_FOLLOWER_REQUEST_VERSION,
+    FetchRequestPartition,
+    decode_fetch_response,
+    encode_follower_fetch_request,
+)
 from odradek.replication.fetch_session_handler import FetchSessionHandler, SessionRequest
 from odradek.replication.partition import EpochQuery, FetchPosition, Partition
 from odradek.replication.replica_manager import ReplicaManager
@@ -80,8 +85,6 @@ log = logging.getLogger(__name__)
 
 FETCH = 1
 OFFSET_FOR_LEADER_EPOCH = 23
-#: ReplicaState (replica id and broker epoch) came with Fetch v15.
-FIRST_REPLICA_STATE_VERSION = 15
 #: Top-level errors that only say the fetch session must start over.
 SESSION_ERRORS = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
 
@@ -342,7 +345,7 @@ class ReplicaFetcher:
         and none of them made progress, or the response has an error other than a session's."""
         manager = self.manager
         settings = manager.settings
-        version = connection.version(FETCH, 18)
+        version = connection.version(FETCH, LAST_FOLLOWER_REQUEST_VERSION)
         if version is None or version < FIRST_REPLICA_STATE_VERSION:
             raise BrokerConnectionError(f"broker {self.leader_id} lacks Fetch v15+")
         wanted: dict[TopicPartition, tuple[uuid.UUID, FetchPosition]] = {}
@@ -353,12 +356,14 @@ class ReplicaFetcher:
         if not wanted:
             return False
         session = self._session.build(wanted)
-        request = self._fetch_request(version, session)
+        kind = RequestKind(FETCH, version, flexible=True)
         try:
-            frame = await connection.request_frame(
-                request, (settings.socket_timeout_ms + settings.fetch_wait_max_ms) / 1000
+            frame = await connection.request_encoded(
+                kind,
+                self._fetch_request(version, session),
+                (settings.socket_timeout_ms + settings.fetch_wait_max_ms) / 1000,
             )
-            response = decode_fetch_response(version, response_body(request, frame))
+            response = decode_fetch_response(version, kind_response_body(kind, frame))
         except ValueError as e:
             self._session.handle_error()
             connection.close()
@@ -403,16 +408,15 @@ class ReplicaFetcher:
 
     def _fetch_request(
         self, version: int, session: SessionRequest[tuple[uuid.UUID, FetchPosition]]
-    ) -> Any:
-        """The Fetch request for ``session``: the partitions it sends and forgets, by topic id."""
+    ) -> bytes:
+        """The Fetch request body for ``session``: the partitions it sends and forgets, by
+        topic id."""
         manager = self.manager
         settings = manager.settings
-        module = schemas.request_module(FETCH, version)
-        sent: dict[uuid.UUID, list[Any]] = {}
+        sent: dict[uuid.UUID, list[FetchRequestPartition]] = {}
         for tp, (topic_id, position) in session.to_send.items():
             sent.setdefault(topic_id, []).append(
-                schemas.build(
-                    module.FetchPartition,
+                FetchRequestPartition(
                     partition=tp.partition,
                     current_leader_epoch=position.current_leader_epoch,
                     fetch_offset=position.fetch_offset,
@@ -424,27 +428,16 @@ class ReplicaFetcher:
         forgotten: dict[uuid.UUID, list[int]] = {}
         for tp, (topic_id, _) in session.to_forget.items():
             forgotten.setdefault(topic_id, []).append(tp.partition)
-        return schemas.build(
-            module.FetchRequest,
-            cluster_id=None,
-            replica_state=schemas.build(
-                module.ReplicaState,
-                replica_id=manager.replica_manager.node_id,
-                replica_epoch=manager.metadata.broker_epoch(manager.replica_manager.node_id),
-            ),
-            max_wait=timedelta(milliseconds=settings.fetch_wait_max_ms),
+        node_id = manager.replica_manager.node_id
+        return encode_follower_fetch_request(
+            version,
+            replica_id=node_id,
+            replica_epoch=manager.metadata.broker_epoch(node_id),
+            max_wait_ms=settings.fetch_wait_max_ms,
             min_bytes=settings.fetch_min_bytes,
             max_bytes=settings.response_max_bytes,
-            isolation_level=0,
             session_id=session.session_id,
             session_epoch=session.epoch,
-            topics=tuple(
-                schemas.build(module.FetchTopic, topic_id=topic_id, partitions=tuple(ps))
-                for topic_id, ps in sent.items()
-            ),
-            forgotten_topics_data=tuple(
-                schemas.build(module.ForgottenTopic, topic_id=topic_id, partitions=tuple(ps))
-                for topic_id, ps in forgotten.items()
-            ),
-            rack_id="",
+            topics=list(sent.items()),
+            forgotten=list(forgotten.items()),
         )
