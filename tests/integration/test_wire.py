@@ -302,48 +302,46 @@ def test_sigterm_answers_a_parked_long_poll(tmp_path) -> None:
         broker.close()
 
 
-def test_fetch_by_topic_id(broker: EmbeddedBroker) -> None:
-    import uuid
-
+def fetch_by_id(topic_id, session_id: int = 0, epoch: int = -1, forgotten: tuple = ()):
+    """A Fetch v16 of partition 0 of the topic ``topic_id`` (None: of no topic) from offset 0."""
     from kio.schema.fetch.v16 import request as fetch16
 
-    def by_id(topic_id):
-        return fetch16.FetchRequest(
-            max_wait=timedelta(milliseconds=0),
-            min_bytes=0,
-            max_bytes=10**6,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=(
-                fetch16.FetchTopic(
-                    topic_id=topic_id,
-                    partitions=(
-                        fetch16.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            last_fetched_epoch=-1,
-                            log_start_offset=-1,
-                            partition_max_bytes=10**6,
-                        ),
-                    ),
-                ),
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
+    partitions = (
+        fetch16.FetchPartition(
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=10**6,
+        ),
+    )
+    return fetch16.FetchRequest(
+        max_wait=timedelta(milliseconds=0),
+        min_bytes=0,
+        max_bytes=10**6,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=(fetch16.FetchTopic(topic_id=topic_id, partitions=partitions),) if topic_id else (),
+        forgotten_topics_data=forgotten,
+        rack_id="",
+    )
+
+
+def test_fetch_by_topic_id(broker: EmbeddedBroker) -> None:
+    import uuid
 
     client = WireClient(broker.bootstrap_servers)
     try:
         topic_id = client.call(metadata_request("by-id")).topics[0].topic_id
         assert produce_error(client, "by-id", batch_of_size(150)) == ErrorCode.none
-        response = client.call(by_id(topic_id))
+        response = client.call(fetch_by_id(topic_id))
         assert response.responses[0].topic_id == topic_id
         assert response.responses[0].partitions[0].high_watermark == 1
         assert len(response.responses[0].partitions[0].records) == 150
         missing = uuid.uuid4()
-        response = client.call(by_id(missing))
+        response = client.call(fetch_by_id(missing))
         assert response.responses[0].topic_id == missing
         assert response.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_id
     finally:
@@ -377,39 +375,13 @@ def test_a_deleted_topic_leaves_the_fetch_session_it_is_forgotten_from(
     # names no topic, and the broker must still drop its partitions when the client forgets
     # them. Kept, each fetch would answer them with an error, and at once.
     from confluent_kafka.admin import AdminClient
-    from kio.schema.fetch.v13 import request as fetch13
-
-    def fetch(topic_id, session_id: int, epoch: int, forgotten: tuple = ()):
-        partitions = (
-            fetch13.FetchPartition(
-                partition=0,
-                current_leader_epoch=-1,
-                fetch_offset=0,
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=10**6,
-            ),
-        )
-        return fetch13.FetchRequest(
-            replica_id=-1,
-            max_wait=timedelta(milliseconds=0),
-            min_bytes=0,
-            max_bytes=10**6,
-            isolation_level=0,
-            session_id=session_id,
-            session_epoch=epoch,
-            topics=(fetch13.FetchTopic(topic_id=topic_id, partitions=partitions),)
-            if topic_id
-            else (),
-            forgotten_topics_data=forgotten,
-            rack_id="",
-        )
+    from kio.schema.fetch.v16 import request as fetch16
 
     client = WireClient(broker.bootstrap_servers)
     try:
         client.call(metadata_request("sess-gone"))
         topic_id = client.call(metadata_request("sess-gone")).topics[0].topic_id
-        full = client.call(fetch(topic_id, 0, 0))
+        full = client.call(fetch_by_id(topic_id, 0, 0))
         assert full.error_code == ErrorCode.none and full.session_id != 0
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         admin.delete_topics(["sess-gone"])["sess-gone"].result(30)
@@ -417,10 +389,10 @@ def test_a_deleted_topic_leaves_the_fetch_session_it_is_forgotten_from(
         while "sess-gone" in admin.list_topics(timeout=10).topics:
             assert time.monotonic() < deadline, "sess-gone still listed"
             time.sleep(0.05)
-        forgotten = (fetch13.ForgottenTopic(topic_id=topic_id, partitions=(0,)),)
-        after = client.call(fetch(None, full.session_id, 1, forgotten))
+        forgotten = (fetch16.ForgottenTopic(topic_id=topic_id, partitions=(0,)),)
+        after = client.call(fetch_by_id(None, full.session_id, 1, forgotten))
         assert after.error_code == ErrorCode.none and after.responses == ()
         # Still gone on the next fetch: the session holds nothing of it.
-        assert client.call(fetch(None, full.session_id, 2)).responses == ()
+        assert client.call(fetch_by_id(None, full.session_id, 2)).responses == ()
     finally:
         client.close()
