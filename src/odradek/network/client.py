@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from odradek.network.client_security import PLAINTEXT, ClientSecurity
@@ -284,3 +284,50 @@ class AsyncBrokerConnection:
 
     def close(self) -> None:
         self._stream.transport.close()
+
+
+class NodeConnections:
+    """One connection to each broker this broker calls (transaction markers, transaction
+    verification), made on first use; one that failed is dropped (and closed), so the next
+    call connects again."""
+
+    def __init__(
+        self,
+        brokers: Callable[[], Iterable[RegisteredBroker]],
+        listener: str,
+        client_id: str,
+        timeout_s: float,
+        security: ClientSecurity,
+    ) -> None:
+        self._brokers = brokers
+        self._listener = listener
+        self._client_id = client_id
+        self._timeout_s = timeout_s
+        self._security = security
+        self._connections: dict[int, AsyncBrokerConnection] = {}
+
+    async def get(self, node_id: int) -> AsyncBrokerConnection:
+        """The connection to broker ``node_id``, connecting if there is none."""
+        connection = self._connections.get(node_id)
+        if connection is None:
+            connection = await AsyncBrokerConnection.connect_to_node(
+                self._brokers(),
+                node_id,
+                self._listener,
+                self._client_id,
+                self._timeout_s,
+                self._security,
+            )
+            self._connections[node_id] = connection
+        return connection
+
+    def drop(self, node_id: int) -> None:
+        """Forget (and close) the connection to ``node_id`` after a failure."""
+        connection = self._connections.pop(node_id, None)
+        if connection is not None:
+            connection.close()
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()

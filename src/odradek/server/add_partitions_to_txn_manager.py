@@ -41,7 +41,7 @@ from odradek.coordinator.hashing import partition_for
 from odradek.coordinator.transaction.coordinator import EPOCH_BUMP_VERSION
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.transaction.service import TransactionCoordinatorService
-from odradek.network.client import AsyncBrokerConnection, BrokerConnectionError
+from odradek.network.client import BrokerConnectionError, NodeConnections
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -140,7 +140,13 @@ class AddPartitionsToTxnManager:
         self._waiting: dict[int, dict[str, _Asked]] = {}
         #: Coordinator broker -> the task sending its requests, one at a time.
         self._senders: dict[int, asyncio.Task[None]] = {}
-        self._connections: dict[int, AsyncBrokerConnection] = {}
+        self._connections = NodeConnections(
+            lambda: broker.metadata.brokers(),
+            broker.config.inter_broker_listener_name,
+            f"broker-{broker.node_id}-txn-verification",
+            REQUEST_TIMEOUT_MS / 1000,
+            broker.inter_broker_security,
+        )
 
     async def start(self) -> None:
         self.reconfigure(dynamic_broker_configs(self.broker.metadata, self.broker.node_id))
@@ -149,9 +155,7 @@ class AddPartitionsToTxnManager:
     async def stop(self) -> None:
         for task in list(self._senders.values()):
             task.cancel()
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self._connections.close()
 
     def reconfigure(self, dynamic: Mapping[str, str]) -> None:
         """Apply this broker's dynamic configs (AlterConfigs here, or through the store)."""
@@ -245,7 +249,7 @@ class AddPartitionsToTxnManager:
             return {tid: dict.fromkeys(a.partitions, error) for tid, a in batch.items()}
 
         try:
-            connection = await self._connect(node)
+            connection = await self._connections.get(node)
             version = connection.version(ApiKey.ADD_PARTITIONS_TO_TXN, BROKER_VERSIONS[1])
             adding = any(not a.operation.verify_only for a in batch.values())
             if adding and version != BROKER_VERSIONS[1]:
@@ -256,9 +260,7 @@ class AddPartitionsToTxnManager:
             response = await connection.request(_request(version, batch), REQUEST_TIMEOUT_MS / 1000)
         except BrokerConnectionError as exc:
             log.info("transaction verification with broker %d: %s", node, exc)
-            dropped = self._connections.pop(node, None)
-            if dropped is not None:
-                dropped.close()
+            self._connections.drop(node)
             return every(ErrorCode.network_exception)
         if response.error_code != ErrorCode.none:
             # The client is not told of the brokers' own authorization: verification failed.
@@ -273,19 +275,6 @@ class AddPartitionsToTxnManager:
             }
             for result in response.results_by_transaction
         }
-
-    async def _connect(self, node: int) -> AsyncBrokerConnection:
-        connection = self._connections.get(node)
-        if connection is None:
-            connection = self._connections[node] = await AsyncBrokerConnection.connect_to_node(
-                self.broker.metadata.brokers(),
-                node,
-                self.broker.config.inter_broker_listener_name,
-                f"broker-{self.broker.node_id}-txn-verification",
-                REQUEST_TIMEOUT_MS / 1000,
-                self.broker.inter_broker_security,
-            )
-        return connection
 
 
 def _request(version: int, batch: dict[str, _Asked]) -> Any:

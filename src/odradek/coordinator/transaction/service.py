@@ -49,7 +49,7 @@ from odradek.coordinator.transaction.config import TransactionConfig
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnMarkers
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.metadata.features import FINALIZED_FEATURES, TRANSACTION_VERSION
-from odradek.network.client import AsyncBrokerConnection, BrokerConnectionError
+from odradek.network.client import BrokerConnectionError, NodeConnections
 from odradek.protocol import schemas
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -92,7 +92,13 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         #: One task per prepared transaction whose markers are being written: a transaction
         #: queued again meanwhile (its partition re-elected here) is not written twice.
         self._marker_tasks: dict[TxnMarkers, asyncio.Task[None]] = {}
-        self._connections: dict[int, AsyncBrokerConnection] = {}
+        self._connections = NodeConnections(
+            lambda: broker.metadata.brokers(),
+            broker.config.inter_broker_listener_name,
+            f"broker-{broker.node_id}-txn-markers",
+            MARKER_TIMEOUT_MS / 1000,
+            broker.inter_broker_security,
+        )
         #: A connection carries one request at a time: marker writes of different
         #: transactions to the same broker take turns.
         self._connection_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -110,9 +116,7 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         await super().stop()
         for task in list(self._marker_tasks.values()):
             task.cancel()
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self._connections.close()
 
     def ensure_transaction_state_topic(self) -> None:
         """Create __transaction_state if it is missing (see runtime.ensure_internal_topic),
@@ -291,7 +295,7 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
             async with self._connection_locks[leader]:
                 response = await self._send_markers(leader, entry, partitions, coordinator_epoch)
         except BrokerConnectionError as exc:
-            self._connections.pop(leader, None)
+            self._connections.drop(leader)
             log.info("markers of %s to broker %d: %s", entry.transactional_id, leader, exc)
             return set(partitions)
         failed = set()
@@ -310,7 +314,7 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
         coordinator_epoch: int,
     ) -> Any:
         """One WriteTxnMarkers request to ``leader`` and its response."""
-        connection = await self._connect(leader)
+        connection = await self._connections.get(leader)
         version = connection.version(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSIONS[1])
         if version is None or version < WRITE_TXN_MARKERS_VERSIONS[0]:
             raise BrokerConnectionError(f"broker {leader} does not serve WriteTxnMarkers v1")
@@ -341,18 +345,3 @@ class TransactionCoordinatorService(CoordinatorRuntime[TransactionCoordinator]):
             ),
         )
         return await connection.request(request, MARKER_TIMEOUT_MS / 1000)
-
-    async def _connect(self, node_id: int) -> AsyncBrokerConnection:
-        connection = self._connections.get(node_id)
-        if connection is not None:
-            return connection
-        connection = await AsyncBrokerConnection.connect_to_node(
-            self.broker.metadata.brokers(),
-            node_id,
-            self.broker.config.inter_broker_listener_name,
-            f"broker-{self._replica_manager.node_id}-txn-markers",
-            MARKER_TIMEOUT_MS / 1000,
-            self.broker.inter_broker_security,
-        )
-        self._connections[node_id] = connection
-        return connection
