@@ -29,6 +29,7 @@ class MemoryLog:
         self.topic_partition = TopicPartition("sim", 0)
         self.config = config
         self.log_start_offset = 0
+        self.offline = False  # the model has no I/O to fail
         self.batches: list[Batch] = []
         self.leader_epoch_cache = LeaderEpochFileCache(
             Path("/nonexistent/sim/leader-epoch-checkpoint"), lambda: self.log_end_offset

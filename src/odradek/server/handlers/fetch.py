@@ -39,6 +39,7 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.fetch import FetchPartitionResponse, FetchTopicResponse, encode_fetch_response
+from odradek.protocol.response import Region
 from odradek.replication.partition import READ_COMMITTED
 from odradek.server.authorization import (
     AclOperation,
@@ -108,6 +109,7 @@ async def handle(ctx: RequestContext, request):
             replica_id,
             replica_epoch,
             denied,
+            incremental,
         )
         size = sum(r.records_size for r in results.values())
         errors = unknown_ids or any(r.error_code for r in results.values())
@@ -152,8 +154,16 @@ async def handle(ctx: RequestContext, request):
             )
             throttled.mute_ms = throttle_ms
             return throttled
+    # Every partition read counts as a fetch request, with news or not (as Kafka's
+    # TotalFetchRequestsPerSec), including those a follower's fetch left out of the results.
     broker.topic_stats.fetched(
-        ((tp.topic, r.error_code, r.records_size) for tp, r in results.items()), replica_id >= 0
+        (
+            (tp.topic, 0, 0)
+            if (r := results.get(tp)) is None
+            else (tp.topic, r.error_code, r.records_size)
+            for tp in wanted
+        ),
+        replica_id >= 0,
     )
     if session is not None:
         for tp, result in sent:
@@ -254,12 +264,17 @@ def _read(
     replica_id: int = -1,
     replica_epoch: int = -1,
     denied: frozenset[str] = frozenset(),
+    incremental: bool = False,
 ) -> dict[TopicPartition, FetchPartitionResponse]:
     """One pass over the partitions within the response's and each partition's byte limits.
 
     As Kafka does, the first partition with data may exceed the limits by one
     batch (min_one_message) so that a consumer can always make progress.
     """
+    if replica_id >= 0:
+        return _read_for_follower(
+            broker, wanted, max_bytes, replica_id, replica_epoch, denied, incremental
+        )
     results: dict[TopicPartition, FetchPartitionResponse] = {}
     budget = max_bytes
     for tp, cached in wanted.items():
@@ -269,23 +284,6 @@ def _read(
             result.error_code = ErrorCode.topic_authorization_failed
             continue
         try:
-            if replica_id >= 0:
-                data = broker.replica_manager.fetch_for_follower(
-                    tp,
-                    replica_id,
-                    cached.fetch_offset,
-                    cached.current_leader_epoch,
-                    max(min(cached.max_bytes, budget), 0),
-                    int(time.time() * 1000),
-                    replica_epoch,
-                )
-                partition = broker.replica_manager.partition(tp)
-                result.high_watermark = partition.high_watermark
-                result.last_stable_offset = partition.last_stable_offset
-                result.log_start_offset = partition.log_start_offset
-                result.records = list(data.regions)
-                budget -= data.size
-                continue
             partition = broker.replica_manager.partition(tp)
             partition.check_leader_epoch(cached.current_leader_epoch)
             result.high_watermark = partition.high_watermark
@@ -311,4 +309,69 @@ def _read(
                 (txn.producer_id, txn.first_offset) for txn in data.aborted_transactions
             ]
         budget -= data.size
+    return results
+
+
+def _read_for_follower(
+    broker,
+    wanted,
+    max_bytes: int,
+    replica_id: int,
+    replica_epoch: int,
+    denied: frozenset[str],
+    incremental: bool,
+) -> dict[TopicPartition, FetchPartitionResponse]:
+    """``_read`` for a follower: up to the log end offset, through the ReplicaManager (the
+    follower's progress may move the high watermark or the ISR).
+
+    A partition the follower has caught up on takes Partition.fetch_for_idle_follower's
+    short way; in an incremental fetch it is left out of the results when the session
+    already holds its high watermark and log start offset, having no news to send. A
+    follower's session holds every partition it follows from here, most of them idle, so
+    this is most of what a follower fetch costs.
+    """
+    results: dict[TopicPartition, FetchPartitionResponse] = {}
+    budget = max_bytes
+    replica_manager = broker.replica_manager
+    now_ms = int(time.time() * 1000)
+    for tp, cached in wanted.items():
+        if tp.topic in denied:
+            results[tp] = FetchPartitionResponse(
+                tp.partition, error_code=ErrorCode.topic_authorization_failed
+            )
+            continue
+        records: list[Region] = []
+        try:
+            partition = replica_manager.partition(tp)
+            if partition.fetch_for_idle_follower(
+                replica_id, cached.fetch_offset, cached.current_leader_epoch, now_ms, replica_epoch
+            ):
+                if (
+                    incremental
+                    and partition.high_watermark == cached.high_watermark
+                    and partition.log_start_offset == cached.log_start_offset
+                ):
+                    continue
+            else:
+                data = replica_manager.fetch_for_follower(
+                    tp,
+                    replica_id,
+                    cached.fetch_offset,
+                    cached.current_leader_epoch,
+                    max(min(cached.max_bytes, budget), 0),
+                    now_ms,
+                    replica_epoch,
+                )
+                records = list(data.regions)
+                budget -= data.size
+        except KafkaError as e:
+            results[tp] = FetchPartitionResponse(tp.partition, error_code=e.error_code)
+            continue
+        results[tp] = FetchPartitionResponse(
+            tp.partition,
+            high_watermark=partition.high_watermark,
+            last_stable_offset=partition.last_stable_offset,
+            log_start_offset=partition.log_start_offset,
+            records=records,
+        )
     return results
