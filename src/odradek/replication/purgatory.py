@@ -41,16 +41,19 @@ class Purgatory:
         """Return when one of ``partitions`` is notified, or after ``timeout_s``."""
         if self._closed or timeout_s <= 0:
             return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
         keys = list(partitions)
         for tp in keys:
             self._watchers.setdefault(tp, set()).add(future)
         self.delayed += 1
+        # The deadline resolves the same future a notification would: one timer, where
+        # asyncio.wait_for would add a second future and two callbacks to every wait.
+        deadline = loop.call_later(timeout_s, _expire, future)
         try:
-            await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            pass
+            await future
         finally:
+            deadline.cancel()
             self.delayed -= 1
             for tp in keys:
                 watchers = self._watchers.get(tp)
@@ -63,3 +66,8 @@ class Purgatory:
         self._closed = True
         for tp in list(self._watchers):
             self.notify(tp)
+
+
+def _expire(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
