@@ -592,7 +592,10 @@ class _Connection(asyncio.BufferedProtocol):
         try:
             while not self._closed:
                 if self._in_flight and self._in_flight[0].done():
+                    # Written now, not with the answers to the requests read meanwhile: these
+                    # waited for other brokers, and the client may be waiting to send more.
                     await self._answer_in_flight(only_done=True)
+                    self._flush()
                 if not reader.frames:
                     self._flush()
                     if self._eof or listener._stopping:
@@ -667,10 +670,11 @@ class _Connection(asyncio.BufferedProtocol):
         if response.mute_ms and not self._closed:
             await self._mute(response.mute_ms)
 
-    async def _answer_in_flight(self, only_done: bool = False) -> None:
+    async def _answer_in_flight(self, only_done: bool = False, keep: int = 0) -> None:
         """Deliver the responses of the requests that unmuted the connection, oldest first:
-        all of them (waiting for each), or only those at the head that are done."""
-        while self._in_flight:
+        waiting for each until ``keep`` are left (all of them by default), or only those at
+        the head that are done."""
+        while len(self._in_flight) > keep:
             task = self._in_flight[0]
             if only_done and not task.done():
                 return
@@ -749,14 +753,21 @@ class _Connection(asyncio.BufferedProtocol):
         in ``_out`` to leave with the next ones; a request that does suspend (a long
         poll) must not hold back the answers to the requests before it. A handler whose
         first suspension unmutes the connection (``unmute``) goes on in a task of its own,
-        which is returned, unless ``MAX_IN_FLIGHT`` requests already wait that way.
+        which is returned; when ``MAX_IN_FLIGHT`` requests already wait that way, once the
+        oldest of them is answered.
         """
         try:
             pending = coro.send(None)
         except StopIteration as done:
             response: EncodedResponse | None = done.value
             return response
-        if pending.__class__ is ChannelUnmuted and len(self._in_flight) < MAX_IN_FLIGHT:
+        if pending.__class__ is ChannelUnmuted:
+            if len(self._in_flight) >= MAX_IN_FLIGHT:
+                # The oldest waiting request's answer frees a place for this one: the others
+                # go on waiting, so the connection keeps MAX_IN_FLIGHT requests overlapping
+                # instead of draining them all before it reads again.
+                await self._answer_in_flight(keep=MAX_IN_FLIGHT - 1)
+                self._flush()
             return self._loop.create_task(_finish(coro, pending))
         await self._answer_in_flight()
         self._flush()
