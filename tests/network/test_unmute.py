@@ -95,7 +95,7 @@ def test_a_request_that_does_not_unmute_holds_the_connection() -> None:
     run(handlers, scenario)
 
 
-def test_at_most_max_in_flight_requests_wait_unmuted() -> None:
+def test_at_most_max_in_flight_requests_wait_unmuted_and_the_oldest_answer_frees_a_place() -> None:
     total = MAX_IN_FLIGHT + 2
     handlers = Handlers(unmuting=set(range(1, total + 1)))
 
@@ -105,10 +105,15 @@ def test_at_most_max_in_flight_requests_wait_unmuted() -> None:
         await handlers.until_started(MAX_IN_FLIGHT + 1)
         await asyncio.sleep(0.05)
         assert handlers.started == list(range(1, MAX_IN_FLIGHT + 2))
-        for i in range(total, 0, -1):
+        # Only the oldest is answered: it goes out at once, and the one that waited for a
+        # place takes it, so the last request starts while the others still wait.
+        handlers.gate(1).set()
+        assert (await read_response(reader))[0] == 1
+        await handlers.until_started(total)
+        for i in range(total, 1, -1):
             handlers.gate(i).set()
-        answers = [(await read_response(reader))[0] for _ in range(total)]
-        assert answers == list(range(1, total + 1))
+        answers = [(await read_response(reader))[0] for _ in range(total - 1)]
+        assert answers == list(range(2, total + 1))
 
     run(handlers, scenario)
 
@@ -130,26 +135,5 @@ def test_a_closed_connection_with_waiting_requests_leaves_the_listener_serving()
         writer2.write(request(3))
         assert (await read_response(reader2))[0] == 3
         writer2.close()
-
-    run(handlers, scenario)
-
-
-def test_at_the_limit_the_oldest_answer_frees_a_place_for_the_next_request() -> None:
-    total = MAX_IN_FLIGHT + 2
-    handlers = Handlers(unmuting=set(range(1, total + 1)))
-
-    async def scenario(reader, writer) -> None:
-        writer.write(b"".join(request(i) for i in range(1, total + 1)))
-        await handlers.until_started(MAX_IN_FLIGHT + 1)
-        # Only the oldest is answered: it goes out at once, and the one that waited for a
-        # place takes it, so the last request starts while the others still wait.
-        handlers.gate(1).set()
-        assert (await read_response(reader))[0] == 1
-        await handlers.until_started(total)
-        assert handlers.started == list(range(1, total + 1))
-        for i in range(total, 1, -1):
-            handlers.gate(i).set()
-        answers = [(await read_response(reader))[0] for _ in range(total - 1)]
-        assert answers == list(range(2, total + 1))
 
     run(handlers, scenario)
