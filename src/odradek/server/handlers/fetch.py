@@ -12,8 +12,10 @@ bytes go from the page cache to the socket without entering Python.
 A fetch that names a replica (ReplicaState from v15, replica_id before) is a
 follower's: each partition goes through ``ReplicaManager.fetch_for_follower``, which
 records the follower's progress (high watermark, ISR) and reads up to the log end
-offset rather than the high watermark. The high watermark answered is the one after
-that progress, so a follower learns of a commit on the fetch that made it.
+offset rather than the high watermark, or, when the follower has caught up on it,
+through ``Partition.fetch_for_idle_follower`` (see ``_read_for_follower``). The high
+watermark answered is the one after that progress, so a follower learns of a commit on
+the fetch that made it.
 
 Authorization, as KafkaApis.handleFetchRequest: a follower's fetch needs CLUSTER_ACTION on
 the cluster (the brokers' principal is a super user, or has that ACL), else every partition
