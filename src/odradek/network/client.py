@@ -289,7 +289,9 @@ class AsyncBrokerConnection:
 class NodeConnections:
     """One connection to each broker this broker calls (transaction markers, transaction
     verification), made on first use; one that failed is dropped (and closed), so the next
-    call connects again."""
+    call connects again. Callers that ask for a node while it is being connected to wait for
+    that connect rather than making one each (the second would replace the first in the
+    cache and leave its socket open)."""
 
     def __init__(
         self,
@@ -305,11 +307,26 @@ class NodeConnections:
         self._timeout_s = timeout_s
         self._security = security
         self._connections: dict[int, AsyncBrokerConnection] = {}
+        #: Connects under way, shared by every caller asking for that node meanwhile.
+        self._connecting: dict[int, asyncio.Task[AsyncBrokerConnection]] = {}
 
     async def get(self, node_id: int) -> AsyncBrokerConnection:
         """The connection to broker ``node_id``, connecting if there is none."""
         connection = self._connections.get(node_id)
-        if connection is None:
+        if connection is not None:
+            return connection
+        connecting = self._connecting.get(node_id)
+        if connecting is None:
+            connecting = asyncio.get_running_loop().create_task(self._connect(node_id))
+            connecting.add_done_callback(
+                _seen
+            )  # its failure is seen, even with no one left waiting
+            self._connecting[node_id] = connecting
+        # A caller that gives up (cancelled) does not cancel the connect the others wait for.
+        return await asyncio.shield(connecting)
+
+    async def _connect(self, node_id: int) -> AsyncBrokerConnection:
+        try:
             connection = await AsyncBrokerConnection.connect_to_node(
                 self._brokers(),
                 node_id,
@@ -318,7 +335,10 @@ class NodeConnections:
                 self._timeout_s,
                 self._security,
             )
-            self._connections[node_id] = connection
+        finally:
+            if self._connecting.get(node_id) is asyncio.current_task():
+                del self._connecting[node_id]
+        self._connections[node_id] = connection
         return connection
 
     def drop(self, node_id: int) -> None:
@@ -328,6 +348,13 @@ class NodeConnections:
             connection.close()
 
     def close(self) -> None:
+        for connecting in self._connecting.values():
+            connecting.cancel()
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()
+
+
+def _seen(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
