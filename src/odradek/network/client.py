@@ -318,9 +318,8 @@ class NodeConnections:
         connecting = self._connecting.get(node_id)
         if connecting is None:
             connecting = asyncio.get_running_loop().create_task(self._connect(node_id))
-            connecting.add_done_callback(
-                _seen
-            )  # its failure is seen, even with no one left waiting
+            # Its failure is seen even when no caller is left waiting for it.
+            connecting.add_done_callback(_seen)
             self._connecting[node_id] = connecting
         # A caller that gives up (cancelled) does not cancel the connect the others wait for.
         return await asyncio.shield(connecting)
