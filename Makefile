@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: serve test install install-zookeeper install-openssl install-chromium bench lint
+.PHONY: serve test install install-zookeeper install-openssl install-chromium install-kafkajs bench lint
 
 # Cluster mode (zookeeper.connect) and its tests run Debian's ZooKeeper server from this script.
 ZKSERVER := /usr/share/zookeeper/bin/zkServer.sh
@@ -10,7 +10,7 @@ ZKSERVER := /usr/share/zookeeper/bin/zkServer.sh
 $(PY):
 	python3 -m venv $(VENV)
 
-install: $(PY) install-zookeeper install-openssl install-chromium
+install: $(PY) install-zookeeper install-openssl install-chromium install-kafkajs
 	$(PY) -m pip install -q -e '.[test,spark,plot,console,oauth]'
 
 # $(call debian_package,CHECK,PACKAGE,WHAT NEEDS IT): when the shell test CHECK fails, install
@@ -44,6 +44,15 @@ install-chromium:
 			echo "note: Debian packages chromium and chromium-driver are missing, so the console's" \
 				"browser tests will be skipped; as root: apt-get install -y chromium chromium-driver" >&2; \
 		fi; \
+	fi
+
+# KafkaJS, the Node.js client the tests in tests/kafkajs drive, at the version its lock file pins,
+# from the npm registry with the machine's npm. Without npm those tests skip and say why.
+install-kafkajs:
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix tests/kafkajs --no-audit --no-fund --loglevel=error; \
+	else \
+		echo "note: npm (Node.js) is missing, so the KafkaJS tests will be skipped" >&2; \
 	fi
 
 serve: install

@@ -33,6 +33,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import ScramMechanism as KafkaPythonScramMechanism
 from kafka.admin import UserScramCredentialDeletion
 from kafka.admin import UserScramCredentialUpsertion as KpUpsertion
+from kafkajs.runner import kafkajs_error, needs_kafkajs, run_kafkajs
 from kio.schema.alter_user_scram_credentials.v0 import request as alter_v0
 from kio.schema.describe_user_scram_credentials.v0 import request as describe_v0
 from kio.schema.metadata.v12 import request as metadata_v12
@@ -95,6 +96,8 @@ def broker(certificates: Certificates) -> Iterator[EmbeddedBroker]:
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(certificates.broker),
+        # KafkaJS reads back through a group: its first join without Kafka's 3 s delay.
+        "group.initial.rebalance.delay.ms": "0",
     }
     with EmbeddedBroker(config=config, log_level="DEBUG") as b:
         admin = AdminClient({"bootstrap.servers": b.listeners["PLAINTEXT"]})
@@ -197,6 +200,43 @@ def test_aiokafka_over_sasl_ssl(broker: EmbeddedBroker, certificates: Certificat
             await producer.stop()
 
     assert asyncio.run(asyncio.wait_for(produce(), 60)) == 0
+
+
+@needs_kafkajs
+@pytest.mark.parametrize(("mechanism", "user", "password"), LOGINS, ids=LOGIN_IDS)
+def test_kafkajs(broker: EmbeddedBroker, mechanism: str, user: str, password: str) -> None:
+    login = (mechanism.lower(), user, password)
+    seen = run_kafkajs(
+        "secured", broker.listeners["SASL_PLAINTEXT"], new_topic("kjs"), new_topic("g"), sasl=login
+    )
+    assert seen["values"] == [f"secured-{i}" for i in range(20)]
+    assert authenticated_as(broker, f"User:{user}")
+
+
+@needs_kafkajs
+def test_kafkajs_over_sasl_ssl(broker: EmbeddedBroker, certificates: Certificates) -> None:
+    seen = run_kafkajs(
+        "secured",
+        broker.listeners["SASL_SSL"],
+        new_topic("kjs-ssl"),
+        new_topic("g"),
+        ca=certificates.ca,
+        sasl=("scram-sha-512", "carol", "carol-secret"),
+    )
+    assert seen["values"] == [f"secured-{i}" for i in range(20)]
+
+
+@needs_kafkajs
+def test_kafkajs_wrong_password(broker: EmbeddedBroker) -> None:
+    error = kafkajs_error(
+        "secured",
+        broker.listeners["SASL_PLAINTEXT"],
+        new_topic("kjs"),
+        new_topic("g"),
+        sasl=("scram-sha-256", "bob", "wrong"),
+    )
+    assert error.startswith("KafkaJSSASLAuthenticationError"), error
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in error
 
 
 @pytest.mark.parametrize(

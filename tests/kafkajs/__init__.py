@@ -1,0 +1,1 @@
+"""KafkaJS, the Node.js client, against real brokers (client.js; installed by `make install`)."""
