@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafkajs.runner import needs_kafkajs, run_kafkajs
 
 from odradek.server.embedded_cluster import EmbeddedCluster
 from tests.cluster.test_cluster import consume_all, create, partition_metadata, wait_until
@@ -25,6 +26,8 @@ def odradek_cluster_config() -> dict[str, str]:
     return {
         "zookeeper.session.timeout.ms": "6000",
         "replica.lag.time.max.ms": str(LAG_MS),
+        # KafkaJS reads back through a group: its first join without Kafka's 3 s delay.
+        "group.initial.rebalance.delay.ms": "0",
     }
 
 
@@ -91,6 +94,17 @@ def test_followers_hold_the_leaders_log_byte_for_byte(odradek_cluster, admin):
 def at(cluster: EmbeddedCluster, node: int) -> AdminClient:
     """An admin client that asks only ``node`` (a paused broker would stall the others)."""
     return AdminClient({"bootstrap.servers": cluster.broker(node).bootstrap_servers})
+
+
+@needs_kafkajs
+def test_kafkajs_produces_to_each_leader_and_reads_back(odradek_cluster):
+    seen = run_kafkajs("replicated", odradek_cluster.bootstrap_servers, "kafkajs-rf3", "kafkajs-g")
+    assert seen["values"] == sorted(f"replicated-{i}" for i in range(30))
+    brokers = seen["brokers"]
+    assert len(brokers) == 3
+    assert all(p["replicas"] == brokers and p["isr"] == brokers for p in seen["partitions"])
+    # Kafka's assignment leads three partitions from three brokers: KafkaJS wrote to all three.
+    assert sorted(p["leader"] for p in seen["partitions"]) == brokers
 
 
 def test_a_paused_follower_leaves_the_isr_and_rejoins(odradek_cluster, admin):

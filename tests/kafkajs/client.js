@@ -1,4 +1,4 @@
-// KafkaJS against a broker: `node client.js SCENARIO BOOTSTRAP TOPIC GROUP`.
+// KafkaJS against a broker: `node client.js SCENARIO BOOTSTRAP TOPIC GROUP` (BOOTSTRAP: host:port[,...]).
 // Prints one JSON object with what the scenario saw; runner.py hands it to the tests.
 // Any error (a broker answer KafkaJS does not accept, a timeout) exits non-zero with its message.
 // Security comes from the environment: KAFKAJS_CA (a PEM file: TLS, trusting that CA) and
@@ -24,7 +24,7 @@ function security() {
 
 const kafka = new Kafka({
   clientId: "odradek-kafkajs-test",
-  brokers: [bootstrap],
+  brokers: bootstrap.split(","),
   logLevel: logLevel.NOTHING,
   retry: { retries: 3 },
   ...security(),
@@ -236,7 +236,33 @@ async function secured() {
   return { values: records.map((r) => r.value) };
 }
 
-const scenarios = { roundtrip, transactions, groups, administration, secured };
+// A replicated topic in a cluster: each partition's records go to its own leader, acks=all.
+async function replicated() {
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ topics: [{ topic, numPartitions: 3, replicationFactor: 3 }], waitForLeaders: true });
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  const values = Array.from({ length: 30 }, (_, i) => `replicated-${i}`);
+  await producer.send({ topic, acks: -1, messages: values.map((value, i) => ({ value, partition: i % 3 })) });
+  await producer.disconnect();
+  const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+  const cluster = await admin.describeCluster();
+  await admin.disconnect();
+  const records = await consumeAll(group, values.length);
+  const sorted = (ids) => ids.slice().sort((a, b) => a - b);
+  return {
+    values: records.map((r) => r.value).sort(),
+    partitions: metadata.topics[0].partitions.map((p) => ({
+      leader: p.leader,
+      replicas: sorted(p.replicas),
+      isr: sorted(p.isr),
+    })),
+    brokers: sorted(cluster.brokers.map((b) => b.nodeId)),
+  };
+}
+
+const scenarios = { roundtrip, transactions, groups, administration, secured, replicated };
 
 scenarios[scenario]()
   .then((result) => {
