@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafkajs.runner import needs_kafkajs, run_kafkajs
+from kafkajs.runner import Producing, needs_kafkajs, run_kafkajs
 
 from odradek.server.embedded_cluster import EmbeddedCluster
 from tests.cluster.test_cluster import consume_all, create, partition_metadata, wait_until
@@ -238,4 +238,31 @@ def test_killing_the_leader_loses_no_acknowledged_record(odradek_cluster, admin)
     wait_until(
         lambda: log_bytes(odradek_cluster, leader, "failover") == expected,
         what="the old leader's copy to equal the new leader's",
+    )
+
+
+@needs_kafkajs
+def test_kafkajs_produces_through_a_leader_failover(odradek_cluster, admin):
+    create(admin, NewTopic("kafkajs-failover", 1, 3, config={"min.insync.replicas": "2"}))
+    leader, _ = leader_and_isr(admin, "kafkajs-failover")
+    with Producing(odradek_cluster.bootstrap_servers, "kafkajs-failover") as kafkajs:
+        wait_until(lambda: kafkajs.acked >= 200, what="KafkaJS acknowledgements before the kill")
+        odradek_cluster.kill(leader)
+        killed_at = kafkajs.acked
+        wait_until(
+            lambda: kafkajs.acked >= killed_at + 200,
+            timeout=60,
+            what="KafkaJS producing to the new leader",
+        )
+        result = kafkajs.stop()
+    assert result["errors"] == []
+    assert leader_and_isr(admin, "kafkajs-failover")[0] not in (leader, -1)
+    odradek_cluster.restart(leader)
+    values = consume_all(odradek_cluster, "kafkajs-failover", 1, result["acked"])[0]
+    # Each record acknowledged once, in order: KafkaJS's idempotent retries across the leader
+    # change were neither lost nor written twice.
+    assert [int(v) for v in values] == list(range(result["acked"]))
+    wait_until(
+        lambda: leader_and_isr(admin, "kafkajs-failover")[1] == {1, 2, 3},
+        what="the restarted broker to catch up",
     )

@@ -262,7 +262,37 @@ async function replicated() {
   };
 }
 
-const scenarios = { roundtrip, transactions, groups, administration, secured, replicated };
+// Numbered records to partition 0, one acks=all send at a time, until "stop" arrives on stdin
+// (the test kills the leader meanwhile); "acked N" after every 100 acknowledgements.
+async function failover() {
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    // Long enough to outlast a killed leader's ZooKeeper session (retries back off to 30 s).
+    retry: { retries: 10, initialRetryTime: 200 },
+  });
+  await producer.connect();
+  let stopping = false;
+  process.stdin.on("data", (data) => {
+    stopping = stopping || data.toString().includes("stop");
+  });
+  let acked = 0;
+  const errors = [];
+  while (!stopping && errors.length === 0) {
+    try {
+      await producer.send({ topic, acks: -1, messages: [{ value: String(acked), partition: 0 }] });
+      acked += 1;
+      if (acked % 100 === 0) process.stdout.write(`acked ${acked}\n`);
+    } catch (error) {
+      errors.push(`${error.name}: ${error.message}`);
+    }
+  }
+  await producer.disconnect();
+  process.stdin.destroy();
+  return { acked, errors };
+}
+
+const scenarios = { roundtrip, transactions, groups, administration, secured, replicated, failover };
 
 scenarios[scenario]()
   .then((result) => {

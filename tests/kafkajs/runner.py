@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,66 @@ def kafkajs_error(
     return done.stderr.strip()
 
 
+class Producing:
+    """The ``failover`` scenario while it runs: ``acked`` follows its progress lines, ``stop``
+    ends it and returns its result."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.acked = 0
+        self._process = subprocess.Popen(
+            _command("failover", bootstrap, topic, "-"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_environment(None, None),
+            cwd=HERE,
+        )
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._lines.append(line)
+            if line.startswith("acked "):
+                self.acked = int(line.split()[1])
+
+    def stop(self) -> dict[str, Any]:
+        assert self._process.stdin is not None
+        self._process.stdin.write("stop\n")
+        self._process.stdin.close()
+        code = self._process.wait(90)
+        self._reader.join(10)
+        assert self._process.stderr is not None
+        assert code == 0, f"KafkaJS failover: {self._process.stderr.read().strip()}"
+        result: dict[str, Any] = json.loads(self._lines[-1])
+        return result
+
+    def __enter__(self) -> Producing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+
+def _command(scenario: str, bootstrap: str, topic: str, group: str) -> list[str]:
+    assert NODE is not None
+    return [NODE, str(HERE / "client.js"), scenario, bootstrap, topic, group]
+
+
+def _environment(ca: Path | None, sasl: tuple[str, str, str] | None) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KAFKAJS_")}
+    if ca is not None:
+        env["KAFKAJS_CA"] = str(ca)
+    if sasl is not None:
+        env["KAFKAJS_SASL"] = ":".join(sasl)
+    return env
+
+
 def _node(
     scenario: str,
     bootstrap: str,
@@ -68,17 +129,11 @@ def _node(
     ca: Path | None,
     sasl: tuple[str, str, str] | None,
 ) -> subprocess.CompletedProcess[str]:
-    assert NODE is not None
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KAFKAJS_")}
-    if ca is not None:
-        env["KAFKAJS_CA"] = str(ca)
-    if sasl is not None:
-        env["KAFKAJS_SASL"] = ":".join(sasl)
     return subprocess.run(
-        [NODE, str(HERE / "client.js"), scenario, bootstrap, topic, group],
+        _command(scenario, bootstrap, topic, group),
         capture_output=True,
         text=True,
         timeout=90,
-        env=env,
+        env=_environment(ca, sasl),
         cwd=HERE,
     )
