@@ -1,8 +1,9 @@
 // KafkaJS against a broker: `node client.js SCENARIO BOOTSTRAP TOPIC GROUP` (BOOTSTRAP: host:port[,...]).
 // Prints one JSON object with what the scenario saw; runner.py hands it to the tests.
 // Any error (a broker answer KafkaJS does not accept, a timeout) exits non-zero with its message.
-// Security comes from the environment: KAFKAJS_CA (a PEM file: TLS, trusting that CA) and
-// KAFKAJS_SASL ("mechanism:user:password", KafkaJS's lower-case mechanism names).
+// Security comes from the environment: KAFKAJS_CA (a PEM file: TLS, trusting that CA), with
+// KAFKAJS_CERT and KAFKAJS_KEY a client certificate, and KAFKAJS_SASL ("mechanism:user:password",
+// KafkaJS's lower-case mechanism names).
 "use strict";
 
 const fs = require("fs");
@@ -14,6 +15,10 @@ function security() {
   const options = {};
   if (process.env.KAFKAJS_CA) {
     options.ssl = { ca: [fs.readFileSync(process.env.KAFKAJS_CA, "utf-8")] };
+    if (process.env.KAFKAJS_CERT) {
+      options.ssl.cert = fs.readFileSync(process.env.KAFKAJS_CERT, "utf-8");
+      options.ssl.key = fs.readFileSync(process.env.KAFKAJS_KEY, "utf-8");
+    }
   }
   if (process.env.KAFKAJS_SASL) {
     const [mechanism, username, ...password] = process.env.KAFKAJS_SASL.split(":");

@@ -33,14 +33,16 @@ def run_kafkajs(
     group: str,
     *,
     ca: Path | None = None,
+    client_cert: tuple[Path, Path] | None = None,
     sasl: tuple[str, str, str] | None = None,
 ) -> dict[str, Any]:
     """The scenario's result; AssertionError with KafkaJS's error when it failed.
 
-    ``sasl`` is (mechanism, user, password) with KafkaJS's mechanism names ("plain",
-    "scram-sha-256", ...); ``ca`` turns TLS on, trusting that CA.
+    ``ca`` turns TLS on, trusting that CA, and ``client_cert`` (certificate, key) gives the
+    client a certificate; ``sasl`` is (mechanism, user, password) with KafkaJS's mechanism
+    names ("plain", "scram-sha-256", ...).
     """
-    done = _node(scenario, bootstrap, topic, group, ca, sasl)
+    done = _node(scenario, bootstrap, topic, group, _environment(ca, client_cert, sasl))
     assert done.returncode == 0, f"KafkaJS {scenario}: {done.stderr.strip() or done.stdout.strip()}"
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -56,7 +58,7 @@ def kafkajs_error(
     sasl: tuple[str, str, str] | None = None,
 ) -> str:
     """The error KafkaJS ended the scenario with (AssertionError if it succeeded)."""
-    done = _node(scenario, bootstrap, topic, group, ca, sasl)
+    done = _node(scenario, bootstrap, topic, group, _environment(ca, None, sasl))
     assert done.returncode != 0, f"KafkaJS {scenario} succeeded: {done.stdout.strip()}"
     return done.stderr.strip()
 
@@ -73,7 +75,7 @@ class Producing:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=_environment(None, None),
+            env=_environment(None, None, None),
             cwd=HERE,
         )
         self._lines: list[str] = []
@@ -112,28 +114,27 @@ def _command(scenario: str, bootstrap: str, topic: str, group: str) -> list[str]
     return [NODE, str(HERE / "client.js"), scenario, bootstrap, topic, group]
 
 
-def _environment(ca: Path | None, sasl: tuple[str, str, str] | None) -> dict[str, str]:
+def _environment(
+    ca: Path | None, client_cert: tuple[Path, Path] | None, sasl: tuple[str, str, str] | None
+) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("KAFKAJS_")}
     if ca is not None:
         env["KAFKAJS_CA"] = str(ca)
+    if client_cert is not None:
+        env["KAFKAJS_CERT"], env["KAFKAJS_KEY"] = map(str, client_cert)
     if sasl is not None:
         env["KAFKAJS_SASL"] = ":".join(sasl)
     return env
 
 
 def _node(
-    scenario: str,
-    bootstrap: str,
-    topic: str,
-    group: str,
-    ca: Path | None,
-    sasl: tuple[str, str, str] | None,
+    scenario: str, bootstrap: str, topic: str, group: str, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         _command(scenario, bootstrap, topic, group),
         capture_output=True,
         text=True,
         timeout=90,
-        env=_environment(ca, sasl),
+        env=env,
         cwd=HERE,
     )

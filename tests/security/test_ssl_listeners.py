@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from aiokafka.helpers import create_ssl_context
 from integration.wire_client import metadata
+from kafkajs.runner import needs_kafkajs, run_kafkajs
 
 from odradek import EmbeddedBroker
 from odradek.testing.certificates import KEY_PASSWORD, Certificates
@@ -49,6 +50,8 @@ def broker(certificates: Certificates) -> Iterator[EmbeddedBroker]:
         "listener.name.mtls.ssl.keystore.certificate.chain": certificates.broker_cert.read_text(),
         "listener.name.mtls.ssl.keystore.key": certificates.broker_key_encrypted.read_text(),
         "listener.name.mtls.ssl.key.password": KEY_PASSWORD,
+        # KafkaJS reads back through a group: its first join without Kafka's 3 s delay.
+        "group.initial.rebalance.delay.ms": "0",
     }
     with EmbeddedBroker(config=config, log_level="DEBUG") as b:
         yield b
@@ -170,6 +173,27 @@ def test_aiokafka_over_ssl(
     }
     values = [f"aio {i}".encode() for i in range(20)]
     assert aiokafka_round_trip(options, new_topic("aiokafka"), values) == values
+    assert principal in principals(broker, listener)
+
+
+@needs_kafkajs
+@pytest.mark.parametrize(("listener", "with_cert", "principal"), CLIENT_CASES, ids=CASE_IDS)
+def test_kafkajs_over_ssl(
+    broker: EmbeddedBroker,
+    certificates: Certificates,
+    listener: str,
+    with_cert: bool,
+    principal: str,
+) -> None:
+    seen = run_kafkajs(
+        "secured",
+        broker.listeners[listener],
+        new_topic("kjs"),
+        new_topic("g"),
+        ca=certificates.ca,
+        client_cert=(certificates.client_cert, certificates.client_key) if with_cert else None,
+    )
+    assert seen["values"] == [f"secured-{i}" for i in range(20)]
     assert principal in principals(broker, listener)
 
 
