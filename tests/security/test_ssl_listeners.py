@@ -14,7 +14,7 @@ import ssl
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -132,16 +132,11 @@ CLIENT_CASES = [("SSL", False, "User:ANONYMOUS"), ("MTLS", True, "User:duke@sme"
 CASE_IDS = ["anonymous", "client-cert"]
 
 
-@pytest.mark.parametrize(("listener", "with_cert", "principal"), CLIENT_CASES, ids=CASE_IDS)
-def test_kafka_python_over_ssl(
-    broker: EmbeddedBroker,
-    certificates: Certificates,
-    listener: str,
-    with_cert: bool,
-    principal: str,
-) -> None:
+def kafka_python_over_ssl(
+    address: str, certificates: Certificates, with_cert: bool
+) -> tuple[list[bytes], list[bytes]]:
     options = {
-        "bootstrap_servers": broker.listeners[listener],
+        "bootstrap_servers": address,
         "security_protocol": "SSL",
         "ssl_cafile": str(certificates.ca),
     }
@@ -149,51 +144,59 @@ def test_kafka_python_over_ssl(
         options["ssl_certfile"] = str(certificates.client_cert)
         options["ssl_keyfile"] = str(certificates.client_key)
     values = [f"kp {i}".encode() for i in range(20)]
-    assert kafka_python_round_trip(options, new_topic("kafka-python"), values) == values
-    assert principal in principals(broker, listener)
+    return values, kafka_python_round_trip(options, new_topic("kafka-python"), values)
 
 
-@pytest.mark.parametrize(("listener", "with_cert", "principal"), CLIENT_CASES, ids=CASE_IDS)
-def test_aiokafka_over_ssl(
-    broker: EmbeddedBroker,
-    certificates: Certificates,
-    listener: str,
-    with_cert: bool,
-    principal: str,
-) -> None:
+def aiokafka_over_ssl(
+    address: str, certificates: Certificates, with_cert: bool
+) -> tuple[list[bytes], list[bytes]]:
     client_files = (
         {"certfile": str(certificates.client_cert), "keyfile": str(certificates.client_key)}
         if with_cert
         else {}
     )
     options = {
-        "bootstrap_servers": broker.listeners[listener],
+        "bootstrap_servers": address,
         "security_protocol": "SSL",
         "ssl_context": create_ssl_context(cafile=str(certificates.ca), **client_files),
     }
     values = [f"aio {i}".encode() for i in range(20)]
-    assert aiokafka_round_trip(options, new_topic("aiokafka"), values) == values
-    assert principal in principals(broker, listener)
+    return values, aiokafka_round_trip(options, new_topic("aiokafka"), values)
 
 
-@needs_kafkajs
-@pytest.mark.parametrize(("listener", "with_cert", "principal"), CLIENT_CASES, ids=CASE_IDS)
-def test_kafkajs_over_ssl(
-    broker: EmbeddedBroker,
-    certificates: Certificates,
-    listener: str,
-    with_cert: bool,
-    principal: str,
-) -> None:
+def kafkajs_over_ssl(
+    address: str, certificates: Certificates, with_cert: bool
+) -> tuple[list[str], list[str]]:
     seen = run_kafkajs(
         "secured",
-        broker.listeners[listener],
+        address,
         new_topic("kjs"),
         new_topic("g"),
         ca=certificates.ca,
         client_cert=(certificates.client_cert, certificates.client_key) if with_cert else None,
     )
-    assert seen["values"] == [f"secured-{i}" for i in range(20)]
+    return [f"secured-{i}" for i in range(20)], seen["values"]
+
+
+@pytest.mark.parametrize(
+    "round_trip",
+    [
+        pytest.param(kafka_python_over_ssl, id="kafka-python"),
+        pytest.param(aiokafka_over_ssl, id="aiokafka"),
+        pytest.param(kafkajs_over_ssl, id="kafkajs", marks=needs_kafkajs),
+    ],
+)
+@pytest.mark.parametrize(("listener", "with_cert", "principal"), CLIENT_CASES, ids=CASE_IDS)
+def test_clients_over_ssl(
+    broker: EmbeddedBroker,
+    certificates: Certificates,
+    round_trip: Callable[[str, Certificates, bool], tuple[list, list]],
+    listener: str,
+    with_cert: bool,
+    principal: str,
+) -> None:
+    written, read = round_trip(broker.listeners[listener], certificates, with_cert)
+    assert read == written
     assert principal in principals(broker, listener)
 
 
