@@ -1,9 +1,9 @@
 """A real 3-broker cluster on a real ZooKeeper, driven by confluent-kafka, kazoo and raw requests.
 
 One cluster for the module (the ``odradek_cluster`` fixture of the pytest plugin);
-the tests run in order and the last ones kill and restart a broker. Replication
-of data (RF > 1) is not part of this yet: topics here are RF=1 where data flows,
-and RF=2 where only the assignment, ISR and reporting are checked.
+the tests run in order and the last ones kill and restart a broker. Replication of
+data is test_replication.py's: topics here are RF=1 where data flows, and RF=2 where
+only the assignment, ISR and reporting are checked.
 """
 
 from __future__ import annotations
