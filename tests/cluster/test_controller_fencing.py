@@ -1,7 +1,10 @@
-"""The controller's election and zombie fence against a real ZooKeeper server (no brokers)."""
+"""The controller's election, its zombie fence and its leader elections against a real ZooKeeper
+server (no brokers)."""
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -9,6 +12,8 @@ from kazoo.client import KazooClient
 
 from odradek.metadata import zk_layout as layout
 from odradek.metadata.controller import StateChange
+from odradek.metadata.image import BrokerImage
+from odradek.metadata.store import ElectionType
 from odradek.metadata.zk_controller import (
     ControllerMoved,
     add_state_change,
@@ -17,6 +22,8 @@ from odradek.metadata.zk_controller import (
     fenced,
 )
 from odradek.metadata.zk_store import ZkMetadataStore, ZkSettings
+
+encode_state = layout.encode_partition_state
 
 
 @pytest.fixture
@@ -106,3 +113,39 @@ def test_store_connects_under_a_chroot_and_keeps_the_cluster_id(zookeeper):
     finally:
         root.stop()
         root.close()
+
+
+def test_an_election_decides_on_the_state_in_zookeeper_not_the_watched_copy(zookeeper):
+    """A leader writes its ISR changes to the state znode itself, so a client can read, from
+    another broker, that the preferred replica is back in the ISR before the controller's watch
+    has brought that change. The preferred election then asked for must see it: deciding on the
+    watched copy answered PREFERRED_LEADER_NOT_AVAILABLE (the likely cause of a CI failure of
+    tests/cluster/test_transactions.py, which elects as soon as the metadata shows the replica
+    back, and waited in vain for the leader to move)."""
+    store = ZkMetadataStore(
+        ZkSettings(f"{zookeeper.connect_string}/odradek/election"), {"PLAINTEXT": "PLAINTEXT"}, None
+    )
+    store.connect(None)
+    try:
+        client = store.client
+        assignment = layout.encode_assignment(uuid.uuid4(), {0: (1, 2)})
+        client.create(layout.topic_path("t"), assignment, makepath=True)
+        led_by_2 = layout.PartitionState(2, 1, (2,), 1)
+        client.create(layout.state_path("t", 0), encode_state(led_by_2), makepath=True)
+        # The controller's copy, as its watches delivered it (no watch runs without start()).
+        data, stat = client.get(layout.topic_path("t"))
+        store._apply_assignment("t", layout.decode_assignment(data), stat)
+        data, stat = client.get(layout.state_path("t", 0))
+        store._apply_state("t", 0, layout.decode_partition_state(data), stat)
+        brokers = {n: BrokerImage(n, (("PLAINTEXT", "127.0.0.1", 9000 + n),)) for n in (1, 2)}
+        store._apply_brokers(brokers, {1: 10, 2: 11})
+        store.controller_fence = elect(client, 1)
+        # Leader 2 takes broker 1 back into its ISR; the controller's watch has not run yet.
+        back = dataclasses.replace(led_by_2, isr=(2, 1))
+        client.set(layout.state_path("t", 0), encode_state(back), version=stat.version)
+
+        assert store.elect_leaders(ElectionType.PREFERRED, [("t", 0)]) == {("t", 0): None}
+        elected = layout.decode_partition_state(client.get(layout.state_path("t", 0))[0])
+        assert (elected.leader, elected.leader_epoch, elected.isr) == (1, 2, (2, 1))
+    finally:
+        store.close()

@@ -1000,18 +1000,26 @@ class ZkMetadataStore(MetadataStore):
         fence = self.controller_fence
         if fence is None:
             raise NotController(f"Broker {self.node_id} is not the controller.")
-        after = elect_leader(topic.partitions[index], election_type, alive)
-        state = PartitionState(after.leader, after.leader_epoch, after.isr, fence.epoch)
-        self._controller_write(
-            fence,
-            [
-                (
-                    layout.state_path(name, index),
-                    layout.encode_partition_state(state),
-                    self._states[key][1],
-                )
-            ],
+        # Decided on the state znode as it is now, not on the watched copy: leaders write their
+        # ISR changes there themselves, so another broker (whose metadata the client has read)
+        # may see a replica back in the ISR before this controller's watch brings it. Kafka's
+        # controller never lagged its brokers (it sent them every ISR change itself).
+        path = layout.state_path(name, index)
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            raise UnknownTopic(f"Partition {name}-{index} does not exist.") from None
+        current = layout.decode_partition_state(data)
+        partition = replace(
+            topic.partitions[index],
+            leader=current.leader,
+            leader_epoch=current.leader_epoch,
+            isr=current.isr,
+            partition_epoch=stat.version,
         )
+        after = elect_leader(partition, election_type, alive)
+        state = PartitionState(after.leader, after.leader_epoch, after.isr, fence.epoch)
+        self._controller_write(fence, [(path, layout.encode_partition_state(state), stat.version)])
 
     def _controller_write(
         self, fence: ControllerFence, writes: Sequence[tuple[str, bytes, int]]
