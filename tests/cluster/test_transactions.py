@@ -529,7 +529,7 @@ def test_coordinator_killed_with_transactions_open(odradek_cluster, admin):
     # The restarted broker leads its partition again (a preferred election): its replica,
     # which held the open transactions when it was killed and got their markers by
     # replication, serves the same committed records.
-    admin.elect_leaders(ElectionType.PREFERRED, [tps[0]]).result(30)
+    assert admin.elect_leaders(ElectionType.PREFERRED, [tps[0]]).result(30) == {tps[0]: None}
     wait_until(
         lambda: partition_metadata(admin, topic)[0].leader == coordinator, what="the election"
     )
