@@ -36,8 +36,8 @@ const kafka = new Kafka({
 });
 
 // Consume from the start of `topic` in `groupId` until `count` records have arrived.
-async function consumeAll(groupId, count, options = {}) {
-  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 500, ...options });
+async function consumeAll(groupId, count) {
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 500 });
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   const records = [];
@@ -80,7 +80,7 @@ async function roundtrip() {
     value: `value-${i}`,
     headers: { index: String(i) },
   }));
-  const sent = await producer.send({ topic, messages: plain, acks: -1 });
+  await producer.send({ topic, messages: plain, acks: -1 });
   const gzipped = Array.from({ length: 30 }, (_, i) => ({ key: `key-${i % 5}`, value: `gzip-${i}` }));
   await producer.send({ topic, messages: gzipped, compression: CompressionTypes.GZIP });
   await producer.send({ topic, messages: [{ key: null, value: null }, { key: "", value: "" }] });
@@ -98,7 +98,6 @@ async function roundtrip() {
     created,
     listed,
     afterDelete,
-    sentPartitions: sent.map((r) => r.partition).sort(),
     records,
     committed: committed[0].partitions.map((p) => ({ partition: p.partition, offset: Number(p.offset) })),
     groupState: groups.groups[0].state,
