@@ -111,7 +111,6 @@ async def handle(ctx: RequestContext, request):
             replica_id,
             replica_epoch,
             denied,
-            incremental,
         )
         size = sum(r.records_size for r in results.values())
         errors = unknown_ids or any(r.error_code for r in results.values())
@@ -156,16 +155,8 @@ async def handle(ctx: RequestContext, request):
             )
             throttled.mute_ms = throttle_ms
             return throttled
-    # Every partition read counts as a fetch request, with news or not (as Kafka's
-    # TotalFetchRequestsPerSec), including those a follower's fetch left out of the results.
     broker.topic_stats.fetched(
-        (
-            (tp.topic, 0, 0)
-            if (r := results.get(tp)) is None
-            else (tp.topic, r.error_code, r.records_size)
-            for tp in wanted
-        ),
-        replica_id >= 0,
+        ((tp.topic, r.error_code, r.records_size) for tp, r in results.items()), replica_id >= 0
     )
     if session is not None:
         for tp, result in sent:
@@ -266,7 +257,6 @@ def _read(
     replica_id: int = -1,
     replica_epoch: int = -1,
     denied: frozenset[str] = frozenset(),
-    incremental: bool = False,
 ) -> dict[TopicPartition, FetchPartitionResponse]:
     """One pass over the partitions within the response's and each partition's byte limits.
 
@@ -274,9 +264,7 @@ def _read(
     batch (min_one_message) so that a consumer can always make progress.
     """
     if replica_id >= 0:
-        return _read_for_follower(
-            broker, wanted, max_bytes, replica_id, replica_epoch, denied, incremental
-        )
+        return _read_for_follower(broker, wanted, max_bytes, replica_id, replica_epoch, denied)
     results: dict[TopicPartition, FetchPartitionResponse] = {}
     budget = max_bytes
     for tp, cached in wanted.items():
@@ -321,15 +309,13 @@ def _read_for_follower(
     replica_id: int,
     replica_epoch: int,
     denied: frozenset[str],
-    incremental: bool,
 ) -> dict[TopicPartition, FetchPartitionResponse]:
     """``_read`` for a follower: up to the log end offset, through the ReplicaManager (the
     follower's progress may move the high watermark or the ISR).
 
     A partition the follower has caught up on takes Partition.fetch_for_idle_follower's
-    short way; in an incremental fetch it is left out of the results when the session
-    already holds its high watermark and log start offset, having no news to send. A
-    follower's session holds every partition it follows from here, most of them idle, so
+    short way (an incremental answer then leaves it out like any partition without news).
+    A follower's session holds every partition it follows from here, most of them idle, so
     this is most of what a follower fetch costs.
     """
     results: dict[TopicPartition, FetchPartitionResponse] = {}
@@ -345,16 +331,9 @@ def _read_for_follower(
         records: list[Region] = []
         try:
             partition = replica_manager.partition(tp)
-            if partition.fetch_for_idle_follower(
+            if not partition.fetch_for_idle_follower(
                 replica_id, cached.fetch_offset, cached.current_leader_epoch, now_ms, replica_epoch
             ):
-                if (
-                    incremental
-                    and partition.high_watermark == cached.high_watermark
-                    and partition.log_start_offset == cached.log_start_offset
-                ):
-                    continue
-            else:
                 data = replica_manager.fetch_for_follower(
                     tp,
                     replica_id,
