@@ -49,16 +49,10 @@ def run_kafkajs(
 
 
 def kafkajs_error(
-    scenario: str,
-    bootstrap: str,
-    topic: str,
-    group: str,
-    *,
-    ca: Path | None = None,
-    sasl: tuple[str, str, str] | None = None,
+    scenario: str, bootstrap: str, topic: str, group: str, *, sasl: tuple[str, str, str]
 ) -> str:
     """The error KafkaJS ended the scenario with (AssertionError if it succeeded)."""
-    done = _node(scenario, bootstrap, topic, group, _environment(ca, None, sasl))
+    done = _node(scenario, bootstrap, topic, group, _environment(None, None, sasl))
     assert done.returncode != 0, f"KafkaJS {scenario} succeeded: {done.stdout.strip()}"
     return done.stderr.strip()
 
